@@ -1,0 +1,3 @@
+from offloadlab.cli import main
+
+main()

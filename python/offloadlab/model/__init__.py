@@ -1,0 +1,11 @@
+"""Closed-form queueing models of a host with and without an offload engine (seed 000).
+
+:func:`evaluate` solves a scenario over a rate sweep; :func:`verdict` says in words
+whether offloading helps. The equations are in :mod:`offloadlab.model.tandem` and
+documented in ``docs/model.md``.
+"""
+
+from offloadlab.model.result import ModelResult, evaluate
+from offloadlab.model.verdict import verdict
+
+__all__ = ["ModelResult", "evaluate", "verdict"]

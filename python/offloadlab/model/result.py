@@ -1,0 +1,161 @@
+"""Evaluate the model over a rate sweep and lay it out in the shared result schema."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+
+import numpy as np
+
+from offloadlab.errors import InputError
+from offloadlab.model.placement import optimise
+from offloadlab.model.tandem import ClassCosts, overhead_bound, solve
+from offloadlab.results import jsonable
+from offloadlab.scenario import Scenario
+
+
+@dataclass(frozen=True)
+class ModelResult:
+    """Model outputs at R total arrival rates for C classes.
+
+    ``overall[key]`` has shape (R,), ``per_class[key]`` shape (R, C). Keys are the
+    result schema's metrics plus ``lam`` (arrival rate), ``f`` (offloaded fraction),
+    the verdicts, ``EXo_max`` (per class), the saturation rates ``lam_star_noe``,
+    ``lam_star_cpu``, ``lam_star_oe`` (the rate at which that queue reaches U = 1 with
+    the same class mix and fractions) and ``saturated_*`` flags.
+    """
+
+    scenario: Scenario
+    rates: np.ndarray
+    fractions: np.ndarray
+    overall: dict[str, np.ndarray]
+    per_class: dict[str, np.ndarray]
+    notes: tuple[str, ...] = ()
+    source: str = "model"
+
+    def rows(self) -> list[dict]:
+        """Flat rows: for each rate, one for all classes (``class = "all"``), then one per class."""
+        out = []
+        names = self.scenario.class_names
+        for r, rate in enumerate(self.rates):
+            out.append({"rate": float(rate), "class": "all",
+                        **{k: v[r].item() for k, v in self.overall.items()}})
+            for c, name in enumerate(names):
+                out.append({"rate": float(rate), "class": name,
+                            **{k: v[r, c].item() for k, v in self.per_class.items()}})
+        return out
+
+    def to_json(self) -> dict:
+        s = self.scenario
+        return jsonable({
+            "source": self.source, "scenario": s.name, "seed": None,
+            "options": asdict(s.options),
+            "offload": {c.name: c.offload for c in s.classes},
+            "notes": list(self.notes),
+            "rows": self.rows(),
+        })
+
+
+def evaluate(scenario: Scenario, rates=None, fractions=None) -> ModelResult:
+    """Solve the model at the given total arrival rates (default: the scenario's own).
+
+    Rates keep the scenario's class mix. ``fractions`` (C,) or (R, C) overrides the
+    scenario's offload fractions; otherwise classes marked ``"auto"`` are optimised
+    at each rate (see :mod:`offloadlab.model.placement`).
+    """
+    rates = np.atleast_1d(np.asarray(scenario.rate if rates is None else rates, dtype=float))
+    if rates.ndim != 1 or not np.all(np.isfinite(rates)) or np.any(rates < 0):
+        raise InputError("rates must be finite numbers >= 0 requests/s")
+    k = ClassCosts.of(scenario)
+    share = np.array([c.rate for c in scenario.classes]) / scenario.rate
+    notes: list[str] = []
+    if fractions is not None:
+        f = np.broadcast_to(np.asarray(fractions, dtype=float), (len(rates), len(share))).copy()
+        if not np.all((f >= 0) & (f <= 1)):
+            raise InputError("offload fractions must lie in [0, 1]")
+    else:
+        fixed = np.array([np.nan if c.auto else c.offload for c in scenario.classes])
+        if np.isnan(fixed).any():
+            f, feasible = optimise(rates, share, fixed, k, scenario.options)
+            if not feasible.all():
+                notes.append(
+                    f"at {np.count_nonzero(~feasible)} of {len(rates)} rates no offload split "
+                    f"keeps host and engine utilisation <= {scenario.options.util_cap:g}; "
+                    "the split shown minimises host utilisation")
+        else:
+            f = np.broadcast_to(fixed, (len(rates), len(share))).copy()
+    lam = rates[:, None] * share
+    q = solve(lam, f, k, scenario.options)
+    per = _per_class(q, lam, f, share, k)
+    return ModelResult(scenario, rates, f, _overall(q, per, rates, f, share, k), per, tuple(notes))
+
+
+def _per_class(q, lam, f, share, k: ClassCosts) -> dict[str, np.ndarray]:
+    shape = lam.shape
+    offloaded = lam * f
+    stable = ((q.U_cpu < 1) & (q.U_oe < 1))[:, None]
+    cpu_relieved = np.broadcast_to(k.o1 < k.p1, shape)
+    W_oe = np.broadcast_to(q.W_oe[:, None], shape)
+    return {
+        "lam": lam, "f": f,
+        "U_noe": lam * k.h1, "W_noe": np.broadcast_to(q.W_noe[:, None], shape),
+        "T_noe": q.T_noe_c,
+        "U_cpu": lam * ((1 - f) * k.h1 + f * k.g1),
+        "W_cpu": np.broadcast_to(q.W_cpu[:, None], shape), "T_cpu": q.T_cpu_c,
+        "U_oe": offloaded * k.e1, "W_oe": W_oe, "T_oe": q.T_oe_c,
+        "T": q.T_c, "T_sum": q.T_sum_c,
+        "N_q": np.where(f > 0, offloaded * W_oe, 0.0),
+        "N_oe": np.where(f > 0, offloaded * q.T_oe_c, 0.0),
+        "cpu_relieved": cpu_relieved,
+        "beneficial": (f > 0) & cpu_relieved & stable & (q.T_c <= q.T_noe_c),
+        "EXo_max": overhead_bound(lam, f, k, q),
+        **{key: share * v[:, None] for key, v in _saturation_rates(k, f, share).items()},
+        **{key: np.broadcast_to(v[:, None], shape) for key, v in _saturated(q).items()},
+    }
+
+
+def _overall(q, per: dict, rates, f, share, k: ClassCosts) -> dict[str, np.ndarray]:
+    """All classes together: utilisations and counts add up, delays are request means."""
+    sent = share * f
+    any_sent = sent.sum(-1) > 0
+    # Mean engine sojourn over offloaded requests (over all, as a what-if, if none are).
+    oe_weight = np.where(any_sent[:, None], sent, share)
+    oe_weight = oe_weight / oe_weight.sum(-1, keepdims=True)
+    stable = (q.U_cpu < 1) & (q.U_oe < 1)
+    cpu_relieved = (sent * (k.h1 - k.g1)).sum(-1) > 0
+    T, T_noe = _wmean(share, q.T_c), _wmean(share, q.T_noe_c)
+    return {
+        "lam": rates, "f": sent.sum(-1),
+        "U_noe": q.U_noe, "W_noe": q.W_noe, "T_noe": T_noe,
+        "U_cpu": q.U_cpu, "W_cpu": q.W_cpu, "T_cpu": _wmean(share, q.T_cpu_c),
+        "U_oe": q.U_oe, "W_oe": q.W_oe, "T_oe": _wmean(oe_weight, q.T_oe_c),
+        "T": T, "T_sum": _wmean(share, q.T_sum_c),
+        "N_q": per["N_q"].sum(-1), "N_oe": per["N_oe"].sum(-1),
+        "cpu_relieved": cpu_relieved,
+        "beneficial": any_sent & cpu_relieved & stable & (T <= T_noe),
+        **_saturation_rates(k, f, share),
+        **_saturated(q),
+    }
+
+
+def _wmean(w: np.ndarray, x: np.ndarray) -> np.ndarray:
+    """Weighted sum over classes where a zero weight ignores an infinite value."""
+    return np.where(w > 0, w * x, 0.0).sum(-1)
+
+
+def _saturation_rates(k: ClassCosts, f, share) -> dict[str, np.ndarray]:
+    """Total arrival rate at which each queue reaches U = 1, at this mix and these fractions."""
+    per_unit_rate = {
+        "noe": (share * k.h1).sum(-1),
+        "cpu": (share * ((1 - f) * k.h1 + f * k.g1)).sum(-1),
+        "oe": (share * f * k.e1).sum(-1),
+    }
+    with np.errstate(divide="ignore"):
+        return {f"lam_star_{name}": np.broadcast_to(np.where(u > 0, 1 / u, np.inf), f.shape[:-1])
+                for name, u in per_unit_rate.items()}
+
+
+def _saturated(q) -> dict[str, np.ndarray]:
+    flags = {"saturated_noe": q.U_noe >= 1, "saturated_cpu": q.U_cpu >= 1,
+             "saturated_oe": q.U_oe >= 1}
+    flags["saturated"] = flags["saturated_noe"] | flags["saturated_cpu"] | flags["saturated_oe"]
+    return flags

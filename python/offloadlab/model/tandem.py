@@ -1,0 +1,164 @@
+"""Seed 000's queueing model: host alone (M/G/1) against host + offload engine (tandem).
+
+Every class c arrives as a Poisson stream of rate lam_c. Without offload the host
+CPU serves each request for S = X_a + X_p (one M/G/1 queue, eqs 3.1-3.10). With
+offload, a fraction f_c of class c is sent to the engine: those requests cost the
+host X_a + X_o and then the engine X_c + X_q; the rest stay on the host with
+X_a + X_p. Host and engine are FCFS M/G/1 queues (Poisson thinning keeps each
+stream Poisson); with one class and f = 1 this is exactly eqs 3.11-3.33.
+
+All functions broadcast: rates and fractions may carry any leading shape (a rate
+sweep, a batch of candidate splits) with classes on the last axis.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from offloadlab.scenario import Options, Scenario
+
+
+@dataclass(frozen=True)
+class ClassCosts:
+    """First and second moments of each class's service times, arrays over classes.
+
+    h: host service of a request that stays on the host, X_a + X_p
+    g: host service of an offloaded request, X_a + X_o
+    e: engine service of an offloaded request, X_c + X_q
+    The second moment of a sum of independent X, Y is E[X^2] + E[Y^2] + 2 E[X] E[Y].
+    """
+
+    a1: np.ndarray
+    a2: np.ndarray
+    p1: np.ndarray
+    o1: np.ndarray
+    o_scv: np.ndarray
+    h1: np.ndarray
+    h2: np.ndarray
+    g1: np.ndarray
+    g2: np.ndarray
+    e1: np.ndarray
+    e2: np.ndarray
+    cpu_queue: str
+
+    @classmethod
+    def of(cls, scenario: Scenario) -> ClassCosts:
+        def moments(key: str) -> tuple[np.ndarray, np.ndarray]:
+            ds = [getattr(c, key) for c in scenario.classes]
+            return np.array([d.mean for d in ds]), np.array([d.m2 for d in ds])
+
+        (a1, a2), (p1, p2), (o1, o2) = moments("app"), moments("host_proto"), moments(
+            "host_overhead")
+        (c1, c2), (q1, q2) = moments("engine_overhead"), moments("engine_proto")
+        o_scv = np.array([c.host_overhead.scv for c in scenario.classes])
+        g1 = a1 + o1
+        return cls(a1=a1, a2=a2, p1=p1, o1=o1, o_scv=o_scv,
+                   h1=a1 + p1, h2=a2 + p2 + 2 * a1 * p1,
+                   g1=g1, g2=offloaded_host_m2(a1, a2, o1, o2, scenario.options.cpu_queue),
+                   e1=c1 + q1, e2=c2 + q2 + 2 * c1 * q1,
+                   cpu_queue=scenario.options.cpu_queue)
+
+
+def offloaded_host_m2(a1, a2, o1, o2, cpu_queue: str):
+    """E[(X_a + X_o)^2]; the seed's M/M/1 CPU takes X_a + X_o as exponential (2 E[.]^2)."""
+    if cpu_queue == "mm1":
+        return 2 * (a1 + o1) ** 2
+    return a2 + o2 + 2 * a1 * o1
+
+
+def pk_wait(load2: np.ndarray, util: np.ndarray) -> np.ndarray:
+    """Pollaczek-Khinchine mean wait W = sum_c lam_c E[S_c^2] / (2 (1 - U)); inf once U >= 1.
+
+    ``load2`` is sum_c lam_c E[S_c^2] and ``util`` is U = sum_c lam_c E[S_c].
+    """
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return np.where(util < 1, load2 / (2 * (1 - util)), np.inf)
+
+
+def mix(f: np.ndarray, on_host: np.ndarray, offloaded: np.ndarray) -> np.ndarray:
+    """(1 - f) on_host + f offloaded, where a branch taken with weight 0 never contributes
+    (so an infinite delay on a path no request takes does not turn into NaN)."""
+    with np.errstate(invalid="ignore"):  # 0 * inf on the branch np.where discards
+        return (np.where(f < 1, (1 - f) * on_host, 0.0)
+                + np.where(f > 0, f * offloaded, 0.0))
+
+
+@dataclass(frozen=True)
+class Queues:
+    """The solved model. Arrays shaped like the input rates: ``*_c`` per class
+    (classes last), the rest shared by all classes at that point."""
+
+    U_noe: np.ndarray
+    W_noe: np.ndarray
+    U_cpu: np.ndarray
+    load2_cpu: np.ndarray
+    W_cpu: np.ndarray
+    U_oe: np.ndarray
+    W_oe: np.ndarray
+    T_noe_c: np.ndarray
+    T_cpu_c: np.ndarray
+    T_cpu_off_c: np.ndarray
+    T_oe_c: np.ndarray
+    T_c: np.ndarray
+    T_sum_c: np.ndarray
+
+
+def solve(lam: np.ndarray, f: np.ndarray, k: ClassCosts, options: Options) -> Queues:
+    """Solve host-alone and host + engine for class rates ``lam`` and fractions ``f``."""
+    on_host, offloaded = lam * (1 - f), lam * f
+    U_noe = (lam * k.h1).sum(-1)
+    W_noe = pk_wait((lam * k.h2).sum(-1), U_noe)
+    U_cpu = (on_host * k.h1 + offloaded * k.g1).sum(-1)
+    load2_cpu = (on_host * k.h2 + offloaded * k.g2).sum(-1)
+    W_cpu = pk_wait(load2_cpu, U_cpu)
+    U_oe = (offloaded * k.e1).sum(-1)
+    W_oe = pk_wait((offloaded * k.e2).sum(-1), U_oe)
+
+    T_host_c = W_cpu[..., None] + k.h1  # a request of class c that stays on the host
+    T_cpu_off_c = W_cpu[..., None] + k.g1  # ... one that is offloaded: its host part
+    T_oe_c = W_oe[..., None] + k.e1  # ... and its engine part
+    T_sum_off = T_cpu_off_c + T_oe_c
+    T_off = np.maximum(T_cpu_off_c, T_oe_c) if options.system_delay == "max" else T_sum_off
+    return Queues(
+        U_noe=U_noe, W_noe=W_noe, U_cpu=U_cpu, load2_cpu=load2_cpu, W_cpu=W_cpu,
+        U_oe=U_oe, W_oe=W_oe,
+        T_noe_c=W_noe[..., None] + k.h1,
+        T_cpu_c=mix(f, T_host_c, T_cpu_off_c),
+        T_cpu_off_c=T_cpu_off_c,
+        T_oe_c=T_oe_c,
+        T_c=mix(f, T_host_c, T_off),
+        T_sum_c=mix(f, T_host_c, T_sum_off),
+    )
+
+
+def overhead_bound(lam: np.ndarray, f: np.ndarray, k: ClassCosts, q: Queues) -> np.ndarray:
+    """EXo_max per class: the largest mean host overhead E[X_o] for which offloading the
+    class still relieves the CPU (E[X_o] < E[X_p]) and an offloaded request's host
+    sojourn stays within its no-offload delay T_noe (reference 000, section 2.8).
+
+    X_o keeps its shape (its scv) as its mean x varies; the other classes stay as they
+    are. With one class, f = 1 and the M/M/1 CPU this is the closed form
+    T_noe / (1 + lam T_noe) - E[X_a], capped at E[X_p]. Never negative: 0 means no
+    overhead at all would keep the delay.
+    """
+    bound = np.empty(np.broadcast_shapes(lam.shape, f.shape))
+    for c in range(bound.shape[-1]):
+        offloaded = (lam * f)[..., c]
+        target = q.T_noe_c[..., c]
+
+        def host_sojourn(x: np.ndarray, c: int = c, offloaded: np.ndarray = offloaded):
+            g2_x = offloaded_host_m2(k.a1[c], k.a2[c], x, (1 + k.o_scv[c]) * x**2, k.cpu_queue)
+            util = q.U_cpu + offloaded * (x - k.o1[c])
+            load2 = q.load2_cpu + offloaded * (g2_x - k.g2[c])
+            return pk_wait(load2, util) + k.a1[c] + x
+
+        lo, hi = np.zeros_like(target), np.full_like(target, k.p1[c])
+        fits_hi, fits_lo = host_sojourn(hi) <= target, host_sojourn(lo) <= target
+        for _ in range(60):  # bisection: the host sojourn grows with x
+            mid = (lo + hi) / 2
+            ok = host_sojourn(mid) <= target
+            lo, hi = np.where(ok, mid, lo), np.where(ok, hi, mid)
+        bound[..., c] = np.where(fits_hi, k.p1[c], np.where(fits_lo, lo, 0.0))
+    return bound

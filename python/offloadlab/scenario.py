@@ -1,0 +1,231 @@
+"""Scenario: traffic classes, their service costs and the model options, from TOML.
+
+This module is the only place that reads and checks scenario files. Every error
+names the file, the class and the field, says what is wrong and how to fix it,
+and all problems of a file are reported at once. See ``docs/scenario.md``.
+"""
+
+from __future__ import annotations
+
+import math
+import tomllib
+from dataclasses import dataclass, field, fields, replace
+from pathlib import Path
+from typing import Literal
+
+import tomli_w
+
+from offloadlab import dist
+from offloadlab.dist import Dist
+from offloadlab.errors import InputError
+
+# The service-time fields of a class, with the seed's symbol and meaning.
+COST_FIELDS: dict[str, str] = {
+    "app": "X_a, application work on the host CPU",
+    "host_proto": "X_p, protocol work on the host CPU when not offloaded",
+    "host_overhead": "X_o, host CPU cost of driving the engine when offloaded",
+    "engine_overhead": "X_c, engine cost of the host's commands",
+    "engine_proto": "X_q, protocol work on the engine",
+}
+_CHOICES = {
+    "system_delay": ("max", "sum"),
+    "cpu_queue": ("mm1", "mg1"),
+    "objective": ("delay", "host_cpu"),
+}
+
+Offload = float | Literal["auto"]
+
+
+@dataclass(frozen=True)
+class Options:
+    """Model options.
+
+    ``system_delay``: ``max`` is seed 000's T = max(T_cpu, T_oe); ``sum`` is the tandem
+    sojourn T_cpu + T_oe. ``cpu_queue``: ``mm1`` treats an offloaded request's host time
+    X_a + X_o as exponential (the seed's approximation); ``mg1`` uses its true second
+    moment. ``objective`` and ``util_cap`` steer ``offload = "auto"``.
+    """
+
+    system_delay: Literal["max", "sum"] = "max"
+    cpu_queue: Literal["mm1", "mg1"] = "mm1"
+    objective: Literal["delay", "host_cpu"] = "delay"
+    util_cap: float = 0.85
+
+
+@dataclass(frozen=True)
+class TrafficClass:
+    """One class of requests: Poisson arrivals at ``rate`` and the costs of serving them."""
+
+    name: str
+    rate: float
+    app: Dist
+    host_proto: Dist
+    host_overhead: Dist
+    engine_overhead: Dist
+    engine_proto: Dist
+    offload: Offload = 1.0
+
+    @property
+    def auto(self) -> bool:
+        return self.offload == "auto"
+
+
+@dataclass(frozen=True)
+class Scenario:
+    name: str
+    classes: tuple[TrafficClass, ...]
+    options: Options = field(default_factory=Options)
+    description: str = ""
+
+    @property
+    def rate(self) -> float:
+        """Total arrival rate over all classes, requests/s."""
+        return sum(c.rate for c in self.classes)
+
+    @property
+    def class_names(self) -> list[str]:
+        return [c.name for c in self.classes]
+
+    def with_offload(self, offload: Offload) -> Scenario:
+        """The same scenario with every class sent to the engine with fraction ``offload``."""
+        return replace(self, classes=tuple(replace(c, offload=offload) for c in self.classes))
+
+
+def load(path: str | Path) -> Scenario:
+    """Read and check a scenario file. Relative ``empirical(path=...)`` is resolved
+    against the file's folder."""
+    path = Path(path)
+    try:
+        text = path.read_text()
+    except OSError as exc:
+        raise InputError(f"{path}: cannot read scenario: {exc.strerror}") from exc
+    return loads(text, source=str(path), base_dir=path.parent)
+
+
+def loads(text: str, source: str = "<scenario>", base_dir: Path | None = None) -> Scenario:
+    """Parse and check scenario TOML text; ``source`` names it in error messages."""
+    try:
+        data = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        raise InputError(f"{source}: invalid TOML: {exc}") from None
+    return from_dict(data, source, base_dir)
+
+
+def from_dict(data: dict, source: str = "<scenario>", base_dir: Path | None = None) -> Scenario:
+    """Check a parsed scenario table and build the :class:`Scenario`."""
+    errors: list[str] = []
+    _unknown_keys(data, {"name", "description", "options", "class"}, "", errors)
+    options = _options(data.get("options", {}), errors)
+    raw_classes = data.get("class")
+    if not isinstance(raw_classes, list) or not raw_classes:
+        errors.append('no traffic classes; add at least one [[class]] table with name, rate, '
+                      'app, host_proto, host_overhead, engine_overhead, engine_proto')
+        raw_classes = []
+    classes = []
+    for i, raw in enumerate(raw_classes):
+        cls = _traffic_class(raw, i, base_dir, errors)
+        if cls is not None:
+            classes.append(cls)
+    names = [c.name for c in classes]
+    for dup in sorted({n for n in names if names.count(n) > 1}):
+        errors.append(f'class "{dup}": name is used twice; class names must be unique')
+    name = data.get("name", Path(source).stem)
+    if not isinstance(name, str) or not name.strip():
+        errors.append('name: must be a non-empty string, e.g. name = "large files"')
+    description = data.get("description", "")
+    if not isinstance(description, str):
+        errors.append("description: must be a string")
+    if errors:
+        raise InputError("\n".join(f"{source}: {e}" for e in errors))
+    return Scenario(name, tuple(classes), options, description)
+
+
+def _options(raw: object, errors: list[str]) -> Options:
+    if not isinstance(raw, dict):
+        errors.append("options: must be a table, e.g. [options] system_delay = \"max\"")
+        return Options()
+    _unknown_keys(raw, {f.name for f in fields(Options)}, "options: ", errors)
+    values = {}
+    for key, choices in _CHOICES.items():
+        if key in raw:
+            if raw[key] in choices:
+                values[key] = raw[key]
+            else:
+                errors.append(f"options: {key} = {raw[key]!r} is not one of "
+                              f"{', '.join(map(repr, choices))}")
+    if "util_cap" in raw:
+        cap = raw["util_cap"]
+        if _is_number(cap) and 0 < cap <= 1:
+            values["util_cap"] = float(cap)
+        else:
+            errors.append(f"options: util_cap = {cap!r} must be a number in (0, 1], e.g. 0.85")
+    return Options(**values)
+
+
+def _traffic_class(raw: object, index: int, base_dir: Path | None,
+                   errors: list[str]) -> TrafficClass | None:
+    if not isinstance(raw, dict):
+        errors.append(f"class #{index + 1}: must be a [[class]] table")
+        return None
+    name = raw.get("name")
+    if not isinstance(name, str) or not name.strip():
+        errors.append(f'class #{index + 1}: name: missing; add name = "c{index}"')
+        name = f"#{index + 1}"
+    where = f'class "{name}": '
+    before = len(errors)
+    _unknown_keys(raw, {"name", "rate", "offload", *COST_FIELDS}, where, errors)
+
+    rate = raw.get("rate")
+    if not (_is_number(rate) and math.isfinite(rate) and rate > 0):
+        errors.append(f"{where}rate: {'missing' if rate is None else repr(rate)}; "
+                      "rates must be > 0 requests/s, e.g. rate = 50")
+
+    costs = {}
+    for key, meaning in COST_FIELDS.items():
+        spec = raw.get(key)
+        if spec is None:
+            errors.append(f"{where}{key}: missing ({meaning}); add e.g. "
+                          f'{key} = "exp(mean=1ms)", or "det(0)" if it is negligible')
+            continue
+        try:
+            d = dist.parse(spec, base_dir)
+        except InputError as exc:
+            errors.append(f"{where}{key}: {exc}")
+            continue
+        if not math.isfinite(d.m2):
+            errors.append(f"{where}{key}: {d.infinite_m2_hint()}")
+            continue
+        costs[key] = d
+
+    offload = raw.get("offload", 1.0)
+    if not (offload == "auto" or (_is_number(offload) and 0 <= offload <= 1)):
+        errors.append(f'{where}offload: {offload!r} must be a fraction in [0, 1] or "auto"')
+    if len(errors) > before:
+        return None
+    return TrafficClass(name, float(rate), offload=offload if offload == "auto" else float(offload),
+                        **costs)
+
+
+def _unknown_keys(table: dict, known: set[str], where: str, errors: list[str]) -> None:
+    for key in sorted(set(table) - known):
+        errors.append(f"{where}unknown field '{key}'; known fields: {', '.join(sorted(known))}")
+
+
+def _is_number(x: object) -> bool:
+    return isinstance(x, int | float) and not isinstance(x, bool)
+
+
+def dumps(scenario: Scenario) -> str:
+    """Scenario as TOML text that :func:`loads` reads back to an equal scenario."""
+    opts = scenario.options
+    data: dict = {"name": scenario.name}
+    if scenario.description:
+        data["description"] = scenario.description
+    data["options"] = {f.name: getattr(opts, f.name) for f in fields(Options)}
+    data["class"] = [
+        {"name": c.name, "rate": c.rate,
+         **{key: str(getattr(c, key)) for key in COST_FIELDS},
+         "offload": c.offload}
+        for c in scenario.classes
+    ]
+    return tomli_w.dumps(data)
