@@ -373,7 +373,7 @@ def _build(kind: str, p: dict, base_dir: Path | None) -> Dist:
     if kind == "lognormal":
         need("sigma")
         if ("mean" in p) == ("nu" in p):
-            raise InputError(f"lognormal takes either mean or nu (not both); e.g. {_EXAMPLES[kind]}")
+            raise InputError(f"lognormal takes mean or nu, not both; e.g. {_EXAMPLES[kind]}")
         if "mean" in p:
             return Lognormal.from_mean(p["mean"], p["sigma"])
         return Lognormal(p["nu"], p["sigma"])

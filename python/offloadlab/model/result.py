@@ -131,7 +131,7 @@ def _overall(q, per: dict, rates, f, share, k: ClassCosts) -> dict[str, np.ndarr
         "T": T, "T_sum": _wmean(share, q.T_sum_c),
         "N_q": per["N_q"].sum(-1), "N_oe": per["N_oe"].sum(-1),
         "cpu_relieved": cpu_relieved,
-        "beneficial": any_sent & cpu_relieved & stable & (T <= T_noe),
+        "beneficial": any_sent & cpu_relieved & stable & (T_noe >= T),
         **_saturation_rates(k, f, share),
         **_saturated(q),
     }

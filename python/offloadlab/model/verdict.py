@@ -24,12 +24,13 @@ def verdict(row: dict, EXp: float, EXo: float, margin: float = 0.05) -> tuple[st
     if offload_saturated:
         where = "engine" if row["saturated_oe"] else "host CPU"
         return HURTS, f"the {where} saturates with offload (U = {_util(row, where)})"
+    relieved = f"E[X_o] {_ms(EXo)} < E[X_p] {_ms(EXp)}"
     delay = f"delay {_ms(row['T_noe'])} -> {_ms(row['T'])}"
     if row["T"] > row["T_noe"] * (1 + margin):
-        return HURTS, delay
+        return HURTS, f"{relieved}, but {delay}"
     if row["T"] < row["T_noe"] * (1 - margin):
-        return HELPS, f"host CPU {row['U_noe']:.2f} -> {row['U_cpu']:.2f}, {delay}"
-    return NEUTRAL, f"{delay}, within {margin:.0%}"
+        return HELPS, f"{relieved}; host CPU {row['U_noe']:.3g} -> {row['U_cpu']:.3g}, {delay}"
+    return NEUTRAL, f"{relieved}; {delay}, within {margin:.0%}"
 
 
 def _util(row: dict, where: str) -> str:

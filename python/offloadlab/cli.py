@@ -1,0 +1,154 @@
+"""The ``offload`` command. Exit codes: 0 ok, 1 runtime failure, 2 bad input."""
+
+from __future__ import annotations
+
+import functools
+import json
+from importlib import resources
+from pathlib import Path
+from typing import Annotated
+
+import numpy as np
+import typer
+from rich.console import Console
+
+from offloadlab import __version__, model, scenario
+from offloadlab.errors import InputError
+from offloadlab.report.plots import plot_model
+from offloadlab.report.tables import model_table, verdict_table
+from offloadlab.results import jsonable, write_json
+
+app = typer.Typer(
+    help="OffloadLab: does offloading protocol work to an offload engine help your web server?",
+    no_args_is_help=True, add_completion=False, pretty_exceptions_enable=False,
+    rich_markup_mode="rich",
+)
+out = Console(soft_wrap=False)
+err = Console(stderr=True)
+_MAX_RATES = 1_000_000
+_PLOT_POINTS = 200
+
+
+def _user_errors(command):
+    """Bad input is reported in one red paragraph and exits with code 2, never a traceback."""
+    @functools.wraps(command)
+    def wrapper(*args, **kwargs):
+        try:
+            return command(*args, **kwargs)
+        except InputError as exc:
+            err.print(f"[bold red]error:[/] {exc}", highlight=False, markup=True)
+            raise typer.Exit(2) from None
+    return wrapper
+
+
+def _show_version(value: bool) -> None:
+    if value:
+        out.print(f"offload {__version__}")
+        raise typer.Exit()
+
+
+@app.callback()
+def _root(
+    version: Annotated[bool, typer.Option("--version", callback=_show_version, is_eager=True,
+                                          help="Print the version and exit.")] = False,
+) -> None:
+    """OffloadLab: does offloading protocol work to an offload engine help your web server?"""
+
+
+def parse_rates(text: str) -> np.ndarray:
+    """``START:STOP:STEP`` (STOP included) or a comma list, in total requests/s."""
+    sweep = ":" in text
+    try:
+        numbers = [float(p) for p in text.split(":" if sweep else ",")]
+    except ValueError:
+        numbers = []
+    if not numbers or (sweep and len(numbers) != 3):
+        raise InputError(f"--rates '{text}': write START:STOP:STEP (e.g. 10:300:10) "
+                         "or a list (e.g. 25,50,75)")
+    if not all(np.isfinite(numbers)) or min(numbers) < 0:
+        raise InputError(f"--rates '{text}': rates must be finite and >= 0 requests/s")
+    if sweep:
+        start, stop, step = numbers
+        if not step > 0 or not stop >= start:
+            raise InputError(f"--rates '{text}': START:STOP:STEP needs STEP > 0 and "
+                             "STOP >= START")
+        count = int(np.floor((stop - start) / step + 1e-9)) + 1
+        if count > _MAX_RATES:
+            raise InputError(f"--rates '{text}' gives {count:,} points; at most {_MAX_RATES:,}")
+        return start + step * np.arange(count)
+    return np.asarray(numbers)
+
+
+def _plot_rates(sc: scenario.Scenario) -> np.ndarray:
+    """A sweep from 0 to a little past the later of the two saturation points."""
+    o = model.evaluate(sc).overall
+    stars = [o["lam_star_noe"][0], min(o["lam_star_cpu"][0], o["lam_star_oe"][0])]
+    top = 1.1 * max((s for s in stars if np.isfinite(s)), default=sc.rate * 2)
+    return np.linspace(0.0, top, _PLOT_POINTS)
+
+
+@app.command("model")
+@_user_errors
+def model_cmd(
+    scenario_file: Annotated[Path, typer.Argument(metavar="SCENARIO",
+                                                  help="Scenario TOML file.")],
+    rates: Annotated[str | None, typer.Option(
+        help="Total arrival rates to evaluate: START:STOP:STEP (stop included) or a list "
+             "a,b,c; classes keep their share. Default: the scenario's own rates.")] = None,
+    as_json: Annotated[bool, typer.Option("--json", help="Print results as JSON.")] = False,
+    as_table: Annotated[bool, typer.Option("--table", help="Print a table (the default).")
+                        ] = False,
+    out_file: Annotated[Path | None, typer.Option(
+        "--out", help="Also write the JSON results to this file (atomically).")] = None,
+    plot: Annotated[Path | None, typer.Option(
+        help="Write a figure (PNG, SVG or PDF) of utilisation and delay against rate; "
+             "without --rates it sweeps up to past saturation.")] = None,
+) -> None:
+    """Solve the queueing model: host alone (M/G/1) against host + offload engine."""
+    if as_json and as_table:
+        raise InputError("--json and --table exclude each other; pick one")
+    sc = scenario.load(scenario_file)
+    rate_points = None if rates is None else parse_rates(rates)
+    result = model.evaluate(sc, rate_points)
+    if as_json:
+        print(json.dumps(jsonable(result.to_json()), indent=2, allow_nan=False))
+    else:
+        out.print(model_table(result))
+    for note in result.notes:
+        err.print(f"[yellow]note:[/] {note}")
+    if out_file is not None:
+        write_json(out_file, result.to_json())
+    if plot is not None:
+        swept = result if rates is not None else model.evaluate(sc, _plot_rates(sc))
+        plot_model(swept, plot)
+        err.print(f"figure written to {plot}")
+
+
+def example_files() -> list[Path]:
+    """The scenario files shipped with the package (also at ``examples/`` in the source tree)."""
+    folder = resources.files("offloadlab") / "examples"
+    return sorted(Path(str(p)) for p in folder.iterdir() if p.name.endswith(".toml"))
+
+
+@app.command()
+@_user_errors
+def demo() -> None:
+    """Run the model on the shipped example scenarios and say where offload helps."""
+    out.print("Does offloading protocol work to an engine help? Seed 000's model on the\n"
+              "example workloads. Cells read host alone → host + engine; f is the fraction\n"
+              "sent to the engine, λ* the rate at which the system saturates.\n")
+    files = example_files()
+    for path in files:
+        result = model.evaluate(scenario.load(path))
+        out.print(verdict_table(result))
+        for note in result.notes:
+            err.print(f"[yellow]note:[/] {note}")
+        out.print()
+    out.print(f"Scenario files: {files[0].parent} (copy one to describe your workload).\n"
+              "Next: sweep one and plot it, e.g.\n"
+              f"  offload model {files[0].parent / 'large-files.toml'} --rates 10:280:10 "
+              "--plot large.png")
+
+
+def main() -> None:
+    app()

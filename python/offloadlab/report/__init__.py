@@ -1,0 +1,1 @@
+"""Showing results to people: rich tables in the terminal, matplotlib figures."""

@@ -1,0 +1,78 @@
+"""Rich tables of model results and verdicts."""
+
+from __future__ import annotations
+
+from rich import box
+from rich.table import Table
+
+from offloadlab.model import ModelResult, verdict
+from offloadlab.report.format import ms, rate, util
+
+_STYLE = {"helps": "green", "hurts": "red", "neutral": "yellow"}
+
+
+def model_table(result: ModelResult) -> Table:
+    """Every rate point: host alone against host + engine. Multi-class scenarios get
+    a row for all classes together, then one per class."""
+    s = result.scenario
+    table = _table(f"[bold]{s.name}[/]: host alone vs host + engine, delays in ms "
+                   f"(T = {s.options.system_delay}, CPU queue {s.options.cpu_queue})",
+                   ("rate/s", "class", "f", "U alone", "U host", "U eng", "T alone", "T",
+                    "T_sum", "offload"))
+    multi = len(s.classes) > 1
+    for row in result.rows():
+        if row["class"] != "all":
+            _add_row(table, row, result)
+        elif multi:
+            _add_row(table, row, result, style="bold")
+    return table
+
+
+def _add_row(table: Table, row: dict, result: ModelResult, style: str | None = None) -> None:
+    label = ""
+    if row["class"] != "all":
+        cls = result.scenario.classes[result.scenario.class_names.index(row["class"])]
+        label, _ = verdict(row, cls.host_proto.mean, cls.host_overhead.mean)
+        label = f"[{_STYLE[label]}]{label}[/]"
+    table.add_row(rate(row["rate"]), row["class"], f"{row['f']:.2f}", util(row["U_noe"]),
+                  util(row["U_cpu"]), util(row["U_oe"]), ms(row["T_noe"]), ms(row["T"]),
+                  ms(row["T_sum"]), label, style=style)
+
+
+def verdict_table(result: ModelResult) -> Table:
+    """Each class at the scenario's own rate: host alone -> with the engine, the verdict,
+    and below the table the reason for each verdict in the model's terms."""
+    s = result.scenario
+    title = f"[bold]{s.name}[/]" + (f": {s.description}" if s.description else "")
+    if any(c.auto for c in s.classes):
+        title += f" [dim](f chosen for {s.options.objective}, caps {s.options.util_cap:g})[/]"
+    table = _table(title, ("class", "rate/s", "f", "U host", "U eng", "T ms", "λ* /s", "offload"))
+    reasons = []
+    for row in result.rows():
+        if row["class"] == "all":
+            if len(s.classes) > 1:
+                _verdict_row(table, row, "", style="bold")
+            continue
+        cls = s.classes[s.class_names.index(row["class"])]
+        label, why = verdict(row, cls.host_proto.mean, cls.host_overhead.mean)
+        _verdict_row(table, row, f"[{_STYLE[label]}]{label}[/]")
+        reasons.append(f"{row['class']}: {why}")
+    table.caption = "\n".join(reasons)
+    return table
+
+
+def _verdict_row(table: Table, row: dict, label: str, style: str | None = None) -> None:
+    offloaded_star = min(row["lam_star_cpu"], row["lam_star_oe"])
+    table.add_row(row["class"], rate(row["lam"]), f"{row['f']:.2f}",
+                  f"{util(row['U_noe'])} → {util(row['U_cpu'])}", util(row["U_oe"]),
+                  f"{ms(row['T_noe'])} → {ms(row['T'])}",
+                  f"{rate(row['lam_star_noe'])} → {rate(offloaded_star)}", label, style=style)
+
+
+def _table(title: str, headers: tuple[str, ...]) -> Table:
+    """A compact table that fits 80 columns: numbers right-aligned, names left."""
+    table = Table(title=title, box=box.SIMPLE_HEAD, caption_justify="left", pad_edge=False,
+                  collapse_padding=True)
+    for header in headers:
+        table.add_column(header, justify="left" if header == "class" else "right", no_wrap=True)
+    return table

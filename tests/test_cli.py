@@ -1,0 +1,135 @@
+"""The ``offload`` command: verbs, exit codes, outputs written whole."""
+
+import json
+import subprocess
+import sys
+
+import pytest
+from typer.testing import CliRunner
+
+import offloadlab
+from offloadlab import _core
+from offloadlab.cli import app, example_files, parse_rates
+from offloadlab.errors import InputError
+from offloadlab.results import METRICS
+
+runner = CliRunner()
+ROW_KEYS = {"rate", "class", "lam", "f", *METRICS, "cpu_relieved", "beneficial",
+            "lam_star_noe", "lam_star_cpu", "lam_star_oe",
+            "saturated_noe", "saturated_cpu", "saturated_oe", "saturated"}
+
+
+def run(*args):
+    return runner.invoke(app, [str(a) for a in args])
+
+
+def test_help_lists_every_verb_with_a_description():
+    result = run("--help")
+    assert result.exit_code == 0
+    assert "model" in result.output and "host alone" in result.output
+    assert "demo" in result.output and "example" in result.output
+
+
+def test_version_matches_the_package_and_the_rust_extension():
+    result = run("--version")
+    assert result.exit_code == 0
+    assert result.output.strip() == f"offload {offloadlab.__version__}"
+    assert _core.__version__ == offloadlab.__version__
+
+
+def test_installed_entry_point_and_module_run(tmp_path):
+    for cmd in ([sys.executable, "-m", "offloadlab", "--version"],):
+        done = subprocess.run(cmd, capture_output=True, text=True, timeout=60)
+        assert done.returncode == 0, done.stderr
+        assert offloadlab.__version__ in done.stdout
+
+
+@pytest.mark.parametrize("path", example_files(), ids=lambda p: p.stem)
+def test_model_json_on_every_example(path):
+    result = run("model", path, "--json")
+    assert result.exit_code == 0, result.output
+    doc = json.loads(result.stdout)
+    assert doc["source"] == "model"
+    assert doc["rows"], "no rows"
+    for row in doc["rows"]:
+        assert row.keys() >= ROW_KEYS
+        if row["class"] != "all":
+            assert "EXo_max" in row
+    classes = {row["class"] for row in doc["rows"]}
+    assert classes == {"all", *doc["offload"]}
+
+
+def test_model_sweep_marks_saturation_as_inf_in_strict_json():
+    result = run("model", "examples/large-files.toml", "--rates", "50:150:50", "--json")
+    assert result.exit_code == 0
+    rows = [r for r in json.loads(result.stdout)["rows"] if r["class"] == "all"]
+    assert [r["rate"] for r in rows] == [50, 100, 150]
+    assert rows[2]["T_noe"] == "inf" and rows[2]["saturated_noe"] is True
+    assert isinstance(rows[2]["T"], float) and rows[2]["saturated_cpu"] is False
+
+
+def test_model_table_is_the_default():
+    result = run("model", "examples/small-files.toml")
+    assert result.exit_code == 0
+    assert "small files" in result.output and "hurts" in result.output
+
+
+def test_plot_and_out_are_written_whole(tmp_path):
+    png, out = tmp_path / "fig.png", tmp_path / "res.json"
+    result = run("model", "examples/five-classes.toml", "--plot", png, "--out", out, "--json")
+    assert result.exit_code == 0, result.output
+    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and png.stat().st_size > 10_000
+    assert json.loads(out.read_text())["scenario"] == "five classes"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["fig.png", "res.json"]
+
+
+def test_failed_plot_leaves_nothing_behind(tmp_path):
+    bad = tmp_path / "fig.notaformat"
+    result = run("model", "examples/large-files.toml", "--plot", bad)
+    assert result.exit_code != 0
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_demo_prints_both_verdicts():
+    result = run("demo")
+    assert result.exit_code == 0, result.output
+    assert "helps" in result.output and "hurts" in result.output
+    for name in ("large files", "small files", "five classes"):
+        assert name in result.output
+
+
+@pytest.mark.parametrize("args, fragment", [
+    (["model", "no/such/file.toml"], "cannot read scenario"),
+    (["model", "examples/large-files.toml", "--rates", "10:5:1"], "STOP >= START"),
+    (["model", "examples/large-files.toml", "--rates", "fast"], "START:STOP:STEP"),
+    (["model", "examples/large-files.toml", "--rates", "10,-5"], ">= 0"),
+    (["model", "examples/large-files.toml", "--rates", "0:inf:1"], "finite"),
+    (["model", "examples/large-files.toml", "--rates", "1:2"], "START:STOP:STEP"),
+    (["model", "examples/large-files.toml", "--json", "--table"], "exclude each other"),
+])
+def test_bad_input_exits_2_with_a_clear_message(args, fragment):
+    result = run(*args)
+    assert result.exit_code == 2
+    assert fragment in result.output
+    assert "Traceback" not in result.output
+
+
+def test_bad_scenario_exits_2_naming_file_class_and_field(tmp_path):
+    bad = tmp_path / "bad.toml"
+    text = (example_files()[1].read_text()  # large-files.toml
+            .replace('"lognormal(mean=9ms, sigma=1)"', '"pareto(alpha=1.8, k=5ms)"'))
+    bad.write_text(text)
+    done = subprocess.run([sys.executable, "-m", "offloadlab", "model", str(bad)],
+                          capture_output=True, text=True, timeout=60)
+    assert done.returncode == 2
+    message = " ".join(done.stderr.split())
+    assert str(bad) in message and 'class "c3"' in message and "host_proto" in message
+    assert "alpha > 2" in message
+
+
+def test_parse_rates_includes_stop_and_rejects_huge_sweeps():
+    assert parse_rates("10:300:10").tolist() == list(range(10, 301, 10))
+    assert parse_rates("0.5:1.5:0.5").tolist() == [0.5, 1.0, 1.5]
+    assert parse_rates("25,50").tolist() == [25, 50]
+    with pytest.raises(InputError, match="at most"):
+        parse_rates("0:1e9:1")
