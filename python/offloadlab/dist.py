@@ -53,7 +53,7 @@ def format_time(seconds: float) -> str:
     unit = next((u for u in ("s", "ms", "us") if seconds * _DIVISORS[u] >= 1), "ns")
     scaled = seconds * _DIVISORS[unit]
     for digits in range(1, 18):
-        text = f"{scaled:.{digits}g}"
+        text = np.format_float_positional(float(f"{scaled:.{digits}g}"), trim="-")
         if float(text) / _DIVISORS[unit] == seconds:
             return f"{text}{unit}"
     return f"{seconds!r}s"
@@ -98,7 +98,7 @@ class Exponential(Dist):
     kind: ClassVar[str] = "exp"
 
     def __post_init__(self) -> None:
-        _require(self.scale > 0, "exp mean must be > 0")
+        _require(self.scale > 0, "exp mean must be > 0; for a negligible cost write det(0)")
 
     @property
     def mean(self) -> float:
@@ -184,7 +184,8 @@ class Pareto(Dist):
     def __post_init__(self) -> None:
         _require(self.alpha > 1 and math.isfinite(self.alpha),
                  f"pareto alpha={self.alpha:g} has no finite mean; use alpha > 1")
-        _require(self.k > 0 and math.isfinite(self.k), "pareto k must be > 0")
+        _require(self.k > 0 and math.isfinite(self.k),
+                 "pareto k (the smallest value) must be > 0, e.g. k=5ms")
 
     @property
     def mean(self) -> float:
@@ -221,7 +222,7 @@ class BoundedPareto(Dist):
     def __post_init__(self) -> None:
         _require(self.alpha > 0 and math.isfinite(self.alpha), "bpareto alpha must be > 0")
         _require(0 < self.lo < self.hi and math.isfinite(self.hi),
-                 "bpareto needs 0 < lo < hi")
+                 "bpareto needs 0 < lo < hi, e.g. bpareto(alpha=1.2, lo=100us, hi=80ms)")
 
     def moment(self, j: int) -> float:
         r = math.log(self.hi / self.lo)
@@ -349,7 +350,7 @@ def parse(spec: str, base_dir: Path | None = None) -> Dist:
 
 def _read_value(kind: str, name: str, how: str, value: str) -> float | str:
     if how == "path":
-        return value
+        return value.strip("'\"")
     if how == "time":
         try:
             return parse_time(value)

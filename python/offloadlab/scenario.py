@@ -127,9 +127,11 @@ def from_dict(data: dict, source: str = "<scenario>", base_dir: Path | None = No
         if cls is not None:
             classes.append(cls)
     names = [c.name for c in classes]
+    if "all" in names:
+        errors.append('class "all": the name is reserved for the all-classes results; rename it')
     for dup in sorted({n for n in names if names.count(n) > 1}):
         errors.append(f'class "{dup}": name is used twice; class names must be unique')
-    name = data.get("name", Path(source).stem)
+    name = data.get("name", "scenario" if source.startswith("<") else Path(source).stem)
     if not isinstance(name, str) or not name.strip():
         errors.append('name: must be a non-empty string, e.g. name = "large files"')
     description = data.get("description", "")

@@ -8,7 +8,7 @@ import numpy as np
 
 from offloadlab.errors import InputError
 from offloadlab.model.placement import optimise
-from offloadlab.model.tandem import ClassCosts, overhead_bound, solve
+from offloadlab.model.tandem import ClassCosts, overhead_bound, solve, weighted
 from offloadlab.results import jsonable
 from offloadlab.scenario import Scenario
 
@@ -80,7 +80,7 @@ def evaluate(scenario: Scenario, rates=None, fractions=None) -> ModelResult:
                 notes.append(
                     f"at {np.count_nonzero(~feasible)} of {len(rates)} rates no offload split "
                     f"keeps host and engine utilisation <= {scenario.options.util_cap:g}; "
-                    "the split shown minimises host utilisation")
+                    "the split shown moves as much host work to the engine as its cap allows")
         else:
             f = np.broadcast_to(fixed, (len(rates), len(share))).copy()
     lam = rates[:, None] * share
@@ -103,8 +103,8 @@ def _per_class(q, lam, f, share, k: ClassCosts) -> dict[str, np.ndarray]:
         "W_cpu": np.broadcast_to(q.W_cpu[:, None], shape), "T_cpu": q.T_cpu_c,
         "U_oe": offloaded * k.e1, "W_oe": W_oe, "T_oe": q.T_oe_c,
         "T": q.T_c, "T_sum": q.T_sum_c,
-        "N_q": np.where(f > 0, offloaded * W_oe, 0.0),
-        "N_oe": np.where(f > 0, offloaded * q.T_oe_c, 0.0),
+        "N_q": weighted(offloaded, W_oe),
+        "N_oe": weighted(offloaded, q.T_oe_c),
         "cpu_relieved": cpu_relieved,
         "beneficial": (f > 0) & cpu_relieved & stable & (q.T_c <= q.T_noe_c),
         "EXo_max": overhead_bound(lam, f, k, q),
@@ -139,7 +139,7 @@ def _overall(q, per: dict, rates, f, share, k: ClassCosts) -> dict[str, np.ndarr
 
 def _wmean(w: np.ndarray, x: np.ndarray) -> np.ndarray:
     """Weighted sum over classes where a zero weight ignores an infinite value."""
-    return np.where(w > 0, w * x, 0.0).sum(-1)
+    return weighted(w, x).sum(-1)
 
 
 def _saturation_rates(k: ClassCosts, f, share) -> dict[str, np.ndarray]:

@@ -77,12 +77,16 @@ def pk_wait(load2: np.ndarray, util: np.ndarray) -> np.ndarray:
         return np.where(util < 1, load2 / (2 * (1 - util)), np.inf)
 
 
-def mix(f: np.ndarray, on_host: np.ndarray, offloaded: np.ndarray) -> np.ndarray:
-    """(1 - f) on_host + f offloaded, where a branch taken with weight 0 never contributes
-    (so an infinite delay on a path no request takes does not turn into NaN)."""
+def weighted(w: np.ndarray, x: np.ndarray) -> np.ndarray:
+    """w * x, where a zero weight contributes 0 even if x is infinite (a path no
+    request takes must not turn a result into NaN)."""
     with np.errstate(invalid="ignore"):  # 0 * inf on the branch np.where discards
-        return (np.where(f < 1, (1 - f) * on_host, 0.0)
-                + np.where(f > 0, f * offloaded, 0.0))
+        return np.where(w > 0, w * x, 0.0)
+
+
+def mix(f: np.ndarray, on_host: np.ndarray, offloaded: np.ndarray) -> np.ndarray:
+    """(1 - f) on_host + f offloaded: the mean over a class's two paths."""
+    return weighted(1 - f, on_host) + weighted(f, offloaded)
 
 
 @dataclass(frozen=True)
@@ -145,20 +149,26 @@ def overhead_bound(lam: np.ndarray, f: np.ndarray, k: ClassCosts, q: Queues) -> 
     """
     bound = np.empty(np.broadcast_shapes(lam.shape, f.shape))
     for c in range(bound.shape[-1]):
-        offloaded = (lam * f)[..., c]
-        target = q.T_noe_c[..., c]
+        offloaded, target = (lam * f)[..., c], q.T_noe_c[..., c]
 
-        def host_sojourn(x: np.ndarray, c: int = c, offloaded: np.ndarray = offloaded):
-            g2_x = offloaded_host_m2(k.a1[c], k.a2[c], x, (1 + k.o_scv[c]) * x**2, k.cpu_queue)
-            util = q.U_cpu + offloaded * (x - k.o1[c])
-            load2 = q.load2_cpu + offloaded * (g2_x - k.g2[c])
-            return pk_wait(load2, util) + k.a1[c] + x
+        def fits(x: np.ndarray, c: int = c, offloaded=offloaded, target=target) -> np.ndarray:
+            # The offloaded host must also be stable where the host alone is not (T_noe = inf).
+            t = _host_sojourn_with_overhead(x, c, offloaded, k, q)
+            return np.isfinite(t) & (t <= target)
 
         lo, hi = np.zeros_like(target), np.full_like(target, k.p1[c])
-        fits_hi, fits_lo = host_sojourn(hi) <= target, host_sojourn(lo) <= target
+        fits_hi, fits_lo = fits(hi), fits(lo)
         for _ in range(60):  # bisection: the host sojourn grows with x
             mid = (lo + hi) / 2
-            ok = host_sojourn(mid) <= target
+            ok = fits(mid)
             lo, hi = np.where(ok, mid, lo), np.where(ok, hi, mid)
         bound[..., c] = np.where(fits_hi, k.p1[c], np.where(fits_lo, lo, 0.0))
     return bound
+
+
+def _host_sojourn_with_overhead(x, c: int, offloaded, k: ClassCosts, q: Queues):
+    """Host sojourn of an offloaded class-c request if its mean overhead E[X_o] were x."""
+    g2_x = offloaded_host_m2(k.a1[c], k.a2[c], x, (1 + k.o_scv[c]) * x**2, k.cpu_queue)
+    util = q.U_cpu + offloaded * (x - k.o1[c])
+    load2 = q.load2_cpu + offloaded * (g2_x - k.g2[c])
+    return pk_wait(load2, util) + k.a1[c] + x

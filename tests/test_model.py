@@ -1,0 +1,513 @@
+"""The closed-form model against reference 000: its worked tables, its identities
+(P-K, Little, M/M/1), brute force for placement, and invariants as properties."""
+
+import json
+import math
+from dataclasses import replace
+
+import numpy as np
+import pytest
+from conftest import LARGE, SMALL, example, klass, make_scenario, one_class
+from hypothesis import given
+from hypothesis import strategies as st
+
+from offloadlab import dist, scenario
+from offloadlab.model import evaluate, verdict
+
+MS = 1e3  # seconds -> ms
+
+
+def printed_match(value, text, scale=1.0):
+    """``value * scale`` agrees with a table entry to 3 significant figures (or to the last
+    printed digit when fewer are printed). The reference's tables were rounded twice
+    (e.g. T_cpu 3.4447 -> 3.445 -> "3.45"; section 8.1 itself gives T_noe = 1.775 where
+    table (c) prints "1.78"), so the tolerance is 0.55 units of that digit, not 0.5."""
+    if text == "inf":
+        return value == math.inf
+    if text.startswith(">"):
+        return value * scale > float(text[1:])
+    t = float(text)
+    decimals = len(text.split(".")[1]) if "." in text else 0
+    third_figure = 10.0 ** (math.floor(math.log10(abs(t))) - 2)
+    unit = max(10.0**-decimals, third_figure)
+    return abs(value * scale - t) <= 0.55 * unit
+
+
+def overall_rows(result):
+    return {row["rate"]: row for row in result.rows() if row["class"] == "all"}
+
+
+def class_row(result, rate, name):
+    return next(r for r in result.rows() if r["rate"] == rate and r["class"] == name)
+
+
+def moments(spec):
+    d = dist.parse(spec)
+    return d.mean, d.m2
+
+
+# ------------------------------------------------------------------ reference tables
+
+# Reference 000, section 2.10 (b): lam, U_noe, T_noe, U_cpu, U_oe, T_cpu, T_oe, T, T_sum, N_q, N_oe
+TABLE_B = """
+10  0.100 11.33  0.033 0.030 3.45  3.10  3.45  6.55  0.001 0.031
+25  0.250 14.00  0.083 0.075 3.63  3.27  3.63  6.90  0.007 0.082
+50  0.500 22.01  0.167 0.150 4.00  3.59  4.00  7.58  0.029 0.179
+75  0.750 46.03  0.250 0.225 4.44  3.97  4.44  8.41  0.073 0.298
+90  0.900 118.08 0.300 0.270 4.76  4.23  4.76  8.99  0.111 0.381
+150 1.5   inf    0.499 0.450 6.65  5.73  6.65  12.38 0.409 0.859
+250 2.5   inf    0.833 0.750 19.88 13.00 19.88 32.88 2.50  3.25
+"""
+COLS_B = ["U_noe", "T_noe", "U_cpu", "U_oe", "T_cpu", "T_oe", "T", "T_sum", "N_q", "N_oe"]
+TIMES = {"T_noe", "T_cpu", "T_oe", "T", "T_sum"}
+
+# Section 2.10 (c): lam, U_noe, T_noe, U_cpu, U_oe, T_cpu, T_oe, T
+TABLE_C = """
+100 0.12 1.34 0.16 0.025 1.90 0.25 1.90
+300 0.36 1.78 0.48 0.075 3.08 0.26 3.08
+500 0.60 2.73 0.80 0.125 8.00 0.27 8.00
+600 0.72 3.83 0.96 0.150 40.0 0.28 40.0
+700 0.84 6.56 >1   0.175 inf  0.28 inf
+"""
+COLS_C = ["U_noe", "T_noe", "U_cpu", "U_oe", "T_cpu", "T_oe", "T"]
+
+
+def _check_table(result, table, cols):
+    rows = overall_rows(result)
+    bad = []
+    for line in table.strip().splitlines():
+        lam, *cells = line.split()
+        row = rows[float(lam)]
+        for col, text in zip(cols, cells, strict=True):
+            scale = MS if col in TIMES else 1.0
+            if not printed_match(row[col], text, scale):
+                bad.append((lam, col, text, row[col] * scale))
+    assert not bad, bad
+
+
+def test_reference_table_b():
+    result = evaluate(example("large-files"), [10, 25, 50, 75, 90, 150, 250])
+    _check_table(result, TABLE_B, COLS_B)
+    rows = overall_rows(result)
+    for lam in (150.0, 250.0):
+        assert rows[lam]["T_noe"] == math.inf and rows[lam]["saturated_noe"] is True
+        assert rows[lam]["saturated_cpu"] is False and rows[lam]["saturated_oe"] is False
+    assert not any(rows[lam]["saturated"] for lam in (10.0, 25.0, 50.0, 75.0, 90.0))
+
+
+def test_reference_8_1_acceptance_numbers():
+    rb = overall_rows(evaluate(example("large-files"), [50]))[50.0]
+    assert rb["T_noe"] * MS == pytest.approx(22.009, abs=5e-4)
+    assert rb["T_cpu"] * MS == pytest.approx(3.995, abs=5e-4)
+    assert rb["T_oe"] * MS == pytest.approx(3.588, abs=5e-4)
+    rc = overall_rows(evaluate(example("small-files"), [300]))[300.0]
+    assert rc["T_noe"] * MS == pytest.approx(1.775, abs=5e-4)
+    assert rc["T_cpu"] * MS == pytest.approx(3.077, abs=5e-4)
+
+
+def test_reference_table_b_pareto_variant():
+    s = one_class(host_proto="pareto(alpha=2.5, k=5.4ms)")
+    rows = overall_rows(evaluate(s, [25, 50, 75]))
+    for lam, t in [(25.0, "12.76"), (50.0, "18.29"), (75.0, "34.87")]:
+        assert printed_match(rows[lam]["T_noe"], t, MS), (lam, rows[lam]["T_noe"])
+
+
+def test_reference_table_c():
+    result = evaluate(example("small-files"), [100, 300, 500, 600, 700])
+    _check_table(result, TABLE_C, COLS_C)
+    row = overall_rows(result)[700.0]
+    assert row["T_cpu"] == math.inf and row["saturated_cpu"] is True
+    assert row["saturated_noe"] is False
+
+
+# ------------------------------------------------------------------ overhead bound
+
+
+def _closed_form_bound(base, lam):
+    """Reference 000 section 2.8 item 4, with T_noe from eq. 3.9/3.10 computed here."""
+    a1, _ = moments(base["app"])
+    p1, p2 = moments(base["host_proto"])
+    u = lam * (a1 + p1)
+    t_noe = (u * a1 + lam * p2 / 2) / (1 - u) + a1 + p1 if u < 1 else math.inf
+    if math.isinf(t_noe):
+        return 1 / lam - a1, p1
+    return t_noe / (1 + lam * t_noe) - a1, p1
+
+
+def test_overhead_bound_large_files():
+    row = class_row(evaluate(example("large-files"), [50]), 50.0, "c3")
+    closed, p1 = _closed_form_bound(LARGE, 50.0)
+    assert closed * MS == pytest.approx(9.48, abs=0.005)  # the reference's delay bound
+    assert row["EXo_max"] == pytest.approx(min(p1, closed), rel=1e-9)
+    assert row["EXo_max"] == pytest.approx(9e-3, rel=1e-9)
+
+
+def test_overhead_bound_small_files():
+    row = class_row(evaluate(example("small-files"), [300]), 300.0, "c0")
+    closed, p1 = _closed_form_bound(SMALL, 300.0)
+    assert closed * MS == pytest.approx(0.158, abs=5e-4)
+    assert closed < p1
+    assert row["EXo_max"] == pytest.approx(closed, rel=1e-6)
+
+
+@pytest.mark.parametrize("base, rates", [(LARGE, [1, 10, 30, 60, 80, 95, 99]),
+                                         (SMALL, [1, 50, 200, 400, 600, 800, 830])])
+def test_overhead_bound_closed_form_stable(base, rates):
+    result = evaluate(one_class(base=base), rates)
+    for lam in rates:
+        closed, p1 = _closed_form_bound(base, float(lam))
+        got = class_row(result, float(lam), "c")["EXo_max"]
+        assert got == pytest.approx(min(max(closed, 0.0), p1), rel=1e-6, abs=1e-12), lam
+
+
+@given(a=st.floats(50, 5000), p=st.floats(10, 20000), sigma=st.floats(0, 1.5),
+       util=st.floats(0.01, 0.99))
+def test_overhead_bound_closed_form_property(a, p, sigma, util):
+    base = dict(SMALL, app=f"exp(mean={a!r}us)",
+                host_proto=f"lognormal(mean={p!r}us, sigma={sigma!r})")
+    lam = util / ((a + p) * 1e-6)
+    closed, p1 = _closed_form_bound(base, lam)
+    got = evaluate(one_class(base=base), [lam]).per_class["EXo_max"][0, 0]
+    assert got == pytest.approx(min(max(closed, 0.0), p1), rel=1e-6, abs=1e-12)
+
+
+def test_overhead_bound_when_host_alone_saturates():
+    """With T_noe = inf the closed form T_noe/(1 + lam T_noe) - E[X_a] tends to 1/lam - E[X_a]
+    (the overhead at which the offloaded host saturates); it lies inside [0, E[X_p]] here,
+    so an overhead budget of E[X_p] would saturate the offloaded host."""
+    lam = 900.0  # U_noe = 1.08 for example (c)
+    closed, p1 = _closed_form_bound(SMALL, lam)
+    assert 0 < closed < p1
+    got = class_row(evaluate(one_class(base=SMALL), [lam]), lam, "c")["EXo_max"]
+    # the bound is the edge of stability of the offloaded host, not E[X_p]
+    assert got == pytest.approx(1 / lam - 1e-3, rel=1e-9)
+    assert got == pytest.approx(closed, rel=1e-6)
+
+
+# ------------------------------------------------------------------ section 8.1 identities
+
+
+def test_pk_and_little_identities():
+    rates = [10, 50, 90, 150, 250]
+    result = evaluate(example("large-files"), rates)
+    a1, a2 = moments(LARGE["app"])
+    p1, p2 = moments(LARGE["host_proto"])
+    c1, _ = moments(LARGE["engine_overhead"])
+    q1, q2 = moments(LARGE["engine_proto"])
+    es2 = a2 + p2 + 2 * a1 * p1  # eq. 3.3
+    for lam, row in overall_rows(result).items():
+        u = lam * (a1 + p1)
+        if u < 1:
+            assert row["W_noe"] == pytest.approx(lam * es2 / (2 * (1 - u)), rel=1e-12)
+            assert row["T_noe"] == pytest.approx(row["W_noe"] + a1 + p1, rel=1e-12)
+        else:
+            assert row["W_noe"] == math.inf
+        u_c, u_oe = lam * c1, lam * (c1 + q1)
+        n_q_332 = (u_c * u_oe + lam**2 * q2 / 2) / (1 - u_oe)  # eq. 3.32
+        assert row["N_q"] == pytest.approx(n_q_332, rel=1e-12)
+        assert row["N_q"] == pytest.approx(lam * row["W_oe"], rel=1e-12)
+        assert row["N_oe"] == pytest.approx(lam * row["T_oe"], rel=1e-12)
+        assert row["N_oe"] == pytest.approx(n_q_332 + u_c + lam * q1, rel=1e-12)  # eq. 3.33
+        # seed's M/M/1 CPU (eqs 3.14-3.19)
+        y = a1 + moments(LARGE["host_overhead"])[0]
+        assert row["T_cpu"] == pytest.approx(y / (1 - lam * y), rel=1e-12)
+
+
+@pytest.mark.parametrize("lam", [1, 100, 500, 900, 999])
+def test_mm1_reduction(lam):
+    s = one_class(host_proto="det(0)", app="exp(mean=1ms)", rate=lam)
+    row = overall_rows(evaluate(s))[float(lam)]
+    assert row["T_noe"] == pytest.approx(1e-3 / (1 - lam * 1e-3), rel=1e-12)
+
+
+@pytest.mark.parametrize("lam", [10, 100, 200, 290])
+def test_mg1_cpu_queue(lam):
+    a, o = 1e-3, 2.33e-3
+    s = one_class(rate=lam, options={"cpu_queue": "mg1"})
+    row = overall_rows(evaluate(s))[float(lam)]
+    u = lam * (a + o)
+    es2 = 2 * a**2 + 2 * o**2 + 2 * a * o
+    assert row["U_cpu"] == pytest.approx(u, rel=1e-12)
+    assert row["T_cpu"] == pytest.approx(lam * es2 / (2 * (1 - u)) + a + o, rel=1e-12)
+    # the exact hypoexponential host is less variable than the seed's M/M/1
+    mm1 = overall_rows(evaluate(one_class(rate=lam)))[float(lam)]
+    assert row["T_cpu"] < mm1["T_cpu"]
+
+
+@pytest.mark.parametrize("lam", [10, 50, 250, 299])
+def test_system_delay_sum(lam):
+    row = overall_rows(evaluate(one_class(rate=lam, options={"system_delay": "sum"})))[lam]
+    assert row["T"] == pytest.approx(row["T_sum"], rel=1e-12)
+    assert row["T_sum"] == pytest.approx(row["T_cpu"] + row["T_oe"], rel=1e-12)
+    mx = overall_rows(evaluate(one_class(rate=lam)))[lam]
+    assert mx["T"] == pytest.approx(max(mx["T_cpu"], mx["T_oe"]), rel=1e-12)
+
+
+def test_saturation_rates():
+    s = one_class(app="exp(mean=1ms)", host_proto="lognormal(mean=9ms, sigma=1)",
+                  host_overhead="exp(mean=2.33ms)", engine_overhead="exp(mean=0.5ms)",
+                  engine_proto="pareto(alpha=3, k=2ms)")
+    o = evaluate(s, [10, 100]).overall
+    np.testing.assert_allclose(o["lam_star_noe"], 1 / (1e-3 + 9e-3), rtol=1e-12)
+    np.testing.assert_allclose(o["lam_star_cpu"], 1 / (1e-3 + 2.33e-3), rtol=1e-12)
+    np.testing.assert_allclose(o["lam_star_oe"], 1 / (0.5e-3 + 3e-3), rtol=1e-12)
+    # just below / above lam_star the flags flip
+    star = 1 / 10e-3
+    r = evaluate(s, [star * (1 - 1e-9), star * (1 + 1e-9)]).overall
+    assert list(r["saturated_noe"]) == [False, True]
+
+
+# ------------------------------------------------------------------ several classes
+
+TWO = [klass("big", 30, 0.3, LARGE), klass("small", 200, 0.8, SMALL)]
+
+
+def test_no_offload_equals_host_alone():
+    s = example("five-classes").with_offload(0.0)
+    o = evaluate(s, [20, 79, 150, 300]).overall
+    np.testing.assert_allclose(o["U_cpu"], o["U_noe"], rtol=1e-12)
+    np.testing.assert_allclose(o["T"], o["T_noe"], rtol=1e-12)
+    np.testing.assert_allclose(o["T_cpu"], o["T_noe"], rtol=1e-12)
+    assert np.all(o["U_oe"] == 0) and np.all(o["N_q"] == 0)
+
+
+def test_two_classes_utilisation_adds_up():
+    s = make_scenario(TWO)
+    r = evaluate(s, [23.0, 115.0, 400.0])
+    np.testing.assert_allclose(r.overall["U_noe"], r.per_class["U_noe"].sum(-1), rtol=1e-12)
+    # the merged stream as one class with the mixture's mean costs
+    lam = np.array([23.0, 115.0, 400.0])
+    w = np.array([30, 200]) / 230
+    mean_p = w @ [moments(LARGE["host_proto"])[0], moments(SMALL["host_proto"])[0]]
+    merged = one_class(app="exp(mean=1ms)", host_proto=f"det({float(mean_p)!r}s)")
+    np.testing.assert_allclose(evaluate(merged, lam).overall["U_noe"], r.overall["U_noe"],
+                               rtol=1e-12)
+
+
+@pytest.mark.parametrize("cpu_queue", ["mm1", "mg1"])
+def test_poisson_thinning_pk_mixture(cpu_queue):
+    s = make_scenario(TWO, cpu_queue=cpu_queue)
+    total = np.array([20.0, 100.0, 230.0, 290.0])
+    r = evaluate(s, total)
+    share = np.array([30, 200]) / 230
+    f = np.array([0.3, 0.8])
+    m = {}
+    for i, base in enumerate((LARGE, SMALL)):
+        for key in scenario.COST_FIELDS:
+            m[key, i] = moments(base[key])
+    for k, lam_tot in enumerate(total):
+        lam = lam_tot * share
+        # host alone: mixture of S_c = X_a + X_p,c
+        es1 = [m["app", i][0] + m["host_proto", i][0] for i in (0, 1)]
+        es2 = [m["app", i][1] + m["host_proto", i][1] + 2 * m["app", i][0] * m["host_proto", i][0]
+               for i in (0, 1)]
+        u = lam @ es1
+        w_noe = (lam @ es2) / (2 * (1 - u)) if u < 1 else math.inf
+        assert r.overall["W_noe"][k] == pytest.approx(w_noe, rel=1e-12)
+        # host with offload: kept requests pay X_a + X_p, offloaded ones X_a + X_o
+        go1 = [m["app", i][0] + m["host_overhead", i][0] for i in (0, 1)]
+        if cpu_queue == "mg1":
+            go2 = [2 * m["app", i][0] ** 2 + 2 * m["host_overhead", i][0] ** 2
+                   + 2 * m["app", i][0] * m["host_overhead", i][0] for i in (0, 1)]
+        else:
+            go2 = [2 * g**2 for g in go1]
+        u_cpu = (lam * (1 - f)) @ es1 + (lam * f) @ go1
+        load2 = (lam * (1 - f)) @ es2 + (lam * f) @ go2
+        w_cpu = load2 / (2 * (1 - u_cpu)) if u_cpu < 1 else math.inf
+        assert r.overall["U_cpu"][k] == pytest.approx(u_cpu, rel=1e-12)
+        assert r.overall["W_cpu"][k] == pytest.approx(w_cpu, rel=1e-12)
+        # engine: thinned streams f_c lam_c with S = X_c + X_q
+        e1 = [m["engine_overhead", i][0] + m["engine_proto", i][0] for i in (0, 1)]
+        e2 = [m["engine_overhead", i][1] + m["engine_proto", i][1]
+              + 2 * m["engine_overhead", i][0] * m["engine_proto", i][0] for i in (0, 1)]
+        u_oe = (lam * f) @ e1
+        assert r.overall["W_oe"][k] == pytest.approx((lam * f) @ e2 / (2 * (1 - u_oe)), rel=1e-12)
+        # per-class delays and the request-weighted mean
+        t_host = w_cpu + np.array(es1)
+        t_off = np.maximum(w_cpu + np.array(go1), r.overall["W_oe"][k] + np.array(e1))
+        t_c = (1 - f) * t_host + f * t_off
+        np.testing.assert_allclose(r.per_class["T"][k], t_c, rtol=1e-12)
+        assert r.overall["T"][k] == pytest.approx(share @ t_c, rel=1e-12)
+
+
+# ------------------------------------------------------------------ properties
+
+cost = st.one_of(
+    st.floats(10, 20000).map(lambda us: f"exp(mean={us!r}us)"),
+    st.tuples(st.floats(10, 20000), st.floats(0, 1.5)).map(
+        lambda t: f"lognormal(mean={t[0]!r}us, sigma={t[1]!r})"),
+)
+costs = st.fixed_dictionaries({key: cost for key in scenario.COST_FIELDS})
+fraction = st.one_of(st.just(0.0), st.just(1.0), st.floats(0, 1))
+options = st.fixed_dictionaries({"system_delay": st.sampled_from(["max", "sum"]),
+                                 "cpu_queue": st.sampled_from(["mm1", "mg1"])})
+
+
+@given(costs=costs, f=fraction, lam=st.floats(0, 2000))
+def test_utilisation_law(costs, f, lam):
+    s = make_scenario([klass("c", 1.0, f, costs)])
+    o = evaluate(s, [lam]).overall
+    a, p, oo, c, q = (dist.parse(costs[k]).mean for k in scenario.COST_FIELDS)
+    assert o["U_noe"][0] == pytest.approx(lam * (a + p), rel=1e-12, abs=1e-300)
+    assert o["U_oe"][0] == pytest.approx(lam * f * (c + q), rel=1e-12, abs=1e-300)
+    assert o["U_cpu"][0] == pytest.approx(lam * ((1 - f) * (a + p) + f * (a + oo)), rel=1e-12,
+                                          abs=1e-300)
+
+
+def _sweep(classes_costs, fractions, opts, n=25):
+    classes = [klass(f"c{i}", 1.0 + i, f, c) for i, (c, f) in
+               enumerate(zip(classes_costs, fractions, strict=True))]
+    s = make_scenario(classes, **opts)
+    probe = evaluate(s, [1.0]).overall
+    star = min(probe["lam_star_noe"][0], probe["lam_star_cpu"][0], probe["lam_star_oe"][0])
+    return evaluate(s, np.linspace(0.0, 2.5 * star, n))
+
+
+@given(costs=st.lists(costs, min_size=1, max_size=3), data=st.data(), opts=options)
+def test_delays_non_decreasing_in_rate(costs, data, opts):
+    fs = data.draw(st.lists(fraction, min_size=len(costs), max_size=len(costs)))
+    r = _sweep(costs, fs, opts)
+    for key in ("T_noe", "T_cpu", "T_oe", "W_noe", "W_cpu", "W_oe"):
+        x = r.overall[key]
+        assert np.all(x[1:] >= x[:-1]), (key, x)
+    for key in ("T_noe", "T_cpu", "T_oe", "T"):
+        x = r.per_class[key]
+        assert np.all(x[1:] >= x[:-1]), (key, x)
+
+
+@given(costs=st.lists(costs, min_size=1, max_size=3), data=st.data(), opts=options)
+def test_no_nan_or_negative_and_saturation_flags(costs, data, opts):
+    fs = data.draw(st.lists(fraction, min_size=len(costs), max_size=len(costs)))
+    r = _sweep(costs, fs, opts)
+    for row in r.rows():
+        for key, v in row.items():
+            if isinstance(v, float):
+                assert not math.isnan(v) and v >= 0, (key, row)
+    o = r.overall
+    for q in ("noe", "cpu", "oe"):
+        np.testing.assert_array_equal(o[f"saturated_{q}"], o[f"U_{q}"] >= 1)
+        np.testing.assert_array_equal(np.isinf(o[f"W_{q}"]), o[f"U_{q}"] >= 1)
+    np.testing.assert_array_equal(np.isinf(o["T_noe"]), o["U_noe"] >= 1)
+    np.testing.assert_array_equal(np.isinf(o["T_cpu"]), o["U_cpu"] >= 1)
+    np.testing.assert_array_equal(
+        o["saturated"], (o["U_noe"] >= 1) | (o["U_cpu"] >= 1) | (o["U_oe"] >= 1))
+    assert o["saturated"][-1]  # the sweep crosses saturation
+
+
+# ------------------------------------------------------------------ auto placement
+
+
+def test_five_classes_placement_keeps_small_on_host():
+    s = example("five-classes")
+    r = evaluate(s)
+    f = dict(zip(s.class_names, r.fractions[0], strict=True))
+    assert f["c0"] == 0 and f["c1"] == 0
+    assert f["c3"] > 0 and f["c4"] > 0
+    assert r.notes == ()
+
+
+def test_five_classes_auto_beats_all_host_and_all_offload():
+    s = example("five-classes")
+    rates = [20, 79, 150, 250, 300]
+    auto = evaluate(s, rates).overall["T"]
+    host = evaluate(s.with_offload(0.0), rates).overall["T"]
+    off = evaluate(s.with_offload(1.0), rates).overall["T"]
+    assert np.all(np.isfinite(auto))
+    for t in (host, off):
+        fin = np.isfinite(t)
+        assert np.all(auto[fin] <= t[fin] * (1 + 1e-12)), (auto, t)
+
+
+GRID = np.linspace(0.0, 1.0, 101)
+GRID2 = np.stack(np.meshgrid(GRID, GRID, indexing="ij"), -1).reshape(-1, 2)
+
+
+def _pair(objective, cap):
+    five = example("five-classes")
+    return replace(five, classes=(five.classes[3], five.classes[4]),
+                   options=replace(five.options, objective=objective, util_cap=cap))
+
+
+@pytest.mark.parametrize("cap, rates", [(0.85, [40, 100, 135]), (0.7, [60, 100, 110])])
+def test_auto_delay_matches_brute_force(cap, rates):
+    s = _pair("delay", cap)
+    auto = evaluate(s, rates)
+    assert auto.notes == ()
+    for i, lam in enumerate(rates):
+        g = evaluate(s, np.full(len(GRID2), lam), fractions=GRID2).overall
+        ok = (g["U_cpu"] <= cap) & (g["U_oe"] <= cap)
+        best = np.where(ok, g["T"], np.inf).min()
+        assert np.isfinite(best)
+        assert auto.overall["T"][i] <= best * (1 + 1e-6), (lam, auto.fractions[i], best)
+        assert auto.overall["U_cpu"][i] <= cap and auto.overall["U_oe"][i] <= cap
+
+
+@pytest.mark.parametrize("cap, rates", [(0.85, [60, 120, 135]), (0.7, [60, 100, 110, 120])])
+def test_auto_host_cpu_matches_brute_force(cap, rates):
+    s = _pair("host_cpu", cap)
+    auto = evaluate(s, rates)
+    for i, lam in enumerate(rates):
+        g = evaluate(s, np.full(len(GRID2), lam), fractions=GRID2).overall
+        best = np.where(g["U_oe"] <= cap, g["U_cpu"], np.inf).min()
+        assert auto.overall["U_cpu"][i] <= best + 1e-9, (lam, auto.fractions[i], best)
+        assert auto.overall["U_oe"][i] <= cap + 1e-12
+
+
+@pytest.mark.parametrize("objective", ["delay", "host_cpu"])
+def test_auto_overloaded_adds_note(objective):
+    s = one_class(offload="auto", rate=500, options={"objective": objective})
+    r = evaluate(s)
+    assert len(r.notes) == 1 and "0.85" in r.notes[0]
+    ok = evaluate(s, [50])
+    assert ok.notes == ()
+
+
+def test_explicit_fractions_override_and_validate():
+    s = example("large-files")
+    r = evaluate(s, [50], fractions=[0.0])
+    assert r.overall["U_cpu"][0] == pytest.approx(r.overall["U_noe"][0], rel=1e-12)
+    with pytest.raises(ValueError):
+        evaluate(s, [50], fractions=[1.5])
+    with pytest.raises(ValueError):
+        evaluate(s, [-1])
+
+
+# ------------------------------------------------------------------ JSON and verdicts
+
+
+def test_json_is_strict_and_inf_is_a_string():
+    r = evaluate(example("large-files"), [50, 150, 250])
+    doc = r.to_json()
+    text = json.dumps(doc, allow_nan=False)
+    back = json.loads(text)
+    rows = {(row["rate"], row["class"]): row for row in back["rows"]}
+    assert rows[150.0, "all"]["T_noe"] == "inf"
+    assert rows[150.0, "c3"]["T_noe"] == "inf"
+    assert rows[50.0, "all"]["T_noe"] == pytest.approx(0.022009, rel=1e-4)
+    assert back["offload"] == {"c3": 1.0} and back["source"] == "model"
+    assert len(back["rows"]) == 3 * 2
+
+
+def test_verdicts():
+    rb = class_row(evaluate(example("large-files"), [50]), 50.0, "c3")
+    label, _ = verdict(rb, EXp=9e-3, EXo=2.33e-3)
+    assert label == "helps"
+    rc = class_row(evaluate(example("small-files"), [300]), 300.0, "c0")
+    label, reason = verdict(rc, EXp=0.2e-3, EXo=0.6e-3)
+    assert label == "hurts" and "E[X_o]" in reason
+    # small files with a cheap overhead: CPU relieved, but the delay question decides
+    label, reason = verdict(rc, EXp=0.2e-3, EXo=0.1e-3)
+    assert label == "hurts" and "delay" in reason  # T 3.08 ms > T_noe 1.78 ms
+
+
+def test_verdicts_at_saturation():
+    # (b) at 150: the host alone saturates, the offloaded system does not -> helps
+    rb = class_row(evaluate(example("large-files"), [150]), 150.0, "c3")
+    assert rb["saturated_noe"] and not rb["saturated_cpu"]
+    assert verdict(rb, EXp=9e-3, EXo=2.33e-3)[0] == "helps"
+    assert rb["beneficial"] is True and rb["cpu_relieved"] is True
+    # (c) at 700 with a cheap overhead: offload saturates the host CPU, host alone does not
+    rc = class_row(evaluate(example("small-files"), [700]), 700.0, "c0")
+    label, reason = verdict(rc, EXp=0.2e-3, EXo=0.1e-3)
+    assert label == "hurts" and "host CPU" in reason and "saturates" in reason
+    assert rc["beneficial"] is False and rc["cpu_relieved"] is False
