@@ -8,8 +8,8 @@ multi-start line search, vectorised over rate points: from each start (nothing
 offloaded, the host-CPU optimum below, everything offloaded) it repeatedly
 minimises along every single fraction and along pairwise exchanges that keep the
 engine load or the host load constant (the moves needed when a cap binds), each
-line searched on a grid of 101 to 201 points, until no move improves. Fractions
-are therefore resolved to about 0.01.
+line searched coarse-then-fine, until no move improves. Fractions are resolved to
+about 0.01.
 
 Objective ``host_cpu``: minimise host utilisation subject to engine utilisation
 <= ``util_cap``. This is a fractional knapsack (CPU time saved E[X_p] - E[X_o]
@@ -25,8 +25,11 @@ import numpy as np
 from offloadlab.model.tandem import ClassCosts, solve
 from offloadlab.scenario import Options
 
-GRID = np.linspace(0.0, 1.0, 101)
-STEPS = np.linspace(-1.0, 1.0, 201)
+# Each line search looks at a coarse grid over the whole line, then a fine one around the
+# best point: 11 + 21 (or 21 + 21) evaluations instead of 101 (or 201) for step 0.01.
+COARSE_GRID = np.linspace(0.0, 1.0, 11)
+COARSE_STEPS = np.linspace(-1.0, 1.0, 21)
+FINE_STEPS = np.linspace(-0.1, 0.1, 21)
 _MAX_SWEEPS = 50
 _BLOCK_ELEMENTS = 2_000_000  # candidate fractions held at once (memory bound)
 
@@ -45,7 +48,7 @@ def optimise(rates: np.ndarray, share: np.ndarray, fixed: np.ndarray, k: ClassCo
         return greedy, (q.U_cpu <= cap) & (q.U_oe <= cap)
     f = np.empty_like(greedy)
     feasible = np.empty(len(lam), dtype=bool)
-    per_rate = 3 * len(STEPS) * lam.shape[1]
+    per_rate = 3 * len(COARSE_STEPS) * lam.shape[1]
     block = max(1, _BLOCK_ELEMENTS // per_rate)
     for s in range(0, len(lam), block):
         f[s:s + block], feasible[s:s + block] = _min_delay(
@@ -82,23 +85,34 @@ def _min_delay(lam, share, fixed, auto, greedy, k, options, cap):
         return np.where(within, mean_t, np.inf)
 
     best = objective(f[:, :, None, :])[..., 0]
+
+    def improve(cand: np.ndarray) -> bool:
+        """Move each (start, rate) to its best candidate if that lowers the objective."""
+        nonlocal f, best
+        value = objective(cand)
+        pick = value.argmin(-1)
+        new = np.take_along_axis(value, pick[..., None], -1)[..., 0]
+        better = new < best * (1 - 1e-12)
+        chosen = np.take_along_axis(cand, pick[..., None, None], 2)[:, :, 0, :]
+        f = np.where(better[..., None], chosen, f)
+        best = np.where(better, new, best)
+        return bool(better.any())
+
     auto_idx = np.flatnonzero(auto)
+    pairs = [(w, i, j) for w in (lam_s * k.e1, lam_s * (k.h1 - k.g1))  # load per unit f
+             for i, j in combinations(auto_idx, 2)]
     for _ in range(_MAX_SWEEPS):
-        # Exchanges are tried only once single-fraction moves stop improving.
+        # Every move is built from the current f: a coarse look along the whole line,
+        # then a fine one around the point it moved to. Exchanges, the slower moves,
+        # are tried only once single-fraction moves stop improving.
         improved = False
-        for moves in (_single_moves, _exchange_moves):
-            for cand in moves(f, lam_s, auto_idx, k):
-                value = objective(cand)
-                pick = value.argmin(-1)
-                new = np.take_along_axis(value, pick[..., None], -1)[..., 0]
-                better = new < best * (1 - 1e-12)
-                if better.any():
-                    improved = True
-                    chosen = np.take_along_axis(cand, pick[..., None, None], 2)[:, :, 0, :]
-                    f = np.where(better[..., None], chosen, f)
-                    best = np.where(better, new, best)
-            if improved:
-                break
+        for j in auto_idx:
+            improved |= improve(_along(f, j))
+            improved |= improve(_moved(f, {j: FINE_STEPS}))
+        if not improved:
+            for weight, i, j in pairs:
+                for steps in (COARSE_STEPS, FINE_STEPS):
+                    improved |= improve(_exchanged(f, weight, i, j, steps))
         if not improved:
             break
     winner = best.argmin(0)
@@ -107,22 +121,26 @@ def _min_delay(lam, share, fixed, auto, greedy, k, options, cap):
     return np.where(found[:, None], f[winner, rows], greedy), found
 
 
-def _single_moves(f, lam, auto_idx, k):
-    """Candidates (start, rate, move, class) along each auto fraction alone."""
-    for j in auto_idx:
-        cand = np.repeat(f[:, :, None, :], len(GRID), 2)
-        cand[..., j] = GRID
-        yield cand
+def _along(f: np.ndarray, j: int) -> np.ndarray:
+    """Candidates (start, rate, move, class) with fraction j set to each coarse grid point."""
+    cand = np.repeat(f[:, :, None, :], len(COARSE_GRID), 2)
+    cand[..., j] = COARSE_GRID
+    return cand
 
 
-def _exchange_moves(f, lam, auto_idx, k):
-    """Candidates moving two fractions at once so that the engine load, or the host load,
-    stays the same: the way along a binding utilisation cap."""
-    for weight in (lam * k.e1, lam * (k.h1 - k.g1)):  # load per unit of fraction
-        for i, j in combinations(auto_idx, 2):
-            with np.errstate(divide="ignore", invalid="ignore"):
-                ratio = np.where(weight[..., j] != 0, weight[..., i] / weight[..., j], 0.0)
-            cand = np.repeat(f[:, :, None, :], len(STEPS), 2)
-            cand[..., i] = np.clip(f[..., i, None] + STEPS, 0, 1)
-            cand[..., j] = np.clip(f[..., j, None] - STEPS * ratio[..., None], 0, 1)
-            yield cand
+def _exchanged(f: np.ndarray, weight: np.ndarray, i: int, j: int,
+               steps: np.ndarray) -> np.ndarray:
+    """Candidates moving f_i and f_j together so that the load ``weight`` puts on one
+    queue stays the same: the way along a binding utilisation cap."""
+    with np.errstate(divide="ignore", invalid="ignore"):
+        ratio = np.where(weight[..., j] != 0, weight[..., i] / weight[..., j], 0.0)
+    return _moved(f, {i: steps, j: -steps * ratio[..., None]})
+
+
+def _moved(f: np.ndarray, steps: dict[int, np.ndarray]) -> np.ndarray:
+    """Copies of f with fraction c shifted by each of steps[c], clipped to [0, 1]."""
+    n = max(np.shape(s)[-1] for s in steps.values())
+    cand = np.repeat(f[:, :, None, :], n, 2)
+    for c, step in steps.items():
+        cand[..., c] = np.clip(f[..., c, None] + step, 0.0, 1.0)
+    return cand
