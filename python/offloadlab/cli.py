@@ -16,7 +16,7 @@ from offloadlab import __version__, model, scenario
 from offloadlab.errors import InputError
 from offloadlab.report.plots import plot_model
 from offloadlab.report.tables import model_table, verdict_table
-from offloadlab.results import jsonable, write_json
+from offloadlab.results import write_json
 
 app = typer.Typer(
     help="OffloadLab: does offloading protocol work to an offload engine help your web server?",
@@ -111,7 +111,7 @@ def model_cmd(
     rate_points = None if rates is None else parse_rates(rates)
     result = model.evaluate(sc, rate_points)
     if as_json:
-        print(json.dumps(jsonable(result.to_json()), indent=2, allow_nan=False))
+        print(json.dumps(result.to_json(), indent=2, allow_nan=False))
     else:
         out.print(model_table(result))
     for note in result.notes:

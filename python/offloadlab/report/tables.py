@@ -7,6 +7,7 @@ from rich.table import Table
 
 from offloadlab.model import ModelResult, verdict
 from offloadlab.report.format import ms, rate, util
+from offloadlab.scenario import Scenario
 
 _STYLE = {"helps": "green", "hurts": "red", "neutral": "yellow"}
 
@@ -31,8 +32,7 @@ def model_table(result: ModelResult) -> Table:
 def _add_row(table: Table, row: dict, result: ModelResult, style: str | None = None) -> None:
     label = ""
     if row["class"] != "all":
-        cls = result.scenario.classes[result.scenario.class_names.index(row["class"])]
-        label, _ = verdict(row, cls.host_proto.mean, cls.host_overhead.mean)
+        label, _ = _verdict_of(result.scenario, row)
         label = f"[{_STYLE[label]}]{label}[/]"
     table.add_row(rate(row["rate"]), row["class"], f"{row['f']:.2f}", util(row["U_noe"]),
                   util(row["U_cpu"]), util(row["U_oe"]), ms(row["T_noe"]), ms(row["T"]),
@@ -53,12 +53,16 @@ def verdict_table(result: ModelResult) -> Table:
             if len(s.classes) > 1:
                 _verdict_row(table, row, "", style="bold")
             continue
-        cls = s.classes[s.class_names.index(row["class"])]
-        label, why = verdict(row, cls.host_proto.mean, cls.host_overhead.mean)
+        label, why = _verdict_of(s, row)
         _verdict_row(table, row, f"[{_STYLE[label]}]{label}[/]")
         reasons.append(f"{row['class']}: {why}")
     table.caption = "\n".join(reasons)
     return table
+
+
+def _verdict_of(s: Scenario, row: dict) -> tuple[str, str]:
+    cls = s.classes[s.class_names.index(row["class"])]
+    return verdict(row, cls.host_proto.mean, cls.host_overhead.mean)
 
 
 def _verdict_row(table: Table, row: dict, label: str, style: str | None = None) -> None:
