@@ -14,9 +14,14 @@ import math
 import os
 import tempfile
 from collections.abc import Callable
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
+
+if TYPE_CHECKING:
+    from offloadlab.scenario import Scenario
 
 # Per class and overall, in this order, in every source.
 METRICS = ("U_noe", "W_noe", "T_noe", "U_cpu", "W_cpu", "T_cpu",
@@ -24,8 +29,61 @@ METRICS = ("U_noe", "W_noe", "T_noe", "U_cpu", "W_cpu", "T_cpu",
 VERDICTS = ("cpu_relieved", "beneficial")
 
 
+@dataclass(frozen=True)
+class Result:
+    """Outputs of one source (model, sim, ...) at R total arrival rates for C classes.
+
+    ``overall[key]`` has shape (R,), ``per_class[key]`` shape (R, C). Keys are the
+    metrics of :data:`METRICS`, ``lam`` (arrival rate), ``f`` (offloaded fraction), the
+    verdicts, the ``saturated*`` flags, and whatever else the source measures (the
+    model's ``EXo_max`` and ``lam_star_*``, the simulator's ``*_hw`` half-widths).
+    ``meta`` holds run facts for the JSON header (e.g. the simulator's event count).
+    """
+
+    scenario: Scenario
+    rates: np.ndarray
+    fractions: np.ndarray
+    overall: dict[str, np.ndarray]
+    per_class: dict[str, np.ndarray]
+    notes: tuple[str, ...] = ()
+    source: str = "model"
+    seed: int | None = None
+    meta: dict = field(default_factory=dict)
+
+    def rows(self) -> list[dict]:
+        """Flat rows: for each rate, one for all classes (``class = "all"``), then one per class."""
+        out = []
+        names = self.scenario.class_names
+        for r, rate in enumerate(self.rates):
+            out.append({"rate": float(rate), "class": "all",
+                        **{k: v[r].item() for k, v in self.overall.items()}})
+            for c, name in enumerate(names):
+                out.append({"rate": float(rate), "class": name,
+                            **{k: v[r, c].item() for k, v in self.per_class.items()}})
+        return out
+
+    def to_json(self) -> dict:
+        s = self.scenario
+        return jsonable({
+            "source": self.source, "scenario": s.name, "seed": self.seed,
+            "options": asdict(s.options),
+            "offload": {c.name: c.offload for c in s.classes},
+            **self.meta,
+            "notes": list(self.notes),
+            "rows": self.rows(),
+        })
+
+
+def saturation_flags(U_noe, U_cpu, U_oe) -> dict[str, np.ndarray]:
+    """Which queue is offered a load of 1 or more (it has no steady state)."""
+    flags = {"saturated_noe": U_noe >= 1, "saturated_cpu": U_cpu >= 1, "saturated_oe": U_oe >= 1}
+    flags["saturated"] = flags["saturated_noe"] | flags["saturated_cpu"] | flags["saturated_oe"]
+    return flags
+
+
 def jsonable(value):
-    """Plain JSON types; infinities become the string "inf" (strict JSON has no infinity)."""
+    """Plain JSON types; infinities become the string "inf" (strict JSON has no infinity)
+    and NaN (a quantity with no observation, e.g. a path no request took) becomes null."""
     if isinstance(value, dict):
         return {k: jsonable(v) for k, v in value.items()}
     if isinstance(value, list | tuple):
@@ -34,6 +92,8 @@ def jsonable(value):
         value = value.item()
     if isinstance(value, float) and math.isinf(value):
         return "inf" if value > 0 else "-inf"
+    if isinstance(value, float) and math.isnan(value):
+        return None
     return value
 
 

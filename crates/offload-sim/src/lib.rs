@@ -1,8 +1,16 @@
 //! OffloadLab's discrete-event simulator of a host CPU and an offload engine.
 //!
-//! The event kernel and the request-level and packet-level models arrive with the
-//! simulator issue; for now the crate only anchors the workspace and the Python
-//! extension, so that both are built and versioned together from the start.
+//! - [`calendar`]: the event kernel's time-ordered event queue;
+//! - [`dist`]: service-time distributions with the semantics of `offloadlab.dist`;
+//! - [`stats`]: output analysis (confidence intervals, MSER-5 warm-up detection);
+//! - [`request`]: seed 000's request-level host + engine network, next to the host alone;
+//! - [`experiment`]: warm-up, batch means or replications, precision targets.
+
+pub mod calendar;
+pub mod dist;
+pub mod experiment;
+pub mod request;
+pub mod stats;
 
 /// Version of the simulator crate, shared with the Python package through `offloadlab._core`.
 pub const VERSION: &str = env!("CARGO_PKG_VERSION");

@@ -5,7 +5,7 @@ whether offloading helps. The equations are in :mod:`offloadlab.model.tandem` an
 documented in ``docs/model.md``.
 """
 
-from offloadlab.model.result import ModelResult, evaluate
+from offloadlab.model.result import evaluate
 from offloadlab.model.verdict import verdict
 
-__all__ = ["ModelResult", "evaluate", "verdict"]
+__all__ = ["evaluate", "verdict"]

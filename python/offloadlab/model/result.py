@@ -1,61 +1,23 @@
-"""Evaluate the model over a rate sweep and lay it out in the shared result schema."""
+"""Evaluate the model over a rate sweep and lay it out in the shared result schema
+(:class:`offloadlab.results.Result`, ``source = "model"``).
+
+Model-specific keys: ``EXo_max`` (per class), the saturation rates ``lam_star_noe``,
+``lam_star_cpu``, ``lam_star_oe`` (the total rate at which that queue reaches U = 1
+with the same class mix and fractions).
+"""
 
 from __future__ import annotations
-
-from dataclasses import asdict, dataclass
 
 import numpy as np
 
 from offloadlab.errors import InputError
 from offloadlab.model.placement import optimise
 from offloadlab.model.tandem import ClassCosts, overhead_bound, solve, weighted
-from offloadlab.results import jsonable
+from offloadlab.results import Result, saturation_flags
 from offloadlab.scenario import Scenario
 
 
-@dataclass(frozen=True)
-class ModelResult:
-    """Model outputs at R total arrival rates for C classes.
-
-    ``overall[key]`` has shape (R,), ``per_class[key]`` shape (R, C). Keys are the
-    result schema's metrics plus ``lam`` (arrival rate), ``f`` (offloaded fraction),
-    the verdicts, ``EXo_max`` (per class), the saturation rates ``lam_star_noe``,
-    ``lam_star_cpu``, ``lam_star_oe`` (the rate at which that queue reaches U = 1 with
-    the same class mix and fractions) and ``saturated_*`` flags.
-    """
-
-    scenario: Scenario
-    rates: np.ndarray
-    fractions: np.ndarray
-    overall: dict[str, np.ndarray]
-    per_class: dict[str, np.ndarray]
-    notes: tuple[str, ...] = ()
-    source: str = "model"
-
-    def rows(self) -> list[dict]:
-        """Flat rows: for each rate, one for all classes (``class = "all"``), then one per class."""
-        out = []
-        names = self.scenario.class_names
-        for r, rate in enumerate(self.rates):
-            out.append({"rate": float(rate), "class": "all",
-                        **{k: v[r].item() for k, v in self.overall.items()}})
-            for c, name in enumerate(names):
-                out.append({"rate": float(rate), "class": name,
-                            **{k: v[r, c].item() for k, v in self.per_class.items()}})
-        return out
-
-    def to_json(self) -> dict:
-        s = self.scenario
-        return jsonable({
-            "source": self.source, "scenario": s.name, "seed": None,
-            "options": asdict(s.options),
-            "offload": {c.name: c.offload for c in s.classes},
-            "notes": list(self.notes),
-            "rows": self.rows(),
-        })
-
-
-def evaluate(scenario: Scenario, rates=None, fractions=None) -> ModelResult:
+def evaluate(scenario: Scenario, rates=None, fractions=None) -> Result:
     """Solve the model at the given total arrival rates (default: the scenario's own).
 
     Rates keep the scenario's class mix. ``fractions`` (C,) or (R, C) overrides the
@@ -86,7 +48,7 @@ def evaluate(scenario: Scenario, rates=None, fractions=None) -> ModelResult:
     lam = rates[:, None] * share
     q = solve(lam, f, k, scenario.options)
     per = _per_class(q, lam, f, share, k)
-    return ModelResult(scenario, rates, f, _overall(q, per, rates, f, share, k), per, tuple(notes))
+    return Result(scenario, rates, f, _overall(q, per, rates, f, share, k), per, tuple(notes))
 
 
 def _per_class(q, lam, f, share, k: ClassCosts) -> dict[str, np.ndarray]:
@@ -155,7 +117,4 @@ def _saturation_rates(k: ClassCosts, f, share) -> dict[str, np.ndarray]:
 
 
 def _saturated(q) -> dict[str, np.ndarray]:
-    flags = {"saturated_noe": q.U_noe >= 1, "saturated_cpu": q.U_cpu >= 1,
-             "saturated_oe": q.U_oe >= 1}
-    flags["saturated"] = flags["saturated_noe"] | flags["saturated_cpu"] | flags["saturated_oe"]
-    return flags
+    return saturation_flags(q.U_noe, q.U_cpu, q.U_oe)

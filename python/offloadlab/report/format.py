@@ -1,10 +1,20 @@
-"""Number formatting at the edge: seconds shown as milliseconds, infinities as ∞."""
+"""Number formatting at the edge: seconds shown as milliseconds, infinities as ∞,
+values never observed (NaN) as –."""
 
 import math
 
 
 def ms(seconds: float) -> str:
+    if math.isnan(seconds):
+        return "–"
     return "∞" if math.isinf(seconds) else f"{seconds * 1e3:.3g}"
+
+
+def ms_ci(seconds: float, half_width: float) -> str:
+    """A mean and its 95% half-width, e.g. ``3.86±0.02``."""
+    if not math.isfinite(half_width):
+        return ms(seconds)
+    return f"{ms(seconds)}[dim]±{half_width * 1e3:.2g}[/]"
 
 
 def util(u: float) -> str:

@@ -7,13 +7,12 @@ from pathlib import Path
 import numpy as np
 from matplotlib.figure import Figure
 
-from offloadlab.model import ModelResult
-from offloadlab.results import write_atomic
+from offloadlab.results import Result, write_atomic
 
 HOST_ALONE, HOST, ENGINE = "tab:red", "tab:blue", "tab:green"
 
 
-def plot_model(result: ModelResult, path: str | Path) -> None:
+def plot_model(result: Result, path: str | Path) -> None:
     """Utilisation (top) and mean delay (bottom) against the total arrival rate, host
     alone against host + engine; one column for all classes and, with several
     classes, one per class. Dotted lines mark where each system saturates."""
@@ -59,7 +58,7 @@ def _ms(seconds: np.ndarray) -> np.ndarray:
     return np.where(np.isfinite(seconds), seconds * 1e3, np.nan)
 
 
-def _saturation_rates(result: ModelResult) -> list[tuple[float, str]]:
+def _saturation_rates(result: Result) -> list[tuple[float, str]]:
     """Rates inside the sweep where the host alone and the offloaded system saturate.
 
     With fixed fractions this is the exact lam_star; an auto split changes along the

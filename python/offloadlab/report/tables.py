@@ -5,14 +5,15 @@ from __future__ import annotations
 from rich import box
 from rich.table import Table
 
-from offloadlab.model import ModelResult, verdict
-from offloadlab.report.format import ms, rate, util
+from offloadlab.model import verdict
+from offloadlab.report.format import ms, ms_ci, rate, util
+from offloadlab.results import Result
 from offloadlab.scenario import Scenario
 
 _STYLE = {"helps": "green", "hurts": "red", "neutral": "yellow"}
 
 
-def model_table(result: ModelResult) -> Table:
+def model_table(result: Result) -> Table:
     """Every rate point: host alone against host + engine. Multi-class scenarios get
     a row for all classes together, then one per class."""
     s = result.scenario
@@ -29,7 +30,7 @@ def model_table(result: ModelResult) -> Table:
     return table
 
 
-def _add_row(table: Table, row: dict, result: ModelResult, style: str | None = None) -> None:
+def _add_row(table: Table, row: dict, result: Result, style: str | None = None) -> None:
     label = ""
     if row["class"] != "all":
         label, _ = _verdict_of(result.scenario, row)
@@ -39,7 +40,36 @@ def _add_row(table: Table, row: dict, result: ModelResult, style: str | None = N
                   ms(row["T_sum"]), label, style=style)
 
 
-def verdict_table(result: ModelResult) -> Table:
+def sim_table(result: Result) -> Table:
+    """Simulated means with their 95% half-widths, host alone against host + engine,
+    and below the table how the run went."""
+    s = result.scenario
+    m = result.meta
+    intervals = ("batch means" if m["replications"] == 1
+                 else f"{m['replications']} replications")
+    table = _table(f"[bold]{s.name}[/]: simulated, delays in ms ± 95% half-width "
+                   f"(T = {s.options.system_delay})",
+                   ("rate/s", "class", "f", "U alone", "U host", "U eng", "T alone", "T",
+                    "T_sum"))
+    multi = len(s.classes) > 1
+    for row in result.rows():
+        if row["class"] == "all" and not multi:
+            continue
+        table.add_row(rate(row["rate"]), row["class"], f"{row['f']:.2f}", util(row["U_noe"]),
+                      util(row["U_cpu"]), util(row["U_oe"]),
+                      ms_ci(row["T_noe"], row["T_noe_hw"]), ms_ci(row["T"], row["T_hw"]),
+                      ms_ci(row["T_sum"], row["T_sum_hw"]),
+                      style="bold" if row["class"] == "all" else None)
+    o = result.overall
+    table.caption = (f"{int(o['requests'].min()):,} requests measured per point after a "
+                     f"warm-up of {int(o['warmup'].min()):,}-{int(o['warmup'].max()):,}; "
+                     f"intervals from {intervals}; seed {result.seed}.\n"
+                     f"{result.events:,} events in {result.wall_s:.2f} s "
+                     f"({result.events / result.wall_s / 1e6:.1f} M events/s).")
+    return table
+
+
+def verdict_table(result: Result) -> Table:
     """Each class at the scenario's own rate: host alone -> with the engine, the verdict,
     and below the table the reason for each verdict in the model's terms."""
     s = result.scenario

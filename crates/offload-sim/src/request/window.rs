@@ -1,0 +1,225 @@
+//! What one observation window (a batch, or a whole replication) accumulates, and the
+//! result-schema metrics computed from it.
+//!
+//! Everything is a sum or a count, so windows merge exactly by adding: batch means can
+//! double their batch size by merging neighbours, and the run total is the sum of its
+//! batches. Memory does not grow with the number of requests.
+
+use crate::stats::Tally;
+
+use super::Station;
+
+/// The metrics of the result schema, in the order of every metrics row.
+pub const METRICS: [&str; 13] = [
+    "U_noe", "W_noe", "T_noe", "U_cpu", "W_cpu", "T_cpu", "U_oe", "W_oe", "T_oe", "T", "T_sum",
+    "N_q", "N_oe",
+];
+
+/// Waits, sojourns and busy time of one class at one queue ("leg").
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Leg {
+    pub wait: Tally,
+    pub sojourn: Tally,
+    /// Service time of the departures (busy time spent on this class here).
+    pub busy: f64,
+}
+
+impl Leg {
+    #[inline]
+    pub fn depart(&mut self, wait: f64, service: f64) {
+        self.wait.add(wait);
+        self.sojourn.add(wait + service);
+        self.busy += service;
+    }
+
+    fn merge(&mut self, other: &Leg) {
+        self.wait.merge(&other.wait);
+        self.sojourn.merge(&other.sojourn);
+        self.busy += other.busy;
+    }
+}
+
+/// One class's legs: host alone, host for requests kept there, host for offloaded
+/// requests, engine; and the end-to-end sojourn of offloaded requests.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct ClassTally {
+    pub noe: Leg,
+    pub host_kept: Leg,
+    pub host_sent: Leg,
+    pub oe: Leg,
+    pub end_to_end_sent: Tally,
+}
+
+/// Sums over one window of simulated time.
+#[derive(Clone, Debug)]
+pub struct Window {
+    pub duration: f64,
+    /// Time integrals of the number of requests at the engine, in queue and in total.
+    pub oe_area_queue: f64,
+    pub oe_area_total: f64,
+    pub classes: Vec<ClassTally>,
+}
+
+/// What the metrics need to know about the network besides the sums.
+#[derive(Clone, Debug)]
+pub struct Context {
+    pub delay_max: bool,
+    pub stable: [bool; 3],
+    /// Offered load per class and station (used for saturated stations).
+    pub offered: Vec<[f64; 3]>,
+    pub offload: Vec<f64>,
+}
+
+impl Window {
+    pub fn new(classes: usize) -> Window {
+        Window {
+            duration: 0.0,
+            oe_area_queue: 0.0,
+            oe_area_total: 0.0,
+            classes: vec![ClassTally::default(); classes],
+        }
+    }
+
+    pub fn merge(&mut self, other: &Window) {
+        self.duration += other.duration;
+        self.oe_area_queue += other.oe_area_queue;
+        self.oe_area_total += other.oe_area_total;
+        for (a, b) in self.classes.iter_mut().zip(&other.classes) {
+            a.noe.merge(&b.noe);
+            a.host_kept.merge(&b.host_kept);
+            a.host_sent.merge(&b.host_sent);
+            a.oe.merge(&b.oe);
+            a.end_to_end_sent.merge(&b.end_to_end_sent);
+        }
+    }
+
+    /// Metrics rows: row 0 for all classes, then one per class; `METRICS.len()` columns.
+    ///
+    /// Delays are means over the departures in the window. Per-class N_q and N_oe come
+    /// from Little's law (class throughput x mean time); the all-classes ones are time
+    /// averages. T mixes a class's two paths by the observed offloaded share: kept
+    /// requests take their host sojourn; offloaded ones max(host, engine) sojourn means
+    /// with `delay_max` (seed 000), else their end-to-end sojourn. A saturated station
+    /// reports its offered load as U and infinite delays; a mean over no departures is NaN.
+    pub fn metrics(&self, ctx: &Context) -> Vec<Vec<f64>> {
+        let per_class: Vec<Vec<f64>> = self
+            .classes
+            .iter()
+            .enumerate()
+            .map(|(c, t)| self.class_row(c, t, ctx))
+            .collect();
+        let mut rows = vec![self.all_row(&per_class, ctx)];
+        rows.extend(per_class);
+        rows
+    }
+
+    fn class_row(&self, c: usize, t: &ClassTally, ctx: &Context) -> Vec<f64> {
+        let [noe_ok, cpu_ok, oe_ok] = ctx.stable;
+        let offered = ctx.offered[c];
+        let util = |ok: bool, busy: f64, s: Station| {
+            if ok {
+                busy / self.duration
+            } else {
+                offered[s as usize]
+            }
+        };
+        let mean = |ok: bool, tally: Tally| if ok { tally.mean() } else { f64::INFINITY };
+        let mut host = t.host_kept;
+        host.merge(&t.host_sent);
+        let uses_engine = ctx.offload[c] > 0.0;
+        let engine_ok = oe_ok || !uses_engine;
+
+        let (w_oe, t_oe) = (mean(engine_ok, t.oe.wait), mean(engine_ok, t.oe.sojourn));
+        let kept = mean(cpu_ok, t.host_kept.sojourn);
+        let sent_sum = mean(cpu_ok && engine_ok, t.end_to_end_sent);
+        let sent_max = mean(cpu_ok, t.host_sent.sojourn).max(t_oe);
+        let sent_share = share(t.host_sent.sojourn.n, t.host_kept.sojourn.n);
+        let sent = if ctx.delay_max { sent_max } else { sent_sum };
+        let throughput = |n: u64| n as f64 / self.duration;
+        vec![
+            util(noe_ok, t.noe.busy, Station::Noe),
+            mean(noe_ok, t.noe.wait),
+            mean(noe_ok, t.noe.sojourn),
+            util(cpu_ok, host.busy, Station::Cpu),
+            mean(cpu_ok, host.wait),
+            mean(cpu_ok, host.sojourn),
+            util(oe_ok, t.oe.busy, Station::Oe),
+            w_oe,
+            t_oe,
+            mix(sent_share, kept, sent),
+            mix(sent_share, kept, sent_sum),
+            weighted(throughput(t.oe.wait.n), w_oe),
+            weighted(throughput(t.oe.sojourn.n), t_oe),
+        ]
+    }
+
+    fn all_row(&self, per_class: &[Vec<f64>], ctx: &Context) -> Vec<f64> {
+        let [noe_ok, cpu_ok, oe_ok] = ctx.stable;
+        let pooled = |ok: bool, pick: fn(&ClassTally) -> [Tally; 2]| {
+            if !ok {
+                return f64::INFINITY;
+            }
+            let mut total = Tally::default();
+            for t in &self.classes {
+                pick(t).iter().for_each(|x| total.merge(x));
+            }
+            total.mean()
+        };
+        let sum_col = |col: usize| per_class.iter().map(|r| r[col]).sum::<f64>();
+        // A class's T weighs by its host departures (the requests it had in the window).
+        let host_departures: Vec<f64> = self
+            .classes
+            .iter()
+            .map(|t| (t.host_kept.sojourn.n + t.host_sent.sojourn.n) as f64)
+            .collect();
+        let total_departures: f64 = host_departures.iter().sum();
+        let mean_col = |col: usize| {
+            per_class
+                .iter()
+                .zip(&host_departures)
+                .map(|(r, n)| weighted(n / total_departures, r[col]))
+                .sum()
+        };
+        let area = |ok: bool, a: f64| if ok { a / self.duration } else { f64::INFINITY };
+        let no_wait = |t: &ClassTally| [t.noe.wait, Tally::default()];
+        vec![
+            sum_col(0),
+            pooled(noe_ok, no_wait),
+            pooled(noe_ok, |t| [t.noe.sojourn, Tally::default()]),
+            sum_col(3),
+            pooled(cpu_ok, |t| [t.host_kept.wait, t.host_sent.wait]),
+            pooled(cpu_ok, |t| [t.host_kept.sojourn, t.host_sent.sojourn]),
+            sum_col(6),
+            pooled(oe_ok, |t| [t.oe.wait, Tally::default()]),
+            pooled(oe_ok, |t| [t.oe.sojourn, Tally::default()]),
+            if cpu_ok { mean_col(9) } else { f64::INFINITY },
+            if cpu_ok { mean_col(10) } else { f64::INFINITY },
+            area(oe_ok, self.oe_area_queue),
+            area(oe_ok, self.oe_area_total),
+        ]
+    }
+}
+
+/// Offloaded share of a class's host departures (0 when there were none).
+fn share(sent: u64, kept: u64) -> f64 {
+    if sent + kept == 0 {
+        0.0
+    } else {
+        sent as f64 / (sent + kept) as f64
+    }
+}
+
+/// w x, where a zero weight contributes 0 even if x is NaN or infinite (a path no
+/// request took must not spoil the result).
+fn weighted(w: f64, x: f64) -> f64 {
+    if w > 0.0 {
+        w * x
+    } else {
+        0.0
+    }
+}
+
+/// (1 - f) kept + f sent, by the same rule.
+fn mix(f: f64, kept: f64, sent: f64) -> f64 {
+    weighted(1.0 - f, kept) + weighted(f, sent)
+}

@@ -1,0 +1,12 @@
+"""The discrete-event simulator (Rust, ``crates/offload-sim``) on a scenario.
+
+:func:`run` simulates the request-level network of seed 000 — the host alone next to
+the host + offload engine, fed by the same requests — and returns a
+:class:`SimResult` in the result schema the model uses, with 95% confidence
+intervals, sojourn-time quantiles and the run's event count and speed. The method is
+in ``docs/sim.md``.
+"""
+
+from offloadlab.sim.run import QUANTILES, SimResult, run
+
+__all__ = ["QUANTILES", "SimResult", "run"]

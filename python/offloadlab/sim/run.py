@@ -1,0 +1,224 @@
+"""Run the Rust simulator on a scenario and lay its output out in the shared result schema."""
+
+from __future__ import annotations
+
+import math
+import os
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import TimeoutError as FutureTimeout
+from dataclasses import dataclass, field
+
+import numpy as np
+import pandas as pd
+
+from offloadlab import _core, dist, model
+from offloadlab.errors import InputError
+from offloadlab.results import METRICS, Result, saturation_flags
+from offloadlab.scenario import COST_FIELDS, Scenario
+
+if tuple(_core.METRICS) != METRICS:  # a stale build of the extension
+    raise ImportError("offloadlab._core reports other metrics than offloadlab.results; "
+                      "rebuild it: pip install -e .")
+
+# Sojourn-time quantiles reported from the histograms, and their column suffixes.
+QUANTILES = {"p50": 0.5, "p90": 0.9, "p99": 0.99, "p999": 0.999, "max": 1.0}
+_POLL_S = 0.1
+
+
+@dataclass(frozen=True)
+class SimResult(Result):
+    """A :class:`~offloadlab.results.Result` with ``source = "sim"``.
+
+    Besides the metrics, ``overall`` and ``per_class`` carry ``<metric>_hw``, the
+    half-width of the 95% confidence interval (batch means with one replication,
+    across replications otherwise; NaN where it cannot be estimated). ``overall`` also
+    has the sojourn-time quantiles ``T_noe_p50 ... T_noe_max`` (host alone) and
+    ``T_sum_p50 ... T_sum_max`` (host + engine, end to end), and per rate the run facts
+    ``events``, ``wall_s``, ``requests`` (measured per replication) and ``warmup``.
+    ``per_replication`` has one row per (rate, replication, class) with the metrics.
+    """
+
+    per_replication: pd.DataFrame = field(default_factory=pd.DataFrame)
+
+    @property
+    def events(self) -> int:
+        return int(self.overall["events"].sum())
+
+    @property
+    def wall_s(self) -> float:
+        return float(self.overall["wall_s"].sum())
+
+    @property
+    def events_per_s(self) -> float:
+        return self.events / self.wall_s if self.wall_s > 0 else math.nan
+
+
+def run(scenario: Scenario, *, rates=None, fractions=None, requests: int = 200_000,
+        seed: int = 1, replications: int = 1, warmup: int | str = "mser5",
+        ci: float | None = None, ci_metric: str = "T", batches: int = 20,
+        threads: int | None = None,
+        progress: Callable[[int, int], None] | None = None) -> SimResult:
+    """Simulate ``scenario`` at each total arrival rate in ``rates`` (default: its own).
+
+    ``requests`` are measured per replication and rate, after the warm-up (``"mser5"``
+    or a count of requests to discard). With ``replications`` = 1 the confidence
+    intervals come from ``batches`` batch means; with more, from the replications,
+    which run on ``threads`` threads (default: all cores). ``ci`` = 0.01 stops a run
+    once the 95% half-width of ``ci_metric`` (all classes) is within 1% of its
+    estimate; ``requests`` is then the most it may use. Fractions are the scenario's,
+    or ``fractions`` (C,) or (R, C); classes with ``offload = "auto"`` take the model's
+    choice at each rate. ``progress(done, planned)`` is called every 0.1 s with
+    requests simulated so far. The same seed gives the same result bit for bit.
+    """
+    _check(requests, seed, replications, warmup, ci, ci_metric, batches, threads)
+    rates = np.atleast_1d(np.asarray(scenario.rate if rates is None else rates, dtype=float))
+    if rates.ndim != 1 or not np.all(np.isfinite(rates)) or np.any(rates <= 0):
+        raise InputError("rates must be finite numbers > 0 requests/s")
+    share = np.array([c.rate for c in scenario.classes]) / scenario.rate
+    notes: list[str] = []
+    if fractions is not None:
+        f = np.broadcast_to(np.asarray(fractions, dtype=float), (len(rates), len(share))).copy()
+        if not np.all((f >= 0) & (f <= 1)):
+            raise InputError("offload fractions must lie in [0, 1]")
+    elif any(c.auto for c in scenario.classes):
+        f = model.evaluate(scenario, rates).fractions
+        notes.append('classes with offload = "auto" use the model\'s fractions at each rate')
+    else:
+        f = np.broadcast_to([c.offload for c in scenario.classes], (len(rates), len(share)))
+    costs = [tuple(_to_core(getattr(c, key)) for key in COST_FIELDS) for c in scenario.classes]
+    planned = len(rates) * replications * requests
+    base = 0
+    outputs = []
+    for r, rate in enumerate(rates):
+        classes = [(float(s), float(fr), *cost)
+                   for s, fr, cost in zip(share, f[r], costs, strict=True)]
+        args = dict(rate=float(rate), classes=classes,
+                    delay_max=scenario.options.system_delay == "max", requests=requests,
+                    seed=seed, replications=replications,
+                    warmup=None if warmup == "mser5" else int(warmup), batches=batches,
+                    precision=ci, precision_metric=METRICS.index(ci_metric),
+                    threads=threads or os.cpu_count() or 1)
+        report = None if progress is None else (
+            lambda done, base=base: progress(base + done, planned))
+        out = _simulate(args, report)
+        base += sum(out["measured"]) + sum(out["warmup"])
+        notes.extend(f"rate {rate:g}/s: {n}" for n in out["notes"])
+        if ci is not None and not out["precision_met"]:
+            notes.append(f"rate {rate:g}/s: the {ci:.1%} precision on {ci_metric} was not "
+                         f"reached within {requests:,} requests; raise --requests")
+        outputs.append(out)
+    return _result(scenario, rates, f, share, outputs, seed, tuple(notes))
+
+
+def _check(requests, seed, replications, warmup, ci, ci_metric, batches, threads) -> None:
+    problems = []
+    if not _is_int(batches) or batches < 2:
+        problems.append(f"batches={batches!r}: use an integer >= 2, e.g. 20")
+    elif not _is_int(requests) or requests < max(batches, 1000):
+        problems.append(f"requests={requests!r}: use an integer >= {max(batches, 1000)}")
+    if not _is_int(seed) or not 0 <= seed < 2**64:
+        problems.append(f"seed={seed!r}: use an integer in [0, 2^64)")
+    if not _is_int(replications) or not 1 <= replications < 2**32:
+        problems.append(f"replications={replications!r}: use an integer >= 1")
+    if warmup != "mser5" and (not _is_int(warmup) or warmup < 0):
+        problems.append(f"warmup={warmup!r}: use \"mser5\" or a number of requests >= 0")
+    if ci is not None:
+        if not (isinstance(ci, float | int) and 0 < ci < 1):
+            problems.append(f"ci={ci!r}: use a relative half-width in (0, 1), e.g. 0.01")
+        elif replications != 1:
+            problems.append("ci: the precision target uses batch means; set replications=1")
+    if ci_metric not in METRICS:
+        problems.append(f"ci_metric={ci_metric!r}: use one of {', '.join(METRICS)}")
+    if threads is not None and (not _is_int(threads) or threads < 1):
+        problems.append(f"threads={threads!r}: use an integer >= 1")
+    if problems:
+        raise InputError("; ".join(problems))
+
+
+def _is_int(x: object) -> bool:
+    return isinstance(x, int | np.integer) and not isinstance(x, bool)
+
+
+def _to_core(d: dist.Dist) -> _core.Dist:
+    """The simulator's copy of a distribution (same parameters, same meaning)."""
+    if isinstance(d, dist.Exponential):
+        return _core.Dist.exp(d.scale)
+    if isinstance(d, dist.Deterministic):
+        return _core.Dist.det(d.value)
+    if isinstance(d, dist.Lognormal):
+        return _core.Dist.lognormal(d.nu, d.sigma)
+    if isinstance(d, dist.Pareto):
+        return _core.Dist.pareto(d.alpha, d.k)
+    if isinstance(d, dist.BoundedPareto):
+        return _core.Dist.bpareto(d.alpha, d.lo, d.hi)
+    if isinstance(d, dist.Empirical):
+        return _core.Dist.empirical(d.values.tolist())
+    raise TypeError(f"no simulator counterpart for {type(d).__name__}")
+
+
+def _simulate(args: dict, report: Callable[[int], None] | None) -> dict:
+    """Run the simulator on a worker thread (it releases the GIL), so this thread can
+    report progress and turn Ctrl-C into a clean cancel."""
+    control = _core.Control()
+    with ThreadPoolExecutor(1, thread_name_prefix="offload-sim") as pool:
+        future = pool.submit(_core.simulate, **args, control=control)
+        try:
+            while True:
+                try:
+                    return future.result(timeout=_POLL_S)
+                except FutureTimeout:
+                    if report is not None:
+                        report(control.done)
+        except BaseException:
+            control.cancel()
+            raise
+
+
+def _result(scenario: Scenario, rates, f, share, outputs: list[dict], seed: int,
+            notes: tuple[str, ...]) -> SimResult:
+    names = scenario.class_names
+    metrics = np.array([o["metrics"] for o in outputs])  # (R, C + 1, M)
+    half = np.array([o["half_width"] for o in outputs])
+    overall = {m: metrics[:, 0, j] for j, m in enumerate(METRICS)}
+    overall |= {f"{m}_hw": half[:, 0, j] for j, m in enumerate(METRICS)}
+    per_class = {m: metrics[:, 1:, j] for j, m in enumerate(METRICS)}
+    per_class |= {f"{m}_hw": half[:, 1:, j] for j, m in enumerate(METRICS)}
+    lam = rates[:, None] * share
+    overall |= {"lam": rates, "f": (share * f).sum(-1)}
+    per_class |= {"lam": lam, "f": f}
+    for scope in (overall, per_class):
+        scope |= _verdicts(scope)
+    for system, key in (("T_noe", "sojourn_noe"), ("T_sum", "sojourn_system")):
+        values = np.array([o[key] for o in outputs])
+        overall |= {f"{system}_{q}": values[:, i] for i, q in enumerate(QUANTILES)}
+    overall |= {
+        "events": np.array([o["events"] for o in outputs]),
+        "wall_s": np.array([o["wall_s"] for o in outputs]),
+        "requests": np.array([o["measured"][0] for o in outputs]),
+        "warmup": np.array([np.mean(o["warmup"]) for o in outputs]),
+    }
+    rows = [
+        {"rate": float(rate), "replication": rep, "class": label,
+         **dict(zip(METRICS, values, strict=True))}
+        for rate, o in zip(rates, outputs, strict=True)
+        for rep, table in enumerate(o["replications"])
+        for label, values in zip(["all", *names], table, strict=True)
+    ]
+    first = outputs[0]
+    meta = {"replications": len(first["replications"]), "batches": first["batches"],
+            "batch_size": first["batch_size"]}
+    return SimResult(scenario, rates, np.asarray(f, dtype=float), overall, per_class, notes,
+                     source="sim", seed=seed, meta=meta, per_replication=pd.DataFrame(rows))
+
+
+def _verdicts(m: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+    """The verdicts and saturation flags, from measured values: offload relieves the
+    CPU if the host is less busy with the engine than alone, and is beneficial if it
+    also does not raise the mean delay T."""
+    flags = saturation_flags(m["U_noe"], m["U_cpu"], m["U_oe"])
+    relieved = m["U_cpu"] < m["U_noe"]
+    stable = ~(flags["saturated_cpu"] | flags["saturated_oe"])
+    return {"cpu_relieved": relieved,
+            "beneficial": (m["f"] > 0) & relieved & stable & (m["T"] <= m["T_noe"]),
+            **flags}
