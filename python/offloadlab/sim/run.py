@@ -86,7 +86,7 @@ def run(scenario: Scenario, *, rates=None, fractions=None, requests: int = 200_0
         notes.append('classes with offload = "auto" use the model\'s fractions at each rate')
     else:
         f = np.broadcast_to([c.offload for c in scenario.classes], (len(rates), len(share)))
-    costs = [tuple(_to_core(getattr(c, key)) for key in COST_FIELDS) for c in scenario.classes]
+    costs = [tuple(to_core(getattr(c, key)) for key in COST_FIELDS) for c in scenario.classes]
     planned = len(rates) * replications * requests
     base = 0
     outputs = []
@@ -140,7 +140,7 @@ def _is_int(x: object) -> bool:
     return isinstance(x, int | np.integer) and not isinstance(x, bool)
 
 
-def _to_core(d: dist.Dist) -> _core.Dist:
+def to_core(d: dist.Dist) -> _core.Dist:
     """The simulator's copy of a distribution (same parameters, same meaning)."""
     if isinstance(d, dist.Exponential):
         return _core.Dist.exp(d.scale)

@@ -1,0 +1,268 @@
+"""The simulator against independent truth: closed forms (M/M/1, M/G/1 by
+Pollaczek-Khinchine, Jackson's tandem), scipy.stats for the distributions, the seed's
+known model bias, and its own guarantees (determinism, flat schema, bad input).
+
+Seeds are fixed (seed 1 unless a test needs several); a 95% interval misses its
+target 5% of the time by design, which is why the interval checks below each use one
+fixed seed and the coverage test checks the miss rate itself.
+"""
+
+import json
+import math
+
+import numpy as np
+import pytest
+from conftest import example, klass, make_scenario, one_class
+from scipy import stats
+from typer.testing import CliRunner
+
+from offloadlab import _core, dist, model, sim
+from offloadlab.cli import app
+from offloadlab.errors import InputError
+from offloadlab.results import METRICS
+from offloadlab.sim.run import to_core
+
+# Service-time laws for the M/G/1 checks, all with mean 1 ms. Pareto needs alpha > 3
+# for the wait to have a finite variance (else no interval estimate is valid).
+MG1 = {
+    "exp": "exp(mean=1ms)",
+    "lognormal": "lognormal(mean=1ms, sigma=1)",
+    "pareto": "pareto(alpha=4.5, k=0.7777777777777778ms)",
+}
+
+
+def host_alone(spec: str, rho: float):
+    """One class kept on the host: both the host alone and the host with the engine are
+    M/G/1 queues with service ``spec`` at utilisation ``rho``."""
+    d = dist.parse(spec)
+    return one_class(rate=rho / d.mean, offload=0.0, app="det(0)", host_proto=spec), d
+
+
+def within_ci(result, key: str, truth, point: int = 0) -> bool:
+    return abs(result.overall[key][point] - truth) <= result.overall[f"{key}_hw"][point]
+
+
+def covered(runs, key: str, truth, point: int = 0) -> bool:
+    """The truth lies in the 95% interval of at least 2 of the 3 independent ``runs``:
+    a calibrated interval fails that with probability 0.7%."""
+    return sum(within_ci(r, key, truth, point) for r in runs) >= 2
+
+
+def three_runs(sc, **kwargs):
+    return [sim.run(sc, seed=seed, **kwargs) for seed in (1, 2, 3)]
+
+
+@pytest.mark.parametrize("rho", [0.3, 0.6, 0.85])
+@pytest.mark.parametrize("law", MG1)
+def test_mg1_wait_and_sojourn_match_pollaczek_khinchine(law, rho):
+    sc, d = host_alone(MG1[law], rho)
+    lam = rho / d.mean
+    W = lam * d.m2 / (2 * (1 - rho))
+    runs = three_runs(sc, requests=400_000)
+    for key, truth in (("W_noe", W), ("T_noe", W + d.mean), ("W_cpu", W), ("T_cpu", W + d.mean),
+                       ("U_noe", rho)):
+        assert covered(runs, key, truth), (key, truth, [r.overall[key][0] for r in runs])
+
+
+def test_confidence_intervals_cover_the_truth_at_their_nominal_rate():
+    # M/M/1 at rho 0.6 over 40 seeds: a valid 95% interval covers about 38 times;
+    # fewer than 34 would happen with probability < 0.5% if the coverage were 95%.
+    sc, d = host_alone(MG1["exp"], 0.6)
+    truth = 0.6 * d.mean / 0.4
+    covered = sum(within_ci(sim.run(sc, requests=50_000, seed=s), "W_noe", truth)
+                  for s in range(40))
+    assert covered >= 34
+
+
+def test_jackson_tandem_sojourn_is_exact():
+    # Host M/M/1 with mean 1 ms at 500/s, engine M/M/1 with mean 1.4 ms: the sojourn
+    # through both is 1/(mu1 - lam) + 1/(mu2 - lam) (product form).
+    sc = one_class(rate=500, offload=1.0, app="det(0)", host_overhead="exp(mean=1ms)",
+                   engine_overhead="det(0)", engine_proto="exp(mean=1.4ms)",
+                   options={"system_delay": "sum"})
+    runs = three_runs(sc, requests=400_000)
+    t_host, t_engine = 1 / (1000 - 500), 1 / (1 / 1.4e-3 - 500)
+    assert covered(runs, "T_cpu", t_host)
+    assert covered(runs, "T_oe", t_engine)
+    assert covered(runs, "T_sum", t_host + t_engine)
+    assert covered(runs, "N_oe", 500 * t_engine)  # Little's law on the time average
+    r = runs[0]
+    assert r.overall["T"][0] == r.overall["T_sum"][0]  # system_delay = "sum"
+    # Sojourn quantiles from the histogram against the hypoexponential law.
+    a, b = 1000 - 500, 1 / 1.4e-3 - 500
+    cdf = lambda t: 1 - (b * np.exp(-a * t) - a * np.exp(-b * t)) / (b - a)  # noqa: E731
+    for q in ("p50", "p90", "p99"):
+        assert cdf(r.overall[f"T_sum_{q}"][0]) == pytest.approx(sim.QUANTILES[q], abs=0.005)
+
+
+def test_seed_000_mm1_cpu_formula_overestimates_and_more_so_at_high_load():
+    # Reference 000 section 2.11: the thesis's M/M/1 host over-estimates the simulated
+    # T_cpu of example (b), a little at U_cpu 0.17 and more at 0.83.
+    sc = one_class(rate=50)
+    rates = [50, 250]
+    runs = three_runs(sc, rates=rates, requests=400_000)
+    r = runs[0]
+    m = model.evaluate(sc, rates)
+    excess = m.overall["T_cpu"] / r.overall["T_cpu"] - 1
+    assert np.all(m.overall["T_cpu"] - r.overall["T_cpu"] > 3 * r.overall["T_cpu_hw"])
+    assert excess[1] > 2 * excess[0] > 0
+    # The exact M/G/1 host (cpu_queue = "mg1") agrees with the simulation instead.
+    exact = model.evaluate(one_class(rate=50, options={"cpu_queue": "mg1"}), rates)
+    for point in (0, 1):
+        assert covered(runs, "T_cpu", exact.overall["T_cpu"][point], point)
+
+
+def test_same_seed_same_bits_and_different_seeds_differ():
+    sc = example("five-classes")
+    a = sim.run(sc, requests=20_000, seed=7, replications=3, threads=1)
+    b = sim.run(sc, requests=20_000, seed=7, replications=3, threads=2)
+    c = sim.run(sc, requests=20_000, seed=8, replications=3)
+    assert a.per_replication.equals(b.per_replication)
+    for key, value in a.overall.items():  # all but the wall-clock time, bit for bit
+        if key != "wall_s":
+            np.testing.assert_array_equal(value, b.overall[key], err_msg=key)
+    assert a.overall["T"][0] != c.overall["T"][0]
+
+
+def test_rows_carry_the_schema_with_half_widths_and_saturation():
+    sc = one_class(rate=50)
+    r = sim.run(sc, rates=[50, 150], requests=20_000)
+    rows = r.rows()
+    assert [row["class"] for row in rows] == ["all", "c", "all", "c"]
+    for key in (*METRICS, *(f"{m}_hw" for m in METRICS), "lam", "f", "beneficial",
+                "cpu_relieved", "saturated_noe", "saturated"):
+        assert key in rows[1]
+    # At 150/s the host alone is offered 1.5: not simulated, reported as saturated.
+    assert rows[2]["U_noe"] == pytest.approx(1.5)
+    assert math.isinf(rows[2]["T_noe"]) and rows[2]["saturated_noe"]
+    assert rows[2]["beneficial"] and not rows[0]["saturated"]
+    doc = r.to_json()
+    assert doc["source"] == "sim" and doc["seed"] == 1
+    assert doc["rows"][2]["T_noe"] == "inf"
+    json.dumps(doc, allow_nan=False)
+
+
+def test_utilisation_and_littles_law_hold_per_class():
+    sc = example("five-classes")
+    r = sim.run(sc, requests=200_000, seed=3)
+    m = model.evaluate(sc)
+    for key in ("U_noe", "U_cpu", "U_oe"):  # utilisation law: lam E[S], exact in the model
+        hw = r.per_class[f"{key}_hw"][0]
+        assert np.all(np.abs(r.per_class[key][0] - m.per_class[key][0]) <= 3 * hw + 1e-12)
+    # The all-classes engine counts are time averages; per class they come from
+    # Little's law. Both estimate the same thing.
+    for key in ("N_q", "N_oe"):
+        total = r.per_class[key][0].sum()
+        assert total == pytest.approx(r.overall[key][0], rel=0.05)
+
+
+def test_a_class_never_offloaded_has_no_engine_observation():
+    sc = make_scenario([klass("kept", 20, 0.0), klass("sent", 20, 1.0)])
+    row = sim.run(sc, requests=20_000).rows()[1]
+    assert row["class"] == "kept"
+    assert math.isnan(row["T_oe"]) and row["N_oe"] == 0 and row["U_oe"] == 0
+    assert row["T"] == row["T_cpu"]
+
+
+def test_auto_fractions_come_from_the_model():
+    sc = example("five-classes")
+    r = sim.run(sc, requests=5_000)
+    np.testing.assert_array_equal(r.fractions, model.evaluate(sc).fractions)
+    assert any("auto" in n for n in r.notes)
+
+
+def test_precision_target_stops_the_run_early():
+    sc = one_class(rate=50)
+    r = sim.run(sc, requests=5_000_000, ci=0.01, ci_metric="T_sum")
+    assert r.overall["requests"][0] < 5_000_000
+    assert r.overall["T_sum_hw"][0] <= 0.01 * r.overall["T_sum"][0]
+
+
+def test_progress_is_reported():
+    seen = []
+    sim.run(one_class(rate=50), requests=1_000_000, progress=lambda d, p: seen.append((d, p)))
+    assert all(p == 1_000_000 for _, p in seen)
+    assert [d for d, _ in seen] == sorted(d for d, _ in seen)
+
+
+@pytest.mark.parametrize("spec", [
+    "exp(mean=2ms)", "det(3ms)", "lognormal(mean=9ms, sigma=1)", "pareto(alpha=2.5, k=5.4ms)",
+    "bpareto(alpha=1.2, lo=100us, hi=80ms)",
+])
+def test_rust_samples_follow_the_python_distribution(spec):
+    d = dist.parse(spec)
+    x = np.array(to_core(d).sample(100_000, 5))
+    law = {
+        "exp": lambda: stats.expon(scale=d.scale),
+        "lognormal": lambda: stats.lognorm(s=d.sigma, scale=math.exp(d.nu)),
+        "pareto": lambda: stats.pareto(b=d.alpha, scale=d.k),
+        "bpareto": lambda: stats.truncpareto(b=d.alpha, c=d.hi / d.lo, scale=d.lo),
+    }
+    if d.kind == "det":
+        assert np.all(x == d.value)
+        return
+    assert stats.kstest(x, law[d.kind]().cdf).pvalue > 0.001
+    assert abs(x.mean() - d.mean) < 5 * x.std() / math.sqrt(len(x))
+
+
+def test_empirical_resamples_the_given_values(tmp_path):
+    (tmp_path / "costs.csv").write_text("seconds\n0.001\n0.002\n0.006\n")
+    d = dist.parse("empirical(path=costs.csv)", tmp_path)
+    x = np.array(to_core(d).sample(30_000, 1))
+    values, counts = np.unique(x, return_counts=True)
+    np.testing.assert_array_equal(values, [0.001, 0.002, 0.006])
+    assert stats.chisquare(counts).pvalue > 0.001
+
+
+@pytest.mark.parametrize(("kwargs", "field"), [
+    ({"requests": 10}, "requests"),
+    ({"seed": -1}, "seed"),
+    ({"replications": 0}, "replications"),
+    ({"warmup": "long"}, "warmup"),
+    ({"ci": 2.0}, "ci"),
+    ({"ci": 0.01, "replications": 2}, "replications=1"),
+    ({"ci_metric": "X"}, "ci_metric"),
+    ({"threads": 0}, "threads"),
+    ({"rates": [0]}, "rates"),
+    ({"fractions": [1.5]}, "fractions"),
+])
+def test_bad_arguments_name_the_field(kwargs, field):
+    with pytest.raises(InputError, match=field):
+        sim.run(one_class(), **kwargs)
+
+
+def test_the_extension_and_the_schema_agree():
+    assert tuple(_core.METRICS) == METRICS
+    with pytest.raises(ValueError, match="shares"):
+        _core.simulate(10.0, [(0.5, 0.0, *[_core.Dist.det(1e-3)] * 5)], True, 1000, 1, 1,
+                       None, 20, None, 0, 1)
+
+
+runner = CliRunner()
+
+
+def test_cli_sim_json_and_out(tmp_path, examples_dir):
+    out = tmp_path / "sim.json"
+    res = runner.invoke(app, ["sim", str(examples_dir / "large-files.toml"), "--rates", "25,50",
+                              "--requests", "20000", "--json", "--out", str(out)])
+    assert res.exit_code == 0, res.output
+    doc = json.loads(out.read_text())
+    assert doc["source"] == "sim" and [r["rate"] for r in doc["rows"]] == [25, 25, 50, 50]
+    assert json.loads(res.stdout) == doc
+
+
+def test_cli_sim_table(examples_dir):
+    res = runner.invoke(app, ["sim", str(examples_dir / "large-files.toml"),
+                              "--requests", "20000", "--replications", "3"])
+    assert res.exit_code == 0, res.output
+    assert "±" in res.stdout and "3 replications" in res.stdout and "M events/s" in res.stdout
+
+
+@pytest.mark.parametrize("args", [
+    ["--warmup", "soon"], ["--requests", "5"], ["--ci", "0.01", "--replications", "2"],
+])
+def test_cli_sim_bad_input_exits_2(args, examples_dir):
+    res = runner.invoke(app, ["sim", str(examples_dir / "large-files.toml"), *args])
+    assert res.exit_code == 2
+    assert "error:" in res.output
+
