@@ -190,7 +190,7 @@ fn replicate(net: &Network, plan: &Plan, r: usize, control: &Control) -> Result<
 
     // Independent replications: one window each. Batch means: windows of m requests;
     // with a precision target, neighbours merge whenever there are 2B of them, so the
-    // batch count stays in [B, 2B) while the batch size doubles.
+    // batch count stays in [B, 2B] while the batch size doubles.
     let b = if plan.replications > 1 {
         1
     } else {
@@ -221,8 +221,10 @@ fn replicate(net: &Network, plan: &Plan, r: usize, control: &Control) -> Result<
                 .collect();
             m *= 2;
         }
+        // Look only when the batch count is back to B (after each doubling of the batch
+        // size): few looks, so stopping at a lucky look barely narrows the interval.
         if let Some(p) = plan.precision {
-            if windows.len() >= b && precise_enough(&windows, &ctx, p) {
+            if windows.len() == b && precise_enough(&windows, &ctx, p) {
                 precision_met = Some(true);
                 break;
             }

@@ -61,9 +61,10 @@ def sim_table(result: Result) -> Table:
                       ms_ci(row["T_sum"], row["T_sum_hw"]),
                       style="bold" if row["class"] == "all" else None)
     o = result.overall
+    low, high = int(o["warmup"].min()), int(o["warmup"].max())
+    warmup = f"{low:,}" if low == high else f"{low:,}-{high:,}"
     table.caption = (f"{int(o['requests'].min()):,} requests measured per point after a "
-                     f"warm-up of {int(o['warmup'].min()):,}-{int(o['warmup'].max()):,}; "
-                     f"intervals from {intervals}; seed {result.seed}.\n"
+                     f"warm-up of {warmup}; intervals from {intervals}; seed {result.seed}.\n"
                      f"{result.events:,} events in {result.wall_s:.2f} s "
                      f"({result.events / result.wall_s / 1e6:.1f} M events/s).")
     return table

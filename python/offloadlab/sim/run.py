@@ -74,7 +74,8 @@ def run(scenario: Scenario, *, rates=None, fractions=None, requests: int = 200_0
     _check(requests, seed, replications, warmup, ci, ci_metric, batches, threads)
     rates = np.atleast_1d(np.asarray(scenario.rate if rates is None else rates, dtype=float))
     if rates.ndim != 1 or not np.all(np.isfinite(rates)) or np.any(rates <= 0):
-        raise InputError("rates must be finite numbers > 0 requests/s")
+        raise InputError(f"rates {rates.tolist()}: the simulator needs finite rates > 0 "
+                         "requests/s (at 0 nothing arrives); e.g. --rates 10:300:10")
     share = np.array([c.rate for c in scenario.classes]) / scenario.rate
     notes: list[str] = []
     if fractions is not None:
@@ -108,7 +109,7 @@ def run(scenario: Scenario, *, rates=None, fractions=None, requests: int = 200_0
             notes.append(f"rate {rate:g}/s: the {ci:.1%} precision on {ci_metric} was not "
                          f"reached within {requests:,} requests; raise --requests")
         outputs.append(out)
-    return _result(scenario, rates, f, share, outputs, seed, tuple(notes))
+    return _result(scenario, rates, f, share, outputs, seed, replications, tuple(notes))
 
 
 def _check(requests, seed, replications, warmup, ci, ci_metric, batches, threads) -> None:
@@ -176,7 +177,7 @@ def _simulate(args: dict, report: Callable[[int], None] | None) -> dict:
 
 
 def _result(scenario: Scenario, rates, f, share, outputs: list[dict], seed: int,
-            notes: tuple[str, ...]) -> SimResult:
+            replications: int, notes: tuple[str, ...]) -> SimResult:
     names = scenario.class_names
     metrics = np.array([o["metrics"] for o in outputs])  # (R, C + 1, M)
     half = np.array([o["half_width"] for o in outputs])
@@ -187,16 +188,27 @@ def _result(scenario: Scenario, rates, f, share, outputs: list[dict], seed: int,
     lam = rates[:, None] * share
     overall |= {"lam": rates, "f": (share * f).sum(-1)}
     per_class |= {"lam": lam, "f": f}
-    for scope in (overall, per_class):
-        scope |= _verdicts(scope)
+    # Saturation is a property of a queue, shared by every class that uses it.
+    flags = saturation_flags(overall["U_noe"], overall["U_cpu"], overall["U_oe"])
+    for station in ("noe", "cpu", "oe"):  # a saturated U is the offered load: no interval
+        saturated = flags[f"saturated_{station}"]
+        overall[f"U_{station}_hw"] = np.where(saturated, np.nan, overall[f"U_{station}_hw"])
+        per_class[f"U_{station}_hw"] = np.where(saturated[:, None], np.nan,
+                                                per_class[f"U_{station}_hw"])
+    overall |= _verdicts(overall, flags)
+    per_class |= _verdicts(per_class, {k: v[:, None] for k, v in flags.items()})
     for system, key in (("T_noe", "sojourn_noe"), ("T_sum", "sojourn_system")):
         values = np.array([o[key] for o in outputs])
+        # A saturated system's sojourns grow without bound, whatever was recorded.
+        values[np.isinf(overall[system])] = np.inf
         overall |= {f"{system}_{q}": values[:, i] for i, q in enumerate(QUANTILES)}
     overall |= {
         "events": np.array([o["events"] for o in outputs]),
         "wall_s": np.array([o["wall_s"] for o in outputs]),
         "requests": np.array([o["measured"][0] for o in outputs]),
         "warmup": np.array([np.mean(o["warmup"]) for o in outputs]),
+        "batches": np.array([o["batches"] for o in outputs]),
+        "batch_size": np.array([o["batch_size"] for o in outputs]),
     }
     rows = [
         {"rate": float(rate), "replication": rep, "class": label,
@@ -205,20 +217,17 @@ def _result(scenario: Scenario, rates, f, share, outputs: list[dict], seed: int,
         for rep, table in enumerate(o["replications"])
         for label, values in zip(["all", *names], table, strict=True)
     ]
-    first = outputs[0]
-    meta = {"replications": len(first["replications"]), "batches": first["batches"],
-            "batch_size": first["batch_size"]}
+    meta = {"replications": replications}
     return SimResult(scenario, rates, np.asarray(f, dtype=float), overall, per_class, notes,
                      source="sim", seed=seed, meta=meta, per_replication=pd.DataFrame(rows))
 
 
-def _verdicts(m: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
-    """The verdicts and saturation flags, from measured values: offload relieves the
-    CPU if the host is less busy with the engine than alone, and is beneficial if it
-    also does not raise the mean delay T."""
-    flags = saturation_flags(m["U_noe"], m["U_cpu"], m["U_oe"])
-    relieved = m["U_cpu"] < m["U_noe"]
+def _verdicts(m: dict[str, np.ndarray], flags: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+    """The verdicts from measured values: offloading relieves the CPU if some requests
+    went to the engine and the host was less busy than alone; it is beneficial if the
+    system with the engine is also stable and its mean delay T is no higher."""
+    relieved = (m["f"] > 0) & (m["U_cpu"] < m["U_noe"])
     stable = ~(flags["saturated_cpu"] | flags["saturated_oe"])
     return {"cpu_relieved": relieved,
-            "beneficial": (m["f"] > 0) & relieved & stable & (m["T"] <= m["T_noe"]),
-            **flags}
+            "beneficial": relieved & stable & (m["T"] <= m["T_noe"]),
+            **{k: np.broadcast_to(v, m["f"].shape) for k, v in flags.items()}}

@@ -135,7 +135,14 @@ impl Window {
         let sent_max = mean(cpu_ok, t.host_sent.sojourn).max(t_oe);
         let sent_share = share(t.host_sent.sojourn.n, t.host_kept.sojourn.n);
         let sent = if ctx.delay_max { sent_max } else { sent_sum };
-        let throughput = |n: u64| n as f64 / self.duration;
+        // Little's law per class; a saturated engine holds an unbounded number.
+        let count = |n: u64, time: f64| {
+            if engine_ok {
+                weighted(n as f64 / self.duration, time)
+            } else {
+                f64::INFINITY
+            }
+        };
         vec![
             util(noe_ok, t.noe.busy, Station::Noe),
             mean(noe_ok, t.noe.wait),
@@ -148,8 +155,8 @@ impl Window {
             t_oe,
             mix(sent_share, kept, sent),
             mix(sent_share, kept, sent_sum),
-            weighted(throughput(t.oe.wait.n), w_oe),
-            weighted(throughput(t.oe.sojourn.n), t_oe),
+            count(t.oe.wait.n, w_oe),
+            count(t.oe.sojourn.n, t_oe),
         ]
     }
 
