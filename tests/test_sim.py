@@ -60,7 +60,7 @@ def test_mg1_wait_and_sojourn_match_pollaczek_khinchine(law, rho):
     W = lam * d.m2 / (2 * (1 - rho))
     runs = three_runs(sc, requests=400_000)
     for key, truth in (("W_noe", W), ("T_noe", W + d.mean), ("W_cpu", W), ("T_cpu", W + d.mean),
-                       ("U_noe", rho)):
+                       ("U_noe", rho), ("N_noe", lam * (W + d.mean))):  # N: Little's law
         assert covered(runs, key, truth), (key, truth, [r.overall[key][0] for r in runs])
 
 

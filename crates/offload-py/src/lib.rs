@@ -6,7 +6,7 @@ use std::sync::Arc;
 
 use offload_sim::dist::Dist;
 use offload_sim::experiment::{self, Plan, Precision, Warmup};
-use offload_sim::request::{Class, Network, METRICS};
+use offload_sim::request::{Class, Network, METRICS, SIM_ONLY};
 use pyo3::exceptions::{PyKeyboardInterrupt, PyValueError};
 use pyo3::prelude::*;
 use pyo3::types::PyDict;
@@ -192,6 +192,7 @@ fn simulate<'py>(
 fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("__version__", offload_sim::VERSION)?;
     m.add("METRICS", METRICS.to_vec())?;
+    m.add("SIM_ONLY", SIM_ONLY.to_vec())?;
     m.add_class::<PyDist>()?;
     m.add_class::<Control>()?;
     m.add_function(wrap_pyfunction!(simulate, m)?)?;

@@ -21,6 +21,9 @@ if tuple(_core.METRICS) != METRICS:  # a stale build of the extension
     raise ImportError("offloadlab._core reports other metrics than offloadlab.results; "
                       "rebuild it: pip install -e .")
 
+# The simulator's columns: the schema's metrics, then time-averaged numbers of requests
+# at the host alone (N_noe) and at the host with the engine (N_cpu).
+COLUMNS = (*METRICS, *_core.SIM_ONLY)
 # Sojourn-time quantiles reported from the histograms, and their column suffixes.
 QUANTILES = {"p50": 0.5, "p90": 0.9, "p99": 0.99, "p999": 0.999, "max": 1.0}
 _POLL_S = 0.1
@@ -30,7 +33,9 @@ _POLL_S = 0.1
 class SimResult(Result):
     """A :class:`~offloadlab.results.Result` with ``source = "sim"``.
 
-    Besides the metrics, ``overall`` and ``per_class`` carry ``<metric>_hw``, the
+    Besides the metrics and ``N_noe``, ``N_cpu`` (mean number of requests at the host
+    alone, and at the host with the engine), ``overall`` and ``per_class`` carry
+    ``<metric>_hw``, the
     half-width of the 95% confidence interval (batch means with one replication,
     across replications otherwise; NaN where it cannot be estimated). ``overall`` also
     has the sojourn-time quantiles ``T_noe_p50 ... T_noe_max`` (host alone) and
@@ -179,12 +184,12 @@ def _simulate(args: dict, report: Callable[[int], None] | None) -> dict:
 def _result(scenario: Scenario, rates, f, share, outputs: list[dict], seed: int,
             replications: int, notes: tuple[str, ...]) -> SimResult:
     names = scenario.class_names
-    metrics = np.array([o["metrics"] for o in outputs])  # (R, C + 1, M)
+    metrics = np.array([o["metrics"] for o in outputs])  # (R, C + 1, columns)
     half = np.array([o["half_width"] for o in outputs])
-    overall = {m: metrics[:, 0, j] for j, m in enumerate(METRICS)}
-    overall |= {f"{m}_hw": half[:, 0, j] for j, m in enumerate(METRICS)}
-    per_class = {m: metrics[:, 1:, j] for j, m in enumerate(METRICS)}
-    per_class |= {f"{m}_hw": half[:, 1:, j] for j, m in enumerate(METRICS)}
+    overall = {m: metrics[:, 0, j] for j, m in enumerate(COLUMNS)}
+    overall |= {f"{m}_hw": half[:, 0, j] for j, m in enumerate(COLUMNS)}
+    per_class = {m: metrics[:, 1:, j] for j, m in enumerate(COLUMNS)}
+    per_class |= {f"{m}_hw": half[:, 1:, j] for j, m in enumerate(COLUMNS)}
     lam = rates[:, None] * share
     overall |= {"lam": rates, "f": (share * f).sum(-1)}
     per_class |= {"lam": lam, "f": f}
@@ -212,7 +217,7 @@ def _result(scenario: Scenario, rates, f, share, outputs: list[dict], seed: int,
     }
     rows = [
         {"rate": float(rate), "replication": rep, "class": label,
-         **dict(zip(METRICS, values, strict=True))}
+         **dict(zip(COLUMNS, values, strict=True))}
         for rate, o in zip(rates, outputs, strict=True)
         for rep, table in enumerate(o["replications"])
         for label, values in zip(["all", *names], table, strict=True)

@@ -18,7 +18,7 @@ mod replication;
 mod window;
 
 pub use replication::{Pilot, Replication};
-pub use window::{Context, Window, METRICS};
+pub use window::{Context, Window, METRICS, SIM_ONLY};
 
 use crate::dist::Dist;
 

@@ -72,7 +72,8 @@ pub struct Replication<'a> {
     events: u64,
     window: Window,
     window_start: f64,
-    oe_since: f64,
+    /// When each queue's area was last brought up to date.
+    since: [f64; 3],
     /// End-to-end sojourn histograms, seconds x 1e9: host alone, host + engine.
     pub hist_noe: Histogram<u64>,
     pub hist_system: Histogram<u64>,
@@ -100,7 +101,7 @@ impl<'a> Replication<'a> {
             events: 0,
             window: Window::new(net.classes.len()),
             window_start: 0.0,
-            oe_since: 0.0,
+            since: [0.0; 3],
             hist_noe: histogram(),
             hist_system: histogram(),
             pilot,
@@ -155,7 +156,9 @@ impl<'a> Replication<'a> {
     /// The statistics since the last call (or the start), closed at the current time;
     /// the next window starts now.
     pub fn take_window(&mut self) -> Window {
-        self.advance_engine_areas();
+        for station in [Station::Noe, Station::Cpu, Station::Oe] {
+            self.advance_area(station);
+        }
         self.window.duration = self.now - self.window_start;
         self.window_start = self.now;
         mem::replace(&mut self.window, Window::new(self.net.classes.len()))
@@ -222,9 +225,7 @@ impl<'a> Replication<'a> {
     }
 
     fn enter(&mut self, station: Station, job: Job) {
-        if station == Station::Oe {
-            self.advance_engine_areas();
-        }
+        self.advance_area(station);
         let queue = &mut self.queues[station as usize];
         queue.push_back(job);
         if queue.len() == 1 {
@@ -234,9 +235,7 @@ impl<'a> Replication<'a> {
     }
 
     fn depart(&mut self, station: Station) {
-        if station == Station::Oe {
-            self.advance_engine_areas();
-        }
+        self.advance_area(station);
         let queue = &mut self.queues[station as usize];
         let mut job = queue.pop_front().expect("a departure has a job in service");
         if let Some(next) = queue.front() {
@@ -278,13 +277,14 @@ impl<'a> Replication<'a> {
         }
     }
 
-    /// Add the time since the last change times the engine's counts to the areas.
-    fn advance_engine_areas(&mut self) {
-        let n = self.queues[Station::Oe as usize].len() as f64;
-        let dt = self.now - self.oe_since;
-        self.window.oe_area_total += n * dt;
-        self.window.oe_area_queue += (n - 1.0).max(0.0) * dt;
-        self.oe_since = self.now;
+    /// Add the time since the queue last changed times its counts to its areas.
+    fn advance_area(&mut self, station: Station) {
+        let s = station as usize;
+        let n = self.queues[s].len() as f64;
+        let dt = self.now - self.since[s];
+        self.window.area_total[s] += n * dt;
+        self.window.area_queue[s] += (n - 1.0).max(0.0) * dt;
+        self.since[s] = self.now;
     }
 
     fn pilot_record(&mut self, id: u64, station: Station, sojourn: f64) {
@@ -303,5 +303,6 @@ impl<'a> Replication<'a> {
 
 #[inline]
 fn record(hist: &mut Histogram<u64>, seconds: f64) {
-    hist.saturating_record((seconds * 1e9).round() as u64);
+    // Adding 0.5 before the saturating cast rounds to the nearest ns without a libm call.
+    hist.saturating_record((seconds * 1e9 + 0.5) as u64);
 }

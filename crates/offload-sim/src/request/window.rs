@@ -15,6 +15,10 @@ pub const METRICS: [&str; 13] = [
     "N_q", "N_oe",
 ];
 
+/// Columns the simulator adds after [`METRICS`]: the mean number of requests at the
+/// host alone and at the host with the engine (waiting or in service).
+pub const SIM_ONLY: [&str; 2] = ["N_noe", "N_cpu"];
+
 /// Waits, sojourns and busy time of one class at one queue ("leg").
 #[derive(Clone, Copy, Debug, Default)]
 pub struct Leg {
@@ -54,9 +58,10 @@ pub struct ClassTally {
 #[derive(Clone, Debug)]
 pub struct Window {
     pub duration: f64,
-    /// Time integrals of the number of requests at the engine, in queue and in total.
-    pub oe_area_queue: f64,
-    pub oe_area_total: f64,
+    /// Time integrals of the number of requests at each queue ([`Station`] order):
+    /// waiting, and waiting or in service.
+    pub area_queue: [f64; 3],
+    pub area_total: [f64; 3],
     pub classes: Vec<ClassTally>,
 }
 
@@ -74,16 +79,18 @@ impl Window {
     pub fn new(classes: usize) -> Window {
         Window {
             duration: 0.0,
-            oe_area_queue: 0.0,
-            oe_area_total: 0.0,
+            area_queue: [0.0; 3],
+            area_total: [0.0; 3],
             classes: vec![ClassTally::default(); classes],
         }
     }
 
     pub fn merge(&mut self, other: &Window) {
         self.duration += other.duration;
-        self.oe_area_queue += other.oe_area_queue;
-        self.oe_area_total += other.oe_area_total;
+        for s in 0..3 {
+            self.area_queue[s] += other.area_queue[s];
+            self.area_total[s] += other.area_total[s];
+        }
         for (a, b) in self.classes.iter_mut().zip(&other.classes) {
             a.noe.merge(&b.noe);
             a.host_kept.merge(&b.host_kept);
@@ -93,9 +100,10 @@ impl Window {
         }
     }
 
-    /// Metrics rows: row 0 for all classes, then one per class; `METRICS.len()` columns.
+    /// Metrics rows: row 0 for all classes, then one per class; the columns are
+    /// [`METRICS`] then [`SIM_ONLY`].
     ///
-    /// Delays are means over the departures in the window. Per-class N_q and N_oe come
+    /// Delays are means over the departures in the window. Per-class counts (N_*) come
     /// from Little's law (class throughput x mean time); the all-classes ones are time
     /// averages. T mixes a class's two paths by the observed offloaded share: kept
     /// requests take their host sojourn; offloaded ones max(host, engine) sojourn means
@@ -135,6 +143,13 @@ impl Window {
         let sent_max = mean(cpu_ok, t.host_sent.sojourn).max(t_oe);
         let sent_share = share(t.host_sent.sojourn.n, t.host_kept.sojourn.n);
         let sent = if ctx.delay_max { sent_max } else { sent_sum };
+        let little = |ok: bool, sojourn: Tally| {
+            if ok {
+                sojourn.sum / self.duration
+            } else {
+                f64::INFINITY
+            }
+        };
         // Little's law per class; a saturated engine holds an unbounded number.
         let count = |n: u64, time: f64| {
             if engine_ok {
@@ -157,6 +172,8 @@ impl Window {
             mix(sent_share, kept, sent_sum),
             count(t.oe.wait.n, w_oe),
             count(t.oe.sojourn.n, t_oe),
+            little(noe_ok, t.noe.sojourn),
+            little(cpu_ok, host.sojourn),
         ]
     }
 
@@ -201,8 +218,10 @@ impl Window {
             pooled(oe_ok, |t| [t.oe.sojourn, Tally::default()]),
             if cpu_ok { mean_col(9) } else { f64::INFINITY },
             if cpu_ok { mean_col(10) } else { f64::INFINITY },
-            area(oe_ok, self.oe_area_queue),
-            area(oe_ok, self.oe_area_total),
+            area(oe_ok, self.area_queue[Station::Oe as usize]),
+            area(oe_ok, self.area_total[Station::Oe as usize]),
+            area(noe_ok, self.area_total[Station::Noe as usize]),
+            area(cpu_ok, self.area_total[Station::Cpu as usize]),
         ]
     }
 }
