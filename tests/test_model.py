@@ -511,3 +511,9 @@ def test_verdicts_at_saturation():
     label, reason = verdict(rc, EXp=0.2e-3, EXo=0.1e-3)
     assert label == "hurts" and "host CPU" in reason and "saturates" in reason
     assert rc["beneficial"] is False and rc["cpu_relieved"] is False
+
+
+def test_a_queue_at_exactly_full_load_is_saturated_despite_rounding():
+    # E[X_a] + E[X_p] = 10 ms at 100/s is U = 1 up to rounding; it must not give 1e17 s.
+    row = evaluate(example("large-files"), rates=[100]).rows()[0]
+    assert math.isinf(row["T_noe"]) and row["saturated_noe"]

@@ -27,6 +27,10 @@ if TYPE_CHECKING:
 METRICS = ("U_noe", "W_noe", "T_noe", "U_cpu", "W_cpu", "T_cpu",
            "U_oe", "W_oe", "T_oe", "T", "T_sum", "N_q", "N_oe")
 VERDICTS = ("cpu_relieved", "beneficial")
+# A queue is saturated from this utilisation on. At U = 1 exactly no queue is stable;
+# the margin keeps rounding (U = 0.9999999999999999 for an exact 1) from passing for a
+# finite delay of 1e17 s. The simulator uses the same threshold.
+SATURATED_AT = 1 - 1e-12
 
 
 @dataclass(frozen=True)
@@ -76,7 +80,8 @@ class Result:
 
 def saturation_flags(U_noe, U_cpu, U_oe) -> dict[str, np.ndarray]:
     """Which queue is offered a load of 1 or more (it has no steady state)."""
-    flags = {"saturated_noe": U_noe >= 1, "saturated_cpu": U_cpu >= 1, "saturated_oe": U_oe >= 1}
+    flags = {"saturated_noe": U_noe >= SATURATED_AT, "saturated_cpu": U_cpu >= SATURATED_AT,
+             "saturated_oe": U_oe >= SATURATED_AT}
     flags["saturated"] = flags["saturated_noe"] | flags["saturated_cpu"] | flags["saturated_oe"]
     return flags
 

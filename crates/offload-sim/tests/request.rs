@@ -59,7 +59,10 @@ fn mm1_host_alone_matches_closed_form() {
     assert_covers(&out, "U_noe", 0.6);
     // Time-averaged number at the host alone: rho / (1 - rho).
     let n = out.metrics[0][METRICS.len()];
-    assert!((n - 1.5).abs() < 3.0 * out.half_width[0][METRICS.len()], "N_noe {n}");
+    assert!(
+        (n - 1.5).abs() < 3.0 * out.half_width[0][METRICS.len()],
+        "N_noe {n}"
+    );
 }
 
 #[test]

@@ -13,7 +13,7 @@ import numpy as np
 from offloadlab.errors import InputError
 from offloadlab.model.placement import optimise
 from offloadlab.model.tandem import ClassCosts, overhead_bound, solve, weighted
-from offloadlab.results import Result, saturation_flags
+from offloadlab.results import SATURATED_AT, Result, saturation_flags
 from offloadlab.scenario import Scenario
 
 
@@ -54,7 +54,7 @@ def evaluate(scenario: Scenario, rates=None, fractions=None) -> Result:
 def _per_class(q, lam, f, share, k: ClassCosts) -> dict[str, np.ndarray]:
     shape = lam.shape
     offloaded = lam * f
-    stable = ((q.U_cpu < 1) & (q.U_oe < 1))[:, None]
+    stable = ((q.U_cpu < SATURATED_AT) & (q.U_oe < SATURATED_AT))[:, None]
     cpu_relieved = np.broadcast_to(k.o1 < k.p1, shape)
     W_oe = np.broadcast_to(q.W_oe[:, None], shape)
     return {
@@ -82,7 +82,7 @@ def _overall(q, per: dict, rates, f, share, k: ClassCosts) -> dict[str, np.ndarr
     # Mean engine sojourn over offloaded requests (over all, as a what-if, if none are).
     oe_weight = np.where(any_sent[:, None], sent, share)
     oe_weight = oe_weight / oe_weight.sum(-1, keepdims=True)
-    stable = (q.U_cpu < 1) & (q.U_oe < 1)
+    stable = (q.U_cpu < SATURATED_AT) & (q.U_oe < SATURATED_AT)
     cpu_relieved = (sent * (k.h1 - k.g1)).sum(-1) > 0
     T, T_noe = _wmean(share, q.T_c), _wmean(share, q.T_noe_c)
     return {

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from offloadlab.results import SATURATED_AT
 from offloadlab.scenario import Options, Scenario
 
 
@@ -69,12 +70,13 @@ def offloaded_host_m2(a1, a2, o1, o2, cpu_queue: str):
 
 
 def pk_wait(load2: np.ndarray, util: np.ndarray) -> np.ndarray:
-    """Pollaczek-Khinchine mean wait W = sum_c lam_c E[S_c^2] / (2 (1 - U)); inf once U >= 1.
+    """Pollaczek-Khinchine mean wait W = sum_c lam_c E[S_c^2] / (2 (1 - U)); inf once the
+    queue is saturated (U >= ``SATURATED_AT``, 1 up to rounding).
 
     ``load2`` is sum_c lam_c E[S_c^2] and ``util`` is U = sum_c lam_c E[S_c].
     """
     with np.errstate(divide="ignore", invalid="ignore"):
-        return np.where(util < 1, load2 / (2 * (1 - util)), np.inf)
+        return np.where(util < SATURATED_AT, load2 / (2 * (1 - util)), np.inf)
 
 
 def weighted(w: np.ndarray, x: np.ndarray) -> np.ndarray:

@@ -107,12 +107,14 @@ impl Network {
             .collect()
     }
 
-    /// Which stations have a steady state (total offered load < 1). The engine is only
-    /// fed by the host, so it counts as unstable when the host is.
+    /// Which stations have a steady state (total offered load below 1, with the same
+    /// rounding margin as `offloadlab.results.SATURATED_AT`). The engine is only fed by
+    /// the host, so it counts as unstable when the host is.
     pub fn stable(&self) -> [bool; 3] {
+        const SATURATED_AT: f64 = 1.0 - 1e-12;
         let load = self.offered_load();
         let total = |s: usize| load.iter().map(|l| l[s]).sum::<f64>();
-        let cpu = total(1) < 1.0;
-        [total(0) < 1.0, cpu, cpu && total(2) < 1.0]
+        let cpu = total(1) < SATURATED_AT;
+        [total(0) < SATURATED_AT, cpu, cpu && total(2) < SATURATED_AT]
     }
 }
