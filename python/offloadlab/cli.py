@@ -14,8 +14,9 @@ from rich.console import Console
 
 from offloadlab import __version__, model, scenario
 from offloadlab.errors import InputError
+from offloadlab.ranges import parse_range
 from offloadlab.report.plots import plot_model
-from offloadlab.report.tables import model_table, verdict_table
+from offloadlab.report.tables import model_table, sim_table, verdict_table
 from offloadlab.results import write_json
 
 app = typer.Typer(
@@ -25,7 +26,6 @@ app = typer.Typer(
 )
 out = Console(soft_wrap=False)
 err = Console(stderr=True)
-_MAX_RATES = 1_000_000
 _PLOT_POINTS = 200
 
 
@@ -57,25 +57,19 @@ def _root(
 
 def parse_rates(text: str) -> np.ndarray:
     """``START:STOP:STEP`` (STOP included) or a comma list, in total requests/s."""
-    sweep = ":" in text
-    try:
-        numbers = [float(p) for p in text.split(":" if sweep else ",")]
-    except ValueError:
-        numbers = []
-    if not numbers or (sweep and len(numbers) != 3):
-        raise InputError(f"--rates '{text}': write START:STOP:STEP (e.g. 10:300:10) "
-                         "or a list (e.g. 25,50,75)")
+    if ":" in text:
+        try:
+            numbers = parse_range(text)
+        except InputError as exc:
+            raise InputError(f"--rates {exc}") from None
+    else:
+        try:
+            numbers = [float(p) for p in text.split(",")]
+        except ValueError:
+            raise InputError(f"--rates '{text}': write START:STOP:STEP (e.g. 10:300:10) "
+                             "or a list (e.g. 25,50,75)") from None
     if not all(np.isfinite(numbers)) or min(numbers) < 0:
         raise InputError(f"--rates '{text}': rates must be finite and >= 0 requests/s")
-    if sweep:
-        start, stop, step = numbers
-        if not step > 0 or not stop >= start:
-            raise InputError(f"--rates '{text}': START:STOP:STEP needs STEP > 0 and "
-                             "STOP >= START")
-        count = int(np.floor((stop - start) / step + 1e-9)) + 1
-        if count > _MAX_RATES:
-            raise InputError(f"--rates '{text}' gives {count:,} points; at most {_MAX_RATES:,}")
-        return start + step * np.arange(count)
     return np.asarray(numbers)
 
 
@@ -124,6 +118,64 @@ def model_cmd(
         err.print(f"figure written to {plot}")
 
 
+@app.command("sim")
+@_user_errors
+def sim_cmd(
+    scenario_file: Annotated[Path, typer.Argument(metavar="SCENARIO",
+                                                  help="Scenario TOML file.")],
+    rates: Annotated[str | None, typer.Option(
+        help="Total arrival rates: START:STOP:STEP or a,b,c (as for `offload model`). "
+             "Default: the scenario's own rates.")] = None,
+    requests: Annotated[int, typer.Option(
+        help="Requests measured per replication and rate, after the warm-up (the most "
+             "it may use with --ci).")] = 200_000,
+    seed: Annotated[int, typer.Option(help="Seed; the same seed gives the same result.")] = 1,
+    replications: Annotated[int, typer.Option(
+        help="Independent replications (confidence intervals across them); 1 uses "
+             "batch means.")] = 1,
+    warmup: Annotated[str, typer.Option(
+        help='Requests to discard first: "mser5" (detected) or a number.')] = "mser5",
+    ci: Annotated[float | None, typer.Option(
+        help="Stop once the 95% half-width of --ci-metric is within this fraction of "
+             "its estimate, e.g. 0.01 (batch means, one replication).")] = None,
+    ci_metric: Annotated[str, typer.Option(
+        help="Metric (all classes) that --ci watches.")] = "T",
+    batches: Annotated[int, typer.Option(
+        help="Batches for batch means (one replication).")] = 20,
+    threads: Annotated[int | None, typer.Option(
+        help="Threads for replications (default: one per CPU).")] = None,
+    as_json: Annotated[bool, typer.Option("--json", help="Print results as JSON.")] = False,
+    out_file: Annotated[Path | None, typer.Option(
+        "--out", help="Also write the JSON results to this file (atomically).")] = None,
+) -> None:
+    """Simulate the scenario: host alone against host + engine, with confidence intervals."""
+    from rich.progress import BarColumn, Progress, TimeElapsedColumn
+
+    from offloadlab import sim
+
+    sc = scenario.load(scenario_file)
+    rate_points = None if rates is None else parse_rates(rates)
+    if warmup != "mser5" and not warmup.isdigit():
+        raise InputError(f'--warmup {warmup!r}: write "mser5" or a number of requests, e.g. 10000')
+    columns = ("simulating", BarColumn(), "{task.completed:,.0f} requests", TimeElapsedColumn())
+    with Progress(*columns, console=err, transient=True, disable=not err.is_terminal) as bar:
+        task = bar.add_task("sim", total=None)
+        result = sim.run(sc, rates=rate_points, requests=requests, seed=seed,
+                         replications=replications,
+                         warmup=warmup if warmup == "mser5" else int(warmup), ci=ci,
+                         ci_metric=ci_metric, batches=batches, threads=threads,
+                         progress=lambda done, planned: bar.update(task, completed=done,
+                                                                    total=planned))
+    if as_json:
+        print(json.dumps(result.to_json(), indent=2, allow_nan=False))
+    else:
+        out.print(sim_table(result))
+    for note in result.notes:
+        err.print(f"[yellow]note:[/] {note}")
+    if out_file is not None:
+        write_json(out_file, result.to_json())
+
+
 def example_files() -> list[Path]:
     """The scenario files shipped with the package (also at ``examples/`` in the source tree)."""
     folder = resources.files("offloadlab") / "examples"
@@ -148,6 +200,45 @@ def demo() -> None:
               "Next: sweep one and plot it, e.g.\n"
               f"  offload model {files[0].parent / 'large-files.toml'} --rates 10:280:10 "
               "--plot large.png")
+
+
+@app.command("sweep")
+@_user_errors
+def sweep_cmd(
+    grid_file: Annotated[Path, typer.Argument(metavar="GRID",
+                                              help="Grid TOML file (see docs/sweep.md).")],
+    workers: Annotated[int | None, typer.Option(
+        min=1, help="Local processes (default: one per CPU; 1 runs in this process).")] = None,
+    cluster: Annotated[str | None, typer.Option(
+        metavar="tcp://HOST:PORT", help="Run on this Dask distributed scheduler instead "
+                                        "of local processes.")] = None,
+    out_file: Annotated[Path | None, typer.Option(
+        "--out", help="Write every row to this Parquet file (atomically).")] = None,
+) -> None:
+    """Evaluate a grid of scenario variants with the model and/or the simulator."""
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TimeRemainingColumn
+
+    from offloadlab import sweep  # pandas and pyarrow load only for this command
+
+    grid = sweep.load_grid(grid_file)
+    if out_file is not None and not out_file.parent.is_dir():
+        raise InputError(f"--out {out_file}: folder {out_file.parent} does not exist")
+    columns = ("sweep", BarColumn(), MofNCompleteColumn(), "points", TimeRemainingColumn())
+    with Progress(*columns, console=err, transient=True, disable=not err.is_terminal) as bar:
+        task = bar.add_task("sweep", total=grid.size)
+        try:
+            frame = sweep.run(grid, workers=workers, cluster=cluster,
+                              progress=lambda done, _: bar.update(task, completed=done))
+        except sweep.SweepError as exc:
+            err.print(f"[bold red]error:[/] {exc}", highlight=False)
+            raise typer.Exit(1) from None
+    if out_file is None:
+        out.print(sweep.summary_table(frame))
+        err.print(f"{len(frame):,} rows in all (one per point, source and class); "
+                  "write them to Parquet with --out results.parquet")
+    else:
+        sweep.write(frame, out_file)
+        err.print(f"{len(frame):,} rows written to {out_file}")
 
 
 def main() -> None:

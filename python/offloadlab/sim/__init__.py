@@ -7,6 +7,6 @@ intervals, sojourn-time quantiles and the run's event count and speed. The metho
 in ``docs/sim.md``.
 """
 
-from offloadlab.sim.run import QUANTILES, SimResult, run
+from offloadlab.sim.run import QUANTILES, SimResult, check_options, run
 
-__all__ = ["QUANTILES", "SimResult", "run"]
+__all__ = ["QUANTILES", "SimResult", "check_options", "run"]

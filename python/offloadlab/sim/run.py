@@ -76,7 +76,8 @@ def run(scenario: Scenario, *, rates=None, fractions=None, requests: int = 200_0
     choice at each rate. ``progress(done, planned)`` is called every 0.1 s with
     requests simulated so far. The same seed gives the same result bit for bit.
     """
-    _check(requests, seed, replications, warmup, ci, ci_metric, batches, threads)
+    check_options(requests=requests, seed=seed, replications=replications, warmup=warmup,
+                  ci=ci, ci_metric=ci_metric, batches=batches, threads=threads)
     rates = np.atleast_1d(np.asarray(scenario.rate if rates is None else rates, dtype=float))
     if rates.ndim != 1 or not np.all(np.isfinite(rates)) or np.any(rates <= 0):
         raise InputError(f"rates {rates.tolist()}: the simulator needs finite rates > 0 "
@@ -117,7 +118,11 @@ def run(scenario: Scenario, *, rates=None, fractions=None, requests: int = 200_0
     return _result(scenario, rates, f, share, outputs, seed, replications, tuple(notes))
 
 
-def _check(requests, seed, replications, warmup, ci, ci_metric, batches, threads) -> None:
+def check_options(*, requests: int = 200_000, seed: int = 1, replications: int = 1,
+                  warmup: int | str = "mser5", ci: float | None = None, ci_metric: str = "T",
+                  batches: int = 20, threads: int | None = None) -> None:
+    """Raise :class:`InputError` naming every option of :func:`run` that is out of range
+    (defaults as in :func:`run`)."""
     problems = []
     if not _is_int(batches) or batches < 2:
         problems.append(f"batches={batches!r}: use an integer >= 2, e.g. 20")
