@@ -17,7 +17,7 @@ from offloadlab.errors import InputError
 from offloadlab.ranges import parse_range
 from offloadlab.report.plots import plot_model
 from offloadlab.report.tables import model_table, sim_table, verdict_table
-from offloadlab.results import write_json
+from offloadlab.results import Result, write_json
 
 app = typer.Typer(
     help="OffloadLab: does offloading protocol work to an offload engine help your web server?",
@@ -81,19 +81,38 @@ def _plot_rates(sc: scenario.Scenario) -> np.ndarray:
     return np.linspace(0.0, top, _PLOT_POINTS)
 
 
+def _show(result: Result, table, as_json: bool, out_file: Path | None) -> None:
+    """Print a result as JSON or as ``table(result)``, its notes to stderr, and write the
+    JSON to ``out_file`` if given."""
+    if as_json:
+        print(json.dumps(result.to_json(), indent=2, allow_nan=False))
+    else:
+        out.print(table(result))
+    for note in result.notes:
+        err.print(f"[yellow]note:[/] {note}")
+    if out_file is not None:
+        write_json(out_file, result.to_json())
+
+
+# Arguments and options that several commands share.
+ScenarioFile = Annotated[Path, typer.Argument(metavar="SCENARIO", help="Scenario TOML file.")]
+Rates = Annotated[str | None, typer.Option(
+    help="Total arrival rates: START:STOP:STEP (stop included) or a list a,b,c; classes "
+         "keep their share. Default: the scenario's own rates.")]
+AsJson = Annotated[bool, typer.Option("--json", help="Print results as JSON.")]
+JsonOut = Annotated[Path | None, typer.Option(
+    "--out", help="Also write the JSON results to this file (atomically).")]
+
+
 @app.command("model")
 @_user_errors
 def model_cmd(
-    scenario_file: Annotated[Path, typer.Argument(metavar="SCENARIO",
-                                                  help="Scenario TOML file.")],
-    rates: Annotated[str | None, typer.Option(
-        help="Total arrival rates to evaluate: START:STOP:STEP (stop included) or a list "
-             "a,b,c; classes keep their share. Default: the scenario's own rates.")] = None,
-    as_json: Annotated[bool, typer.Option("--json", help="Print results as JSON.")] = False,
+    scenario_file: ScenarioFile,
+    rates: Rates = None,
+    as_json: AsJson = False,
     as_table: Annotated[bool, typer.Option("--table", help="Print a table (the default).")
                         ] = False,
-    out_file: Annotated[Path | None, typer.Option(
-        "--out", help="Also write the JSON results to this file (atomically).")] = None,
+    out_file: JsonOut = None,
     plot: Annotated[Path | None, typer.Option(
         help="Write a figure (PNG, SVG or PDF) of utilisation and delay against rate; "
              "without --rates it sweeps up to past saturation.")] = None,
@@ -104,14 +123,7 @@ def model_cmd(
     sc = scenario.load(scenario_file)
     rate_points = None if rates is None else parse_rates(rates)
     result = model.evaluate(sc, rate_points)
-    if as_json:
-        print(json.dumps(result.to_json(), indent=2, allow_nan=False))
-    else:
-        out.print(model_table(result))
-    for note in result.notes:
-        err.print(f"[yellow]note:[/] {note}")
-    if out_file is not None:
-        write_json(out_file, result.to_json())
+    _show(result, model_table, as_json, out_file)
     if plot is not None:
         swept = result if rates is not None else model.evaluate(sc, _plot_rates(sc))
         plot_model(swept, plot)
@@ -121,11 +133,8 @@ def model_cmd(
 @app.command("sim")
 @_user_errors
 def sim_cmd(
-    scenario_file: Annotated[Path, typer.Argument(metavar="SCENARIO",
-                                                  help="Scenario TOML file.")],
-    rates: Annotated[str | None, typer.Option(
-        help="Total arrival rates: START:STOP:STEP or a,b,c (as for `offload model`). "
-             "Default: the scenario's own rates.")] = None,
+    scenario_file: ScenarioFile,
+    rates: Rates = None,
     requests: Annotated[int, typer.Option(
         help="Requests measured per replication and rate, after the warm-up (the most "
              "it may use with --ci).")] = 200_000,
@@ -144,9 +153,8 @@ def sim_cmd(
         help="Batches for batch means (one replication).")] = 20,
     threads: Annotated[int | None, typer.Option(
         help="Threads for replications (default: one per CPU).")] = None,
-    as_json: Annotated[bool, typer.Option("--json", help="Print results as JSON.")] = False,
-    out_file: Annotated[Path | None, typer.Option(
-        "--out", help="Also write the JSON results to this file (atomically).")] = None,
+    as_json: AsJson = False,
+    out_file: JsonOut = None,
 ) -> None:
     """Simulate the scenario: host alone against host + engine, with confidence intervals."""
     from rich.progress import BarColumn, Progress, TimeElapsedColumn
@@ -166,14 +174,7 @@ def sim_cmd(
                          ci_metric=ci_metric, batches=batches, threads=threads,
                          progress=lambda done, planned: bar.update(task, completed=done,
                                                                     total=planned))
-    if as_json:
-        print(json.dumps(result.to_json(), indent=2, allow_nan=False))
-    else:
-        out.print(sim_table(result))
-    for note in result.notes:
-        err.print(f"[yellow]note:[/] {note}")
-    if out_file is not None:
-        write_json(out_file, result.to_json())
+    _show(result, sim_table, as_json, out_file)
 
 
 def example_files() -> list[Path]:

@@ -20,6 +20,8 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from offloadlab.errors import InputError
+
 if TYPE_CHECKING:
     from offloadlab.scenario import Scenario
 
@@ -76,6 +78,25 @@ class Result:
             "notes": list(self.notes),
             "rows": self.rows(),
         })
+
+
+def operating_points(scenario: Scenario, rates=None, fractions=None, *, positive: bool = False
+                     ) -> tuple[np.ndarray, np.ndarray, np.ndarray | None]:
+    """Checked total rates (R,) (default: the scenario's own), each class's share of them
+    (C,), and the offload fractions (R, C) if given (None: the scenario decides).
+    ``positive`` refuses a rate of 0 (the simulator has nothing to simulate there)."""
+    rates = np.atleast_1d(np.asarray(scenario.rate if rates is None else rates, dtype=float))
+    low_ok = rates > 0 if positive else rates >= 0
+    if rates.ndim != 1 or not np.all(np.isfinite(rates)) or not np.all(low_ok):
+        raise InputError(f"rates {rates.tolist()}: use finite rates {'>' if positive else '>='} "
+                         "0 requests/s, e.g. --rates 10:300:10")
+    share = np.array([c.rate for c in scenario.classes]) / scenario.rate
+    if fractions is None:
+        return rates, share, None
+    f = np.broadcast_to(np.asarray(fractions, dtype=float), (len(rates), len(share))).copy()
+    if not np.all((f >= 0) & (f <= 1)):
+        raise InputError("offload fractions must lie in [0, 1]")
+    return rates, share, f
 
 
 def saturation_flags(U_noe, U_cpu, U_oe) -> dict[str, np.ndarray]:

@@ -10,10 +10,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from offloadlab.errors import InputError
 from offloadlab.model.placement import optimise
 from offloadlab.model.tandem import ClassCosts, overhead_bound, solve, weighted
-from offloadlab.results import SATURATED_AT, Result, saturation_flags
+from offloadlab.results import SATURATED_AT, Result, operating_points, saturation_flags
 from offloadlab.scenario import Scenario
 
 
@@ -24,17 +23,10 @@ def evaluate(scenario: Scenario, rates=None, fractions=None) -> Result:
     scenario's offload fractions; otherwise classes marked ``"auto"`` are optimised
     at each rate (see :mod:`offloadlab.model.placement`).
     """
-    rates = np.atleast_1d(np.asarray(scenario.rate if rates is None else rates, dtype=float))
-    if rates.ndim != 1 or not np.all(np.isfinite(rates)) or np.any(rates < 0):
-        raise InputError("rates must be finite numbers >= 0 requests/s")
+    rates, share, f = operating_points(scenario, rates, fractions)
     k = ClassCosts.of(scenario)
-    share = np.array([c.rate for c in scenario.classes]) / scenario.rate
     notes: list[str] = []
-    if fractions is not None:
-        f = np.broadcast_to(np.asarray(fractions, dtype=float), (len(rates), len(share))).copy()
-        if not np.all((f >= 0) & (f <= 1)):
-            raise InputError("offload fractions must lie in [0, 1]")
-    else:
+    if f is None:
         fixed = np.array([np.nan if c.auto else c.offload for c in scenario.classes])
         if np.isnan(fixed).any():
             f, feasible = optimise(rates, share, fixed, k, scenario.options)

@@ -14,7 +14,7 @@ import pandas as pd
 
 from offloadlab import _core, dist, model
 from offloadlab.errors import InputError
-from offloadlab.results import METRICS, Result, saturation_flags
+from offloadlab.results import METRICS, Result, operating_points, saturation_flags
 from offloadlab.scenario import COST_FIELDS, Scenario
 
 if tuple(_core.METRICS) != METRICS:  # a stale build of the extension
@@ -78,21 +78,13 @@ def run(scenario: Scenario, *, rates=None, fractions=None, requests: int = 200_0
     """
     check_options(requests=requests, seed=seed, replications=replications, warmup=warmup,
                   ci=ci, ci_metric=ci_metric, batches=batches, threads=threads)
-    rates = np.atleast_1d(np.asarray(scenario.rate if rates is None else rates, dtype=float))
-    if rates.ndim != 1 or not np.all(np.isfinite(rates)) or np.any(rates <= 0):
-        raise InputError(f"rates {rates.tolist()}: the simulator needs finite rates > 0 "
-                         "requests/s (at 0 nothing arrives); e.g. --rates 10:300:10")
-    share = np.array([c.rate for c in scenario.classes]) / scenario.rate
+    rates, share, f = operating_points(scenario, rates, fractions, positive=True)
     notes: list[str] = []
-    if fractions is not None:
-        f = np.broadcast_to(np.asarray(fractions, dtype=float), (len(rates), len(share))).copy()
-        if not np.all((f >= 0) & (f <= 1)):
-            raise InputError("offload fractions must lie in [0, 1]")
-    elif any(c.auto for c in scenario.classes):
+    if f is None:
+        # The model's fractions: the scenario's own, or its optimiser's for "auto" classes.
         f = model.evaluate(scenario, rates).fractions
-        notes.append('classes with offload = "auto" use the model\'s fractions at each rate')
-    else:
-        f = np.broadcast_to([c.offload for c in scenario.classes], (len(rates), len(share)))
+        if any(c.auto for c in scenario.classes):
+            notes.append('classes with offload = "auto" use the model\'s fractions at each rate')
     costs = [tuple(to_core(getattr(c, key)) for key in COST_FIELDS) for c in scenario.classes]
     planned = len(rates) * replications * requests
     base = 0
