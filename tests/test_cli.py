@@ -96,6 +96,9 @@ def test_demo_prints_both_verdicts():
     assert "helps" in result.output and "hurts" in result.output
     for name in ("large files", "small files", "five classes"):
         assert name in result.output
+    # Each example is checked by the simulator: "sim: T alone 22.3±0.58 ms (model 22), ..."
+    checks = [line for line in result.output.splitlines() if line.startswith("sim: ")]
+    assert len(checks) == 3 and all("±" in line and "(model " in line for line in checks)
 
 
 @pytest.mark.parametrize("args, fragment", [

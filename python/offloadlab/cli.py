@@ -15,6 +15,7 @@ from rich.console import Console
 from offloadlab import __version__, model, scenario
 from offloadlab.errors import InputError
 from offloadlab.ranges import parse_range
+from offloadlab.report.format import ms, ms_ci
 from offloadlab.report.plots import plot_model
 from offloadlab.report.tables import model_table, sim_table, verdict_table
 from offloadlab.results import Result, write_json
@@ -27,6 +28,7 @@ app = typer.Typer(
 out = Console(soft_wrap=False)
 err = Console(stderr=True)
 _PLOT_POINTS = 200
+_DEMO_REQUESTS = 200_000
 
 
 def _user_errors(command):
@@ -186,21 +188,33 @@ def example_files() -> list[Path]:
 @app.command()
 @_user_errors
 def demo() -> None:
-    """Run the model on the shipped example scenarios and say where offload helps."""
+    """Run the model on the shipped example scenarios, check it with the simulator, and
+    say where offload helps."""
+    from offloadlab import sim
+
     out.print("Does offloading protocol work to an engine help? Seed 000's model on the\n"
               "example workloads. Cells read host alone → host + engine; f is the fraction\n"
-              "sent to the engine, λ* the rate at which the system saturates.\n")
+              "sent to the engine, λ* the rate at which the system saturates. Below each\n"
+              f"table the simulator ({_DEMO_REQUESTS:,} requests, ± 95% intervals) checks\n"
+              "the model's delays; where they differ, the model's approximations show\n"
+              "(docs/sim.md).\n")
     files = example_files()
     for path in files:
-        result = model.evaluate(scenario.load(path))
+        sc = scenario.load(path)
+        result = model.evaluate(sc)
         out.print(verdict_table(result))
         for note in result.notes:
             err.print(f"[yellow]note:[/] {note}")
-        out.print()
+        check = sim.run(sc, requests=_DEMO_REQUESTS).rows()[0]
+        predicted = result.rows()[0]
+        out.print("sim: " + ", ".join(
+            f"{label} {ms_ci(check[key], check[f'{key}_hw'])} ms (model {ms(predicted[key])})"
+            for label, key in (("T alone", "T_noe"), ("T", "T"))) + "\n")
     out.print(f"Scenario files: {files[0].parent} (copy one to describe your workload).\n"
-              "Next: sweep one and plot it, e.g.\n"
+              "Next: sweep one and plot it, or simulate it, e.g.\n"
               f"  offload model {files[0].parent / 'large-files.toml'} --rates 10:280:10 "
-              "--plot large.png")
+              "--plot large.png\n"
+              f"  offload sim {files[0].parent / 'large-files.toml'} --rates 25,50,75")
 
 
 @app.command("sweep")
