@@ -185,6 +185,12 @@ def test_auto_fractions_come_from_the_model():
     assert any("auto" in n for n in r.notes)
 
 
+def test_pareto_without_a_third_moment_is_flagged():
+    r = sim.run(one_class(host_proto="pareto(alpha=2.5, k=5.4ms)"), requests=5_000)
+    assert any("third moment" in n and "host_proto" in n for n in r.notes)
+    assert not any("third moment" in n for n in sim.run(one_class(), requests=5_000).notes)
+
+
 def test_precision_target_stops_the_run_early():
     sc = one_class(rate=50)
     r = sim.run(sc, requests=5_000_000, ci=0.01, ci_metric="T_sum")

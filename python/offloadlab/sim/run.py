@@ -85,6 +85,7 @@ def run(scenario: Scenario, *, rates=None, fractions=None, requests: int = 200_0
         f = model.evaluate(scenario, rates).fractions
         if any(c.auto for c in scenario.classes):
             notes.append('classes with offload = "auto" use the model\'s fractions at each rate')
+    notes.extend(_heavy_tail_notes(scenario))
     costs = [tuple(to_core(getattr(c, key)) for key in COST_FIELDS) for c in scenario.classes]
     planned = len(rates) * replications * requests
     base = 0
@@ -137,6 +138,16 @@ def check_options(*, requests: int = 200_000, seed: int = 1, replications: int =
         problems.append(f"threads={threads!r}: use an integer >= 1")
     if problems:
         raise InputError("; ".join(problems))
+
+
+def _heavy_tail_notes(scenario: Scenario) -> list[str]:
+    """Waiting times have a finite variance only if service times have a finite third
+    moment; a Pareto with alpha <= 3 lacks it, and then no interval estimate of a mean
+    delay is valid (the sample mean converges, slowly, but its spread is unbounded)."""
+    return [f'class "{c.name}": {key} = {d} has no finite third moment, so the '
+            "confidence intervals of mean delays are not valid; use alpha > 3 or bpareto"
+            for c in scenario.classes for key in COST_FIELDS
+            if isinstance(d := getattr(c, key), dist.Pareto) and d.alpha <= 3]
 
 
 def _is_int(x: object) -> bool:
