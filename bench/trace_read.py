@@ -4,11 +4,11 @@ Writes two synthetic WC98 files into a fresh temporary directory: a big one of -
 bytes (default 1 GiB, about 53.7 million 20-byte records; it needs that much free disk
 space in --dir, default the system temp directory) and a small one of --small bytes
 (default 100 MiB). Then, on the same files in the same run:
-  ours  traces.read_wc98(path): chunk by chunk (--chunk records, 20 bytes each) into
+  ours  wc98.read_wc98(path): chunk by chunk (--chunk records, 20 bytes each) into
         request tables (the schema of offloadlab.workload.traces), each one dropped
         before the next is read;
   peer  np.fromfile(path, WC98_RECORD) of the whole file, then the same request table
-        in one piece (traces.wc98_table): the obvious code;
+        in one piece (wc98.wc98_table): the obvious code;
   raw   np.fromfile alone, no decoding: the ceiling set by reading the bytes.
 The files have just been written, so they come from the page cache: this measures
 decoding, not the disk. Times: a warm-up, then the median of --repeat runs. Before
@@ -37,7 +37,8 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from offloadlab.workload import traces
+from offloadlab.workload.traces import wc98
+from offloadlab.workload.traces.synth import synth_wc98
 
 UNITS = {"": 1, "B": 1, "KB": 10**3, "MB": 10**6, "GB": 10**9,
          "KIB": 2**10, "MIB": 2**20, "GIB": 2**30}
@@ -63,17 +64,17 @@ def high_water_kib() -> int:
 
 def ours(path: Path, chunk: int) -> int:
     n = 0
-    for df in traces.read_wc98(path, chunk_records=chunk):
+    for df in wc98.read_wc98(path, chunk_records=chunk):
         n += len(df)
     return n
 
 
 def peer(path: Path) -> int:
-    return len(traces.wc98_table(np.fromfile(path, dtype=traces.WC98_RECORD)))
+    return len(wc98.wc98_table(np.fromfile(path, dtype=wc98.WC98_RECORD)))
 
 
 def raw(path: Path) -> int:
-    return len(np.fromfile(path, dtype=traces.WC98_RECORD))
+    return len(np.fromfile(path, dtype=wc98.WC98_RECORD))
 
 
 def median_seconds(fn, repeat: int) -> float:
@@ -97,7 +98,7 @@ def peak_rss_mib(mode: str, path: Path, chunk: int) -> tuple[float, float]:
 
 def write(path: Path, nbytes: int) -> tuple[int, float]:
     start = time.perf_counter()
-    n = traces.synth_wc98(path, nbytes // traces.WC98_RECORD.itemsize, seed=1)
+    n = synth_wc98(path, nbytes // wc98.WC98_RECORD.itemsize, seed=1)
     return n, time.perf_counter() - start
 
 
@@ -140,8 +141,8 @@ def run(args, tmp: Path) -> None:
           f"{t_write:.1f} s, {mb / t_write:.0f} MB/s); small file {n_small * 20 / 2**20:.0f} "
           f"MiB. Read from the page cache; ours in chunks of {args.chunk:,} records.")
 
-    whole = traces.wc98_table(np.fromfile(small, dtype=traces.WC98_RECORD))
-    streamed = traces.read_wc98(small, chunk_records=args.chunk).table()
+    whole = wc98.wc98_table(np.fromfile(small, dtype=wc98.WC98_RECORD))
+    streamed = wc98.read_wc98(small, chunk_records=args.chunk).table()
     pd.testing.assert_frame_equal(streamed, whole)
     del whole, streamed
     print(f"check: ours and the peer give the same table on the small file ({n_small:,} rows)")

@@ -1,7 +1,10 @@
-"""Shared helpers: build scenarios from spec strings, and locate the bundled examples."""
+"""Shared helpers: build scenarios from spec strings, locate the bundled examples, and
+the objects table and checks the request-stream tests share."""
 
 from pathlib import Path
 
+import numpy as np
+import pandas as pd
 import pytest
 from hypothesis import settings
 
@@ -48,3 +51,27 @@ def example(name):
 @pytest.fixture
 def examples_dir():
     return EXAMPLES
+
+
+# Fixed seeds make every statistical test deterministic; a p-value floor of 0.001 means a
+# correct generator fails one of them for one seed in a thousand, a wrong one almost always.
+P_FLOOR = 1e-3
+
+
+def objects_table(n=40, alpha=1.0):
+    """n objects, Zipf(alpha) popularity, sizes spread over seed 000's five classes."""
+    sizes = np.array([300, 4_000, 40_000, 400_000, 3_000_000])[np.arange(n) % 5] + np.arange(n)
+    weights = 1.0 / np.arange(1, n + 1) ** alpha
+    return pd.DataFrame({"path": [f"c{i % 5}/f{i:03d}.bin" for i in range(n)],
+                         "size_bytes": sizes.astype(np.int64), "probability": weights,
+                         "class": np.arange(n) % 5})
+
+
+OBJ = objects_table()
+
+
+def check_keep_alive(frame):
+    """keep_alive is false exactly on the last request of each connection."""
+    last = frame.groupby("conn_id").tail(1).index
+    assert not frame.loc[last, "keep_alive"].any()
+    assert frame.drop(last)["keep_alive"].all()

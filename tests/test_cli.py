@@ -9,7 +9,8 @@ from typer.testing import CliRunner
 
 import offloadlab
 from offloadlab import _core
-from offloadlab.cli import app, example_files, parse_rates
+from offloadlab.cli import app
+from offloadlab.cli.evidence import example_files, parse_rates
 from offloadlab.errors import InputError
 from offloadlab.results import METRICS
 

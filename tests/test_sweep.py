@@ -13,7 +13,8 @@ from conftest import EXAMPLES, LARGE, SMALL, klass
 from typer.testing import CliRunner
 
 from offloadlab import model, scenario, sweep
-from offloadlab.cli import app, example_files
+from offloadlab.cli import app
+from offloadlab.cli.evidence import example_files
 from offloadlab.errors import InputError
 from offloadlab.ranges import parse_range
 from offloadlab.results import METRICS

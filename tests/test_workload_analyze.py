@@ -1,6 +1,6 @@
-"""Workload analysis: fits recover known parameters, the choice rule picks the generating
-family, shares are exact on hand-made tables, arrival checks tell Poisson from constant,
-streaming does not depend on chunking, outputs are written, bad input is refused."""
+"""Workload analysis: shares are exact on hand-made tables, arrival checks tell Poisson
+from constant, streaming does not depend on chunking, outputs (JSON, tables, figures) are
+written, bad input is refused."""
 
 import itertools
 import json
@@ -11,173 +11,23 @@ import pandas as pd
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
-from scipy import optimize, stats
+from workload_samples import HYBRID, hybrid_sample, within, zipf_p
 
-from offloadlab.dist import BoundedPareto, Lognormal, Pareto
+from offloadlab.dist import Lognormal
 from offloadlab.errors import InputError
+from offloadlab.report import workload as report
 from offloadlab.workload import analyze as A
-
-N = 20_000
-# SURGE-like sizes: lognormal body, Pareto tail beyond 133 KB with 7 % of the files.
-HYBRID = dict(nu=9.357, sigma=1.318, xmin=133_000.0, alpha=1.1, tail=0.07)
-
-
-def hybrid_sample(rng, n, nu, sigma, xmin, alpha, tail):
-    """Body: lognormal truncated to x < xmin (inverse CDF); tail: Pareto(alpha, xmin)."""
-    n_tail = rng.binomial(n, tail)
-    top = stats.norm.cdf((math.log(xmin) - nu) / sigma)
-    body = np.exp(nu + sigma * stats.norm.ppf(rng.random(n - n_tail) * top))
-    return np.r_[body, xmin * (1 - rng.random(n_tail)) ** (-1 / alpha)]
-
-
-def samples(family, seed=1):
-    rng = np.random.default_rng(seed)
-    return {"lognormal": lambda: Lognormal(8.0, 1.5).sample(rng, N),
-            "pareto": lambda: Pareto(1.5, 1000.0).sample(rng, N),
-            "bpareto": lambda: BoundedPareto(0.5, 1e3, 1e6).sample(rng, N),
-            "lognormal+pareto": lambda: hybrid_sample(rng, N, **HYBRID)}[family]()
-
-
-def within(estimate, truth, se, k=4.0):
-    return abs(estimate - truth) <= k * se
-
-
-# ---- size fits --------------------------------------------------------------------------
-
-def test_lognormal_fit_recovers_parameters_and_matches_scipy():
-    x = samples("lognormal")
-    f = A.fit_lognormal(x)
-    assert within(f.params["nu"], 8.0, f.se["nu"])
-    assert within(f.params["sigma"], 1.5, f.se["sigma"])
-    sigma, _, scale = stats.lognorm.fit(x, floc=0)
-    assert f.params["sigma"] == pytest.approx(sigma, rel=1e-6)
-    assert f.params["nu"] == pytest.approx(math.log(scale), rel=1e-6)
-    assert f.loglik == pytest.approx(stats.lognorm.logpdf(x, sigma, 0, scale).sum(), rel=1e-9)
-    assert f.dist == Lognormal(f.params["nu"], f.params["sigma"])
-    assert f.aic == pytest.approx(4 - 2 * f.loglik)
-
-
-def test_pareto_fit_recovers_alpha_with_k_min_and_given_xmin():
-    x = samples("pareto")
-    f = A.fit_pareto(x)
-    assert within(f.params["alpha"], 1.5, f.se["alpha"])
-    assert f.params["k"] == x.min()
-    b, _, scale = stats.pareto.fit(x, floc=0)
-    assert f.params["alpha"] == pytest.approx(b, rel=1e-6)
-    assert f.params["k"] == pytest.approx(scale, rel=1e-9)
-    assert isinstance(f.dist, Pareto) and f.dist.alpha == f.params["alpha"]
-    tail = A.fit_pareto(x, xmin=10_000.0)
-    assert tail.n == np.count_nonzero(x >= 10_000.0) and tail.n_params == 1
-    assert within(tail.params["alpha"], 1.5, tail.se["alpha"])
-
-
-def test_pareto_with_alpha_below_one_has_no_dist():
-    x = Pareto(1.01, 1.0).sample(np.random.default_rng(3), 2000) ** 1.5   # alpha ~ 0.67
-    f = A.fit_pareto(x)
-    assert f.params["alpha"] < 1 and f.dist is None
-
-
-def test_bpareto_fit_recovers_alpha_and_maximises_likelihood():
-    x = samples("bpareto")
-    f = A.fit_bpareto(x)
-    assert within(f.params["alpha"], 0.5, f.se["alpha"])
-    assert (f.params["lo"], f.params["hi"]) == (x.min(), x.max())
-    lo, hi = x.min(), x.max()
-
-    def nll(a):   # the bounded Pareto log-likelihood, maximised numerically (independent)
-        return -(x.size * (math.log(a) + a * math.log(lo) - math.log(1 - (lo / hi) ** a))
-                 - (a + 1) * np.log(x).sum())
-    best = optimize.minimize_scalar(nll, bounds=(0.01, 5), method="bounded",
-                                    options={"xatol": 1e-10})
-    assert f.params["alpha"] == pytest.approx(best.x, rel=1e-6)
-    assert f.loglik == pytest.approx(-nll(f.params["alpha"]), rel=1e-9)
-    assert isinstance(f.dist, BoundedPareto)
-    assert f.dist.mean == pytest.approx(x.mean(), rel=0.05)
-
-
-def test_hybrid_fit_recovers_the_tail_and_body():
-    x = samples("lognormal+pareto")
-    f = A.fit_hybrid(x)
-    p, se = f.params, f.se
-    assert within(p["alpha"], HYBRID["alpha"], se["alpha"])
-    # The cut is estimated: the fitted tail weight is P[X >= xmin] of the true mixture.
-    true_tail = HYBRID["tail"] * (HYBRID["xmin"] / p["xmin"]) ** HYBRID["alpha"]
-    assert p["xmin"] >= HYBRID["xmin"] * 0.8
-    assert within(p["tail"], min(true_tail, HYBRID["tail"]), se["tail"])
-    # Body: se(nu), se(sigma) ~ sigma/sqrt(n_body) ~ 0.01 untruncated; allow a few times it.
-    assert abs(p["nu"] - HYBRID["nu"]) < 0.06
-    assert abs(p["sigma"] - HYBRID["sigma"]) < 0.06
-    assert f.dist is None and f.n_params == 5
-    grid = np.geomspace(x.min(), x.max(), 50)
-    np.testing.assert_allclose(f.cdf(grid) + f.ccdf(grid), 1.0)
-    assert np.all(np.diff(f.cdf(grid)) >= 0)
-
-
-@pytest.mark.parametrize("family", ["lognormal", "pareto", "bpareto", "lognormal+pareto"])
-@pytest.mark.parametrize("seed", [0, 1])
-def test_choice_rule_picks_the_generating_family(family, seed):
-    fits = A.fit_sizes(samples(family, seed))
-    assert fits.chosen == family, fits.verdict
-    assert fits.best.family == family and fits.n == N
-    if family in ("pareto", "bpareto"):
-        # Pareto against bounded Pareto is a nested likelihood-ratio test, reported as such.
-        other = "bpareto" if family == "pareto" else "pareto"
-        assert next(c for c in fits.comparisons if c.b == other).test == "nested"
-        assert other in fits.verdict
-
-
-def test_pareto_inside_bpareto_test_is_calibrated():
-    """On Pareto samples the nested test's p-value is uniform: about 10 % fall below 0.1
-    (binomial sd 3 of 100 samples); on a bounded sample it favours the bounded fit."""
-    rng = np.random.default_rng(12)
-    p = []
-    for _ in range(100):
-        x = Pareto(1.3, 500.0).sample(rng, 2000)
-        p.append(A.fit_sizes(x, hybrid=False).comparisons[-1].p)
-    assert 10 - 4 * 3 <= np.count_nonzero(np.array(p) < 0.1) <= 10 + 4 * 3
-    fits = A.fit_sizes(samples("bpareto"), hybrid=False)
-    nested = next(c for c in fits.comparisons if c.test == "nested")
-    assert nested.favours == "bpareto" and nested.p < 1e-6
-
-
-def test_fit_sizes_leaves_out_zeros_and_needs_two_sizes():
-    fits = A.fit_sizes(np.r_[np.zeros(5), samples("lognormal")[:500]])
-    assert fits.zeros == 5 and fits.n == 500 and fits.chosen is not None
-    same = A.fit_sizes(np.full(10, 512.0))
-    assert same.fits == () and same.chosen is None and same.verdict.startswith("no fit")
-    with pytest.raises(InputError, match="at least two"):
-        A.fit_lognormal([5.0])
-
+from offloadlab.workload import stats
+from offloadlab.workload.classes import size_class
 
 # ---- popularity ---------------------------------------------------------------------------
-
-def zipf_p(n, alpha):
-    p = np.arange(1, n + 1, dtype=float) ** -alpha
-    return p / p.sum()
-
-
-@pytest.mark.parametrize(("n", "alpha", "seed"), [(1000, 0.9, 0), (200, 0.7, 1), (5000, 1.0, 2)])
-def test_zipf_alpha_recovered_from_sampled_requests(n, alpha, seed):
-    counts = np.random.default_rng(seed).multinomial(200_000, zipf_p(n, alpha))
-    z = A.fit_zipf(np.random.default_rng(9).permutation(counts))     # any order
-    assert within(z.alpha, alpha, z.se)
-    # peer: scipy's finite Zipf gives the same log-likelihood at the estimate
-    logpmf = stats.zipfian.logpmf(np.arange(1, n + 1), z.alpha, n)
-    assert z.loglik == pytest.approx((np.sort(counts)[::-1] * logpmf).sum(), rel=1e-9)
-
-
-def test_zipf_from_probabilities_is_exact_and_has_no_se():
-    z = A.fit_zipf(zipf_p(1000, 0.9), sampled=False)
-    assert z.alpha == pytest.approx(0.9, abs=1e-9)
-    assert math.isnan(z.se)
-
 
 @pytest.mark.parametrize(("n", "expected"), [
     (1000, {"1": 0.095, "10": 0.306, "100": 0.611, "10%": 0.611}),
     (10_000, {"1": 0.064, "10": 0.205, "100": 0.41, "10%": 0.671})])
 def test_top_shares_match_reference_003(n, expected):
     """Reference 003 §2.2: request shares of the top-k files under Zipf alpha = 0.9."""
-    top = A.popularity(zipf_p(n, 0.9), sampled=False).top
+    top = stats.popularity(zipf_p(n, 0.9), sampled=False).top
     for k, share in expected.items():
         assert top[k] == pytest.approx(share, abs=0.0006), k
 
@@ -228,7 +78,7 @@ def test_top_ten_percent_of_connections_exact():
 def test_top_share_interpolates_and_connections_need_ids():
     # 15 connections: top 10 % = 1.5 connections -> the largest plus half the next.
     v = np.r_[np.full(13, 1.0), 5.0, 10.0]
-    assert A.top_share(v, 0.1) == pytest.approx((10 + 0.5 * 5) / 28)
+    assert stats.top_share(v, 0.1) == pytest.approx((10 + 0.5 * 5) / 28)
     df = pd.DataFrame({"object": ["a", "b"], "size_bytes": [10, 20], "conn_id": [-1, -1]})
     assert A.analyze_requests(df).connections is None
 
@@ -238,11 +88,11 @@ def test_top_share_interpolates_and_connections_need_ids():
 def test_lorenz_invariants(values, q):
     """L is nondecreasing from 0 to 1 and below the diagonal; the top q hold at least q."""
     grid = np.linspace(0, 1, 21)
-    L = A.lorenz(values, grid)
+    L = stats.lorenz(values, grid)
     assert L[0] == pytest.approx(0, abs=1e-12) and L[-1] == pytest.approx(1)
     assert np.all(np.diff(L) >= -1e-12) and np.all(L - grid <= 1e-12)
-    assert q - 1e-9 <= A.top_share(values, q) <= 1 + 1e-12
-    assert 0 <= A.gini(values) + 1e-12 <= 1
+    assert q - 1e-9 <= stats.top_share(values, q) <= 1 + 1e-12
+    assert 0 <= stats.gini(values) + 1e-12 <= 1
 
 
 # ---- arrivals ---------------------------------------------------------------------------
@@ -317,7 +167,7 @@ def test_rate_over_time_bins_merge_on_long_traces():
     t = np.r_[np.linspace(0, 10, 1000, endpoint=False), 5000.0]
     a = A.analyze_requests(request_table(t)).arrivals
     assert a.bin_s == 10.0 and a.counts.sum() == 1001 and a.counts[0] == 1000
-    assert a.counts.size <= A.MAX_BINS
+    assert a.counts.size <= stats.MAX_BINS
 
 
 # ---- streaming, outputs, manifests ------------------------------------------------------
@@ -374,10 +224,10 @@ def test_json_and_figures_are_written(tmp_path):
     assert back["popularity"]["zipf"]["alpha"] == pytest.approx(a.popularity.zipf.alpha)
     assert back["connections"]["top_fraction"] == 0.1
     for name, analysis in (("trace.png", a), ("manifest.png", A.analyze_manifest(manifest()))):
-        A.plot_analysis(analysis, tmp_path / name)
+        report.plot_analysis(analysis, tmp_path / name)
         assert (tmp_path / name).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     assert sorted(p.name for p in tmp_path.iterdir()) == ["manifest.png", "trace.png"]
-    titles = [str(t.title) for t in A.analysis_tables(a)]
+    titles = [str(t.title) for t in report.analysis_tables(a)]
     assert len(titles) == 5 and "connections" in titles[3] and "arrivals" in titles[4]
 
 
@@ -387,8 +237,8 @@ def test_outputs_work_without_fits_connections_or_times(tmp_path):
     assert a.sizes.chosen is None and a.sizes.zeros == 1 and a.sizes.n == 2
     assert a.connections is None and a.arrivals is None
     json.dumps(a.to_json(), allow_nan=False)
-    assert len(A.analysis_tables(a)) == 3
-    A.plot_analysis(a, tmp_path / "a.png")
+    assert len(report.analysis_tables(a)) == 3
+    report.plot_analysis(a, tmp_path / "a.png")
     assert (tmp_path / "a.png").read_bytes()[:4] == b"\x89PNG"
 
 
@@ -407,7 +257,6 @@ def test_manifest_analysis_uses_probabilities():
     assert a.arrivals is None and a.connections is None
     assert sum(c.requests for c in a.classes) == pytest.approx(1)
     by_class = {c.klass: c for c in a.classes}
-    from offloadlab.workload.classes import size_class
     cls = size_class(m.size_bytes.to_numpy())
     for k in range(5):
         want = m.probability[cls == k].sum()

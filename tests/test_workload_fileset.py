@@ -1,8 +1,7 @@
-"""File sets: size classes, SURGE sizes and Zipf popularity (refitted), presets, the
-manifest round trip, content verification and safe writing."""
+"""File sets: SURGE sizes and Zipf popularity (refitted), the manifest round trip,
+content verification, safe writing, and specs read from data."""
 
 import hashlib
-import io
 import itertools
 import math
 from pathlib import Path
@@ -10,34 +9,15 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pytest
-from hypothesis import given
-from hypothesis import strategies as st
-from rich.console import Console
-from scipy import integrate, optimize, stats
+from scipy import optimize, stats
 
 from offloadlab.errors import InputError
 from offloadlab.workload import fileset as F
-from offloadlab.workload.classes import (
-    CLASS_BOUNDS,
-    CLASSES,
-    KiB,
-    MiB,
-    class_label,
-    class_name,
-    class_range,
-    size_class,
-)
-from offloadlab.workload.fileset import (
-    FileSetSpec,
-    LogUniform,
-    SpecWeb99Spec,
-    Surge,
-    Uniform,
-    generate,
-    materialise,
-    read_manifest,
-    verify,
-)
+from offloadlab.workload.classes import CLASSES, KiB, MiB
+from offloadlab.workload.fileset import generate, materialise, read_manifest, verify
+from offloadlab.workload.presets import preset
+from offloadlab.workload.sizes import LogUniform, Surge, Uniform
+from offloadlab.workload.specs import FileSetSpec, SpecWeb99Spec
 
 Z = 4  # tolerance in standard errors: a false alarm about once in 16,000 checks
 
@@ -54,100 +34,7 @@ def data_files(root: Path) -> list[str]:
                   if p.is_file() and p.name not in skip)
 
 
-# ---------------------------------------------------------------- size classes
-
-
-@pytest.mark.parametrize("size, c", [
-    (0, 0), (1, 0), (1024, 0), (1025, 1), (10240, 1), (10241, 2), (102400, 2), (102401, 3),
-    (1048576, 3), (1048577, 4), (2**40, 4),
-])
-def test_class_boundaries_exact(size, c):
-    assert size_class(size) == c
-    assert isinstance(size_class(size), int)
-    assert size_class(np.array([size]))[0] == c
-    assert size_class(float(size)) == c
-
-
-def test_size_class_is_vectorised_and_ranges_agree():
-    sizes = np.array([[1024, 1025], [1048576, 1048577]], dtype=np.int64)
-    assert size_class(sizes).tolist() == [[0, 1], [3, 4]]
-    assert CLASS_BOUNDS == (1024, 10 * 1024, 100 * 1024, 1024 * 1024)
-    for c in CLASSES:
-        lo, hi = class_range(c)
-        assert size_class(lo) == c
-        if hi is not None:
-            assert size_class(hi) == c and size_class(hi + 1) == c + 1
-        if lo > 0:
-            assert size_class(lo - 1) == c - 1
-    assert [class_label(c) for c in CLASSES][::4] == ["≤1 KiB", ">1 MiB"]
-    assert class_name(3) == "c3"
-
-
-@pytest.mark.parametrize("bad", [-1, [5, -3], math.nan, math.inf, "10"])
-def test_size_class_rejects_bad_sizes(bad):
-    with pytest.raises(InputError, match="size_bytes"):
-        size_class(bad)
-
-
-@pytest.mark.parametrize("c", [-1, 5, 1.0, True])
-def test_class_functions_reject_unknown_classes(c):
-    with pytest.raises(InputError, match=r"0\.\.4"):
-        class_range(c)
-
-
-# ---------------------------------------------------------------- the SURGE size model
-
-
-def test_surge_defaults_are_the_published_ones():
-    s = Surge()
-    assert (s.mu, s.sigma, s.alpha, s.k, s.tail) == (9.357, 1.318, 1.1, 133_000.0, 0.07)
-
-
-@pytest.mark.parametrize("model", [Surge(), Surge(tail=0), Surge(tail=1)], ids=str)
-@given(x=st.floats(1.0, 1e12))
-def test_surge_quantiles_invert_the_distribution(model, x):
-    f, s = model.cdf([x]), model.sf([x])
-    assert f[0] + s[0] == pytest.approx(1, abs=1e-15)
-    if model.tail == 1 and x <= model.k:
-        return  # no mass below k
-    # Each side inverts exactly where it is computed exactly (sampling uses both).
-    back = model.ppf(f)[0] if f[0] < 0.5 else model.isf(s)[0]
-    assert back == pytest.approx(x, rel=1e-7)
-
-
-def test_surge_sf_is_the_spliced_distribution():
-    s = Surge()
-    # Continuous at the split, with a fraction `tail` above it.
-    assert s.sf([s.k])[0] == pytest.approx(0.07, rel=1e-12)
-    assert s.sf([s.k * (1 + 1e-12)])[0] == pytest.approx(0.07, rel=1e-9)
-    # Below k: the lognormal conditioned on <= k, scaled to 1 - tail (scipy as the peer).
-    body = stats.lognorm(s.sigma, scale=math.exp(s.mu))
-    x = np.array([50.0, 2e3, 3e4, 1e5])
-    np.testing.assert_allclose(1 - s.sf(x), 0.93 * body.cdf(x) / body.cdf(s.k), rtol=1e-12)
-    # Above k: Pareto.
-    x = np.array([2e5, 1e7, 1e11])
-    np.testing.assert_allclose(s.sf(x), 0.07 * stats.pareto(1.1, scale=s.k).sf(x), rtol=1e-12)
-    # The two ends: a plain lognormal and a plain Pareto.
-    np.testing.assert_allclose(Surge(tail=0).sf(x), body.sf(x), rtol=1e-9)
-    np.testing.assert_allclose(Surge(tail=1).sf(x), stats.pareto(1.1, scale=s.k).sf(x))
-
-
-@pytest.mark.parametrize("model, lo, hi", [
-    (Surge(), 1, 64 * MiB), (Surge(), 10 * KiB, 100 * KiB), (Surge(), 100 * KiB, MiB),
-    (Surge(), MiB, 5 * MiB), (Surge(tail=0), 100 * KiB, MiB), (Surge(tail=1), 1, 2**30),
-    (LogUniform(), KiB, MiB), (Uniform(), 10, 1000),
-])
-def test_conditional_mean_matches_numeric_integration(model, lo, hi):
-    if isinstance(model, Surge):
-        # E[X | lo <= X <= hi] = (lo S(lo) - hi S(hi) + int_lo^hi S(x) dx) / (S(lo) - S(hi))
-        sf = lambda x: float(model.sf([x])[0])  # noqa: E731
-        points = [p for p in (model.k,) if lo < p < hi]
-        area = integrate.quad(sf, lo, hi, points=points or None, limit=400)[0]
-        expected = (lo * sf(lo) - hi * sf(hi) + area) / (sf(lo) - sf(hi))
-    else:
-        u = (np.arange(200_000) + 0.5) / 200_000  # midpoint rule on the quantile scale
-        expected = model.sample(u, lo, hi).mean()
-    assert model.mean(lo, hi) == pytest.approx(expected, rel=1e-6)
+# ---------------------------------------------------------------- sizes and popularity
 
 
 def _truncated_normal_fit(y: np.ndarray, upper: float) -> tuple[np.ndarray, np.ndarray]:
@@ -260,113 +147,6 @@ def test_sizes_stay_within_the_bounds(model):
     fs = generate(FileSetSpec(n_files=2000, sizes=model, min_bytes=3000, max_bytes=7000))
     assert fs.sizes.min() >= 3000 and fs.sizes.max() <= 7000
     assert fs.sizes.dtype == np.int64
-
-
-# ---------------------------------------------------------------- presets
-
-
-def all_preset_specs():
-    out = []
-    for name in F.PRESETS:
-        built = F.preset(name, seed=0)
-        out.extend(built if isinstance(built, list) else [built])
-    return out
-
-
-def test_presets_are_listed_with_descriptions():
-    assert {"seed000", "specweb99", "seed003-1", "seed003-5", "web"} <= set(F.PRESETS)
-    assert all(p.description for p in F.PRESETS.values())
-    with pytest.raises(InputError, match="known: seed000"):
-        F.preset("seed999")
-
-
-def test_seed000_classes_each_own_set_within_range():
-    specs = F.preset("seed000", seed=3)
-    assert [s.name for s in specs] == [f"seed000-c{c}" for c in CLASSES]
-    for c, spec in zip(CLASSES, specs, strict=True):
-        fs = generate(spec)
-        lo, hi = class_range(c)
-        assert fs.n_files > 0
-        assert np.all(fs.classes == c)
-        assert fs.sizes.min() >= lo and (hi is None or fs.sizes.max() <= hi)
-        assert fs.paths[0].startswith(f"c{c}/")
-
-
-@pytest.mark.parametrize("c, lo, hi", [
-    # Reference 000 §8.3: mean bytes "of the order" of ~27-30 KiB, ~160-200 KiB and
-    # ~1.9-2.1 MiB for classes 2/3/4 (the inference from the thesis is rough).
-    (2, 25 * KiB, 32 * KiB), (3, 155 * KiB, 205 * KiB), (4, 1.85 * MiB, 2.15 * MiB),
-])
-def test_seed000_class_means_match_the_thesis(c, lo, hi):
-    spec = F.preset("seed000", seed=1)[c]
-    assert lo <= spec.mean_bytes() <= hi
-    sizes = generate(spec).sizes
-    se = sizes.std(ddof=1) / math.sqrt(len(sizes))
-    assert abs(sizes.mean() - spec.mean_bytes()) < Z * se
-
-
-@pytest.mark.parametrize("i", range(5))
-def test_seed003_working_sets(i):
-    max_bytes, working_set = F.SEED003[i]
-    spec = F.preset(f"seed003-{i + 1}", seed=0)
-    fs = generate(spec)
-    # Reference 003 §C1 checks: total within 5% of the working set; sizes in range.
-    assert working_set <= fs.total_bytes <= 1.05 * working_set
-    assert fs.sizes.min() >= KiB and fs.sizes.max() <= max_bytes
-    assert spec.zipf_alpha == 0.9
-    assert fs.large == (working_set >= 2 * 1024 * MiB)
-
-
-def test_web_preset_has_every_class():
-    fs = generate(F.preset("web", seed=0))
-    assert fs.n_files == 10_000
-    assert np.all(np.bincount(fs.classes, minlength=5) > 0)
-
-
-def test_specweb99_layout():
-    spec = F.preset("specweb99", directories=7)
-    fs = generate(spec)
-    assert fs.n_files == 7 * 36
-    assert fs.paths[:2] == ("dir00000/class0_0", "dir00000/class0_1")
-    assert fs.paths[-1] == "dir00006/class3_8"
-    dirs = np.array([p.split("/")[0] for p in fs.paths])
-    for d in np.unique(dirs):
-        assert np.bincount(fs.set_class[dirs == d], minlength=4).tolist() == [9, 9, 9, 9]
-    # Sizes: 102 .. 921 bytes, 1 .. 9 KiB, 10 .. 90 KiB, 100 .. 900 KiB.
-    assert fs.sizes[:36].tolist() == [s for c in F.SPECWEB99_SIZES for s in c]
-    assert F.SPECWEB99_SIZES[0][:2] == (102, 204) and F.SPECWEB99_SIZES[3][-1] == 921_600
-    # About 4.9 MiB per directory ("roughly 5 MB").
-    assert fs.sizes[:36].sum() == pytest.approx(4.88 * MiB, rel=0.01)
-    # Request shares per SPECweb class are the 35/50/14/1 % mix.
-    shares = np.bincount(fs.set_class, weights=fs.probability, minlength=4)
-    np.testing.assert_allclose(shares, [0.35, 0.50, 0.14, 0.01], rtol=1e-12)
-    # Directories by Zipf(1) over their number.
-    by_dir = np.array([fs.probability[dirs == d].sum() for d in np.unique(dirs)])
-    np.testing.assert_allclose(by_dir, F.zipf_probabilities(7, 1.0), rtol=1e-12)
-    # Mean response about 14 KB (reference 004 §5).
-    assert (fs.probability * fs.sizes).sum() == pytest.approx(14.4 * KiB, rel=0.01)
-    # SPECweb99's 1 KiB file belongs to its class 1 but to seed 000's class 0.
-    one_k = fs.paths.index("dir00000/class1_0")
-    assert fs.sizes[one_k] == 1024 and fs.set_class[one_k] == 1 and fs.classes[one_k] == 0
-
-
-def test_preset_overrides_and_their_errors():
-    assert F.preset("web", n_files=50).n_files == 50
-    spec = F.preset("seed003-1", n_files=10)
-    assert spec.n_files == 10 and spec.working_set_bytes is None
-    assert all(s.n_files == 3 for s in F.preset("seed000", n_files=3))
-    with pytest.raises(InputError, match="nfiles"):
-        F.preset("web", nfiles=50)
-
-
-def test_describe_and_class_table_render():
-    console = Console(file=io.StringIO(), width=80)
-    console.print(F.describe(all_preset_specs()))
-    console.print(F.class_table(small()))
-    text = console.file.getvalue()
-    for name in ("seed000-c4", "specweb99", "seed003-5", "web", "100 KiB–1 MiB"):
-        assert name in text
-    assert "…" not in text  # fits 80 columns
 
 
 # ---------------------------------------------------------------- on disk
@@ -514,7 +294,7 @@ def test_same_seed_same_manifest(tmp_path):
 
 
 def test_large_sets_are_only_described_unless_asked(tmp_path, monkeypatch):
-    fs = generate(F.preset("seed003-4"))
+    fs = generate(preset("seed003-4"))
     done = materialise(fs, tmp_path / "big")
     assert fs.large and not done.created and done.total_bytes == 0
     assert data_files(tmp_path / "big") == []
@@ -537,7 +317,7 @@ def test_large_sets_are_only_described_unless_asked(tmp_path, monkeypatch):
 
 
 def test_materialise_many_writes_each_class_into_its_own_directory(tmp_path):
-    sets = [generate(s) for s in F.preset("seed000", seed=0, n_files=3)]
+    sets = [generate(s) for s in preset("seed000", seed=0, n_files=3)]
     calls = []
     results = F.materialise_many(sets, tmp_path, lambda d, t: calls.append((d, t)))
     total = sum(fs.total_bytes for fs in sets)
@@ -572,15 +352,6 @@ def test_bad_spec_values_name_the_field(kwargs, field):
 
 
 @pytest.mark.parametrize("kwargs, field", [
-    (dict(sigma=0.0), "sizes.sigma"), (dict(alpha=-1.0), "sizes.alpha"),
-    (dict(k=0.0), "sizes.k"), (dict(tail=1.5), "sizes.tail"), (dict(mu=math.inf), "sizes.mu"),
-])
-def test_bad_surge_parameters_name_the_field(kwargs, field):
-    with pytest.raises(InputError, match=field.replace(".", r"\.")):
-        Surge(**kwargs)
-
-
-@pytest.mark.parametrize("kwargs, field", [
     (dict(directories=0), "directories"), (dict(dir_alpha=-2.0), "dir_alpha"),
     (dict(class_mix=(0.5, 0.5)), "class_mix"), (dict(class_mix=("a", 1, 2, 3)), "class_mix"),
     (dict(file_alpha=math.inf), "file_alpha"),
@@ -610,11 +381,6 @@ def test_parse_bytes(text, value):
 def test_parse_bytes_rejects(text, hint):
     with pytest.raises(InputError, match=hint):
         F.parse_bytes(text)
-
-
-@pytest.mark.parametrize("spec", all_preset_specs(), ids=lambda s: s.name)
-def test_specs_round_trip_as_data(spec):
-    assert F.spec_from_dict(F.spec_to_dict(spec)) == spec
 
 
 def test_load_spec_from_toml(tmp_path):

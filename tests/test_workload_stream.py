@@ -1,6 +1,6 @@
-"""Request streams: reproducible generators whose statistics match what they claim
-(Poisson gaps, ramp rates, think times, page mixes, keep-alive grouping), checked
-against scipy.stats; the Parquet format round trip and its errors."""
+"""Request streams: reproducible generators, keep-alive grouping, closed clients and
+objects drawn by popularity (checked against scipy.stats); the Parquet format round trip
+and its errors."""
 
 import math
 
@@ -9,52 +9,17 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
-from hypothesis import given
-from hypothesis import strategies as st
-from scipy import integrate, stats
+from conftest import OBJ, P_FLOOR, check_keep_alive, objects_table
+from scipy import stats
 
 from offloadlab.errors import InputError
 from offloadlab.workload import stream
-from offloadlab.workload.stream import (
-    MIXES,
-    Constant,
-    Fixed,
-    Geometric,
-    Poisson,
-    Ramp,
-    Stream,
-    UniformInt,
-    parse_arrivals,
-    parse_count,
-)
-
-# Fixed seeds make every statistical test deterministic; a p-value floor of 0.001 means a
-# correct generator fails one of them for one seed in a thousand, a wrong one almost always.
-P_FLOOR = 1e-3
-
-
-def objects_table(n=40, alpha=1.0):
-    """n objects, Zipf(alpha) popularity, sizes spread over seed 000's five classes."""
-    sizes = np.array([300, 4_000, 40_000, 400_000, 3_000_000])[np.arange(n) % 5] + np.arange(n)
-    weights = 1.0 / np.arange(1, n + 1) ** alpha
-    return pd.DataFrame({"path": [f"c{i % 5}/f{i:03d}.bin" for i in range(n)],
-                         "size_bytes": sizes.astype(np.int64), "probability": weights,
-                         "class": np.arange(n) % 5})
-
-
-OBJ = objects_table()
+from offloadlab.workload.stream import Stream
 
 
 def conn_lengths(frame):
     """Requests per connection, in order of first appearance."""
     return frame.groupby("conn_id", sort=True).size().to_numpy()
-
-
-def check_keep_alive(frame):
-    """keep_alive is false exactly on the last request of each connection."""
-    last = frame.groupby("conn_id").tail(1).index
-    assert not frame.loc[last, "keep_alive"].any()
-    assert frame.drop(last)["keep_alive"].all()
 
 
 # ------------------------------------------------------------------ reproducibility
@@ -95,88 +60,6 @@ def test_keep_alive_does_not_change_the_arrival_times():
     ka = stream.poisson(OBJ, rate=100, duration_s=10, keep_alive=6, seed=4)
     np.testing.assert_array_equal(ka.frame.groupby("conn_id")["time_s"].first(),
                                   one.frame["time_s"])
-
-
-# ------------------------------------------------------------------ open loop
-
-
-def test_poisson_gaps_are_exponential_and_the_rate_is_right():
-    rate, duration = 200.0, 50.0
-    s = stream.poisson(OBJ, rate=rate, duration_s=duration, seed=11)
-    t = s.frame["time_s"].to_numpy()
-    gaps = np.diff(t, prepend=0.0)
-    assert stats.kstest(gaps, "expon", args=(0, 1 / rate)).pvalue > P_FLOOR
-    # N ~ Poisson(rate * duration): within 4 standard deviations.
-    assert abs(len(t) - rate * duration) < 4 * math.sqrt(rate * duration)
-    assert t.max() < duration
-    d = s.describe()
-    assert d["rate"] == pytest.approx(len(t) / duration) and d["span_s"] == duration
-
-
-def test_poisson_count_bound_and_mean_gap():
-    rate, n = 40.0, 4000
-    t = stream.poisson(OBJ, rate=rate, count=n, seed=5).frame["time_s"].to_numpy()
-    assert len(t) == n
-    # The mean of n exponential gaps has standard error (1/rate)/sqrt(n).
-    assert abs(t[-1] / n - 1 / rate) < 4 / rate / math.sqrt(n)
-
-
-def test_count_and_duration_together_stop_at_the_first():
-    few = stream.poisson(OBJ, rate=100, count=50, duration_s=100, seed=1)
-    short = stream.poisson(OBJ, rate=100, count=10**6, duration_s=1, seed=1)
-    assert len(few) == 50
-    assert short.frame["time_s"].max() < 1 and len(short) < 200
-
-
-def test_constant_rate_is_exact():
-    s = stream.constant(OBJ, rate=8, duration_s=10)
-    np.testing.assert_array_equal(s.frame["time_s"], np.arange(80) / 8)
-    assert len(stream.constant(OBJ, rate=3, duration_s=1)) == 3
-    np.testing.assert_array_equal(stream.constant(OBJ, 1000, count=5).frame["time_s"],
-                                  np.arange(5) / 1000)
-
-
-RAMP = Ramp(((0, 50), (20, 400), (30, 400), (40, 0)))
-
-
-def test_ramp_counts_per_second_follow_the_integrated_rate():
-    s = stream.ramp(OBJ, RAMP.points, seed=3)      # ends at the last breakpoint, 40 s
-    t = s.frame["time_s"].to_numpy()
-    assert t.max() < 40 and np.all(np.diff(t) >= 0)
-    edges = np.arange(0, 41.0)
-    counts, _ = np.histogram(t, edges)
-    expected = np.diff(RAMP.integrated(edges))
-    # Counts in disjoint bins are independent Poisson(expected): chi-square, 40 d.o.f.
-    chi2 = np.sum((counts - expected) ** 2 / expected)
-    assert stats.chi2.sf(chi2, len(edges) - 1) > P_FLOOR
-    assert abs(len(t) - RAMP.integrated(40.0)) < 4 * math.sqrt(RAMP.integrated(40.0))
-
-
-def test_ramp_integral_and_its_inverse_are_exact():
-    for t in (0.0, 3.3, 20.0, 25.0, 33.0, 40.0, 55.0):
-        quad, _ = integrate.quad(lambda x: float(RAMP.rate_at(x)), 0, t, points=[20, 30, 40],
-                                 limit=200)
-        assert RAMP.integrated(t) == pytest.approx(quad, rel=1e-9, abs=1e-9)
-    t = np.linspace(0, 39.9, 500)
-    np.testing.assert_allclose(RAMP._inverse(RAMP.integrated(t)), t, rtol=1e-9, atol=1e-9)
-
-
-@given(st.lists(st.floats(0, 500), min_size=1, max_size=6), st.floats(0.01, 100))
-def test_ramp_inverse_round_trip_property(rates, step):
-    if not any(r > 0 for r in rates):
-        rates[0] = 1.0
-    ramp = Ramp(tuple((i * step, r) for i, r in enumerate(rates)))
-    t = np.linspace(0, step * (len(rates) - 1) * 1.2 + 1, 101)
-    lam = ramp.integrated(t)
-    assert np.all(np.diff(lam) >= -1e-9)
-    back = ramp.integrated(ramp._inverse(lam))
-    np.testing.assert_allclose(back, lam, rtol=1e-9, atol=1e-9 * max(1.0, lam[-1]))
-
-
-def test_ramp_to_zero_ends_early_and_a_ramp_string_works():
-    s = stream.ramp(OBJ, "0s:100, 2s:0", count=10**6, seed=2)
-    assert len(s) < 200 and s.frame["time_s"].max() < 2
-    assert parse_arrivals("ramp(0s:100, 2s:0)") == Ramp(((0, 100), (2, 0)))
 
 
 # ------------------------------------------------------------------ keep-alive
@@ -248,6 +131,9 @@ def test_closed_duration_keeps_what_fits_in_the_think_time():
     assert s.meta["duration_s"] == duration and s.describe()["duration_s"] == duration
     capped = stream.closed(OBJ, clients=3, think="exp(mean=1s)", duration_s=1000, requests=7)
     assert (capped.frame.groupby("client").size() == 7).all()
+    # Saturation mode (zero think time) with a duration: the request count bounds it.
+    busy = stream.closed(OBJ, clients=2, think="det(0)", duration_s=5, requests=5)
+    assert (busy.frame.groupby("client").size() == 5).all() and (busy.frame["think_s"] == 0).all()
 
 
 def test_closed_keep_alive_groups_each_clients_consecutive_requests():
@@ -257,93 +143,6 @@ def test_closed_keep_alive_groups_each_clients_consecutive_requests():
         lengths = rows.groupby("conn_id", sort=False).size().to_numpy()
         np.testing.assert_array_equal(lengths, [3, 3, 3, 1])
         assert np.all(np.diff(rows["conn_id"].to_numpy()) >= 0)  # one connection at a time
-
-
-# ------------------------------------------------------------------ sessions
-
-
-@pytest.mark.parametrize("workload", list(MIXES))
-def test_session_page_frequencies_match_the_mix(workload):
-    mix = MIXES[workload]
-    n_sessions = math.ceil(2500 / mix.mean_pages)
-    s = stream.sessions(OBJ, workload, clients=10, sessions=n_sessions, embedded=0,
-                        think="det(0)", seed=9)
-    f = s.frame
-    assert f["dynamic"].all()
-    counts = f["page"].value_counts().reindex(list(mix.pages), fill_value=0).to_numpy()
-    expected = counts.sum() * mix.probabilities
-    chi2 = np.sum((counts - expected) ** 2 / expected)
-    assert stats.chi2.sf(chi2, len(mix.pages) - 1) > P_FLOOR
-    # Every session opens with the entry page, which appears nowhere else.
-    first = f.groupby("session").head(1)
-    assert (first["page"] == mix.entry).all()
-    assert (f["page"] == mix.entry).sum() == f["session"].nunique() == 10 * n_sessions
-    # Pages per session: geometric with mean 1/p_entry.
-    p = mix.p_entry
-    per = f.groupby("session").size()
-    assert abs(per.mean() - 1 / p) < 4 * math.sqrt((1 - p) / p**2 / len(per))
-    mix_table = s.page_mix()
-    assert list(mix_table["page"]) == list(mix.pages)
-    np.testing.assert_allclose(mix_table["target"], mix.probabilities)
-
-
-def test_mix_tables_are_the_references():
-    # Reference 001 §4.6: 16, 13 and 7 pages, each table summing to 100.00%.
-    assert [len(MIXES[w].pages) for w in ("banking", "ecommerce", "support")] == [16, 13, 7]
-    for mix in MIXES.values():
-        assert sum(mix.percent) == pytest.approx(100.0, abs=0.01)
-    assert MIXES["support"].percent[MIXES["support"].pages.index("file_catalog")] == 22.52
-    assert MIXES["banking"].mean_pages == pytest.approx(1 / 0.2153)
-
-
-def test_session_pages_embedded_files_and_app_work():
-    s = stream.sessions(OBJ, "support", clients=4, sessions=30, embedded=3, seed=5,
-                        think="exp(mean=2s)", app_work={"download": "det(5ms)"})
-    f = s.frame
-    dyn = f[f["dynamic"]]
-    static = f[~f["dynamic"]]
-    assert len(static) == 3 * len(dyn)
-    assert (static["think_s"] == 0).all() and (static["app_work_s"] == 0).all()
-    assert (dyn.loc[dyn["page"] == "download", "app_work_s"] == 0.005).all()
-    other = dyn.loc[dyn["page"] != "download", "app_work_s"]
-    assert stats.kstest(other, "expon", args=(0, 1e-3)).pvalue > P_FLOOR
-    assert stats.kstest(dyn["think_s"], "expon", args=(0, 2.0)).pvalue > P_FLOOR
-    # Within a client, each page's request is followed by its 3 embedded files.
-    for _, rows in f.groupby("client"):
-        np.testing.assert_array_equal(rows["dynamic"].to_numpy(),
-                                      np.tile([True, False, False, False], len(rows) // 4))
-        assert (rows["page"].to_numpy()[1::4] == rows["page"].to_numpy()[::4]).all()
-    d = s.describe()
-    assert d["dynamic_share"] == 0.25 and d["pages"] == len(dyn)
-
-
-def test_session_connections_per_page_per_session_or_per_request():
-    kw = dict(clients=3, sessions=5, embedded=2, seed=1)
-    page = stream.sessions(OBJ, "banking", **kw).frame
-    assert (page.groupby("conn_id")["dynamic"].sum() == 1).all()
-    assert page.groupby("conn_id").head(1)["dynamic"].all()
-    check_keep_alive(page)
-    sess = stream.sessions(OBJ, "banking", keep_alive="session", **kw).frame
-    assert sess["conn_id"].nunique() == sess["session"].nunique() == 15
-    assert (sess.groupby("conn_id")["session"].nunique() == 1).all()
-    check_keep_alive(sess)
-    http10 = stream.sessions(OBJ, "banking", keep_alive=False, **kw).frame
-    assert http10["conn_id"].nunique() == len(http10) and not http10["keep_alive"].any()
-    fixed = stream.sessions(OBJ, "banking", keep_alive=4, **kw).frame
-    assert fixed.groupby("conn_id").size().max() == 4
-
-
-def test_session_embedded_per_page_and_duration_bound():
-    s = stream.sessions(OBJ, "support", clients=2, duration_s=60, think="exp(mean=1s)",
-                        embedded={"download": 1}, seed=2)
-    f = s.frame
-    assert (f.groupby("client")["think_s"].sum() < 60).all()
-    page_no = f.groupby("client")["dynamic"].cumsum()      # the page each row belongs to
-    per_page = f.groupby([f["client"], page_no]).agg(n=("page", "size"),
-                                                      page=("page", "first"))
-    assert (per_page["page"] == "download").any()
-    assert (per_page.loc[per_page["page"] == "download", "n"] == 2).all()
-    assert (per_page.loc[per_page["page"] != "download", "n"] == 20).all()
 
 
 # ------------------------------------------------------------------ objects
@@ -543,40 +342,10 @@ def test_a_file_without_our_metadata_is_read_as_version_1(tmp_path):
     (lambda: stream.closed(OBJ, clients=2), "requests= .*duration_s="),
     (lambda: stream.closed(OBJ, clients=2, duration_s=5), "think=det\\(0s\\).*requests="),
     (lambda: stream.closed(OBJ, clients=2, requests=5, think="exp(1)"), "think"),
-    (lambda: stream.sessions(OBJ, "shop", clients=2, sessions=1), "workload 'shop'"),
-    (lambda: stream.sessions(OBJ, clients=2), "sessions= .*duration_s="),
-    (lambda: stream.sessions(OBJ, clients=2, sessions=1, embedded={"cart": 2}),
-     "embedded: 'cart' is not a support page"),
-    (lambda: stream.sessions(OBJ, clients=2, sessions=1, app_work={"home": "exp(2)"}),
-     r"app_work\[home\]"),
-    (lambda: stream.sessions(OBJ, clients=2, sessions=1, embedded=-1), "embedded"),
-    (lambda: stream.sessions(OBJ, clients=2, sessions=1, keep_alive="pages"), "keep_alive"),
 ])
 def test_bad_inputs_name_the_field(make, match):
     with pytest.raises(InputError, match=match):
         make()
-
-
-# ------------------------------------------------------------------ specs
-
-
-@pytest.mark.parametrize("spec, value", [
-    (5, Fixed(5)), ("5", Fixed(5)), ("det(5)", Fixed(5)), ("geom(mean=2.5)", Geometric(2.5)),
-    ("uniform(lo=5, hi=15)", UniformInt(5, 15)), ("uniform(5, 15)", UniformInt(5, 15)),
-])
-def test_count_specs(spec, value):
-    assert parse_count(spec) == value
-    assert parse_count(str(value)) == value
-
-
-@pytest.mark.parametrize("spec, value", [
-    ("poisson(rate=100)", Poisson(100)), ("poisson(100)", Poisson(100)),
-    ("constant(rate=2.5)", Constant(2.5)),
-    ("ramp(0s:10, 1ms:20)", Ramp(((0, 10), (1e-3, 20)))),
-])
-def test_arrival_specs(spec, value):
-    assert parse_arrivals(spec) == value
-    assert parse_arrivals(str(value)) == value
 
 
 def test_describe_summarises():

@@ -1,5 +1,5 @@
-"""Number formatting at the edge: seconds shown as milliseconds, infinities as ∞,
-values never observed (NaN) as –."""
+"""Number formatting at the edge: seconds shown as milliseconds, bytes in binary units,
+infinities as ∞, values never observed (NaN) as –."""
 
 import math
 
@@ -23,3 +23,11 @@ def util(u: float) -> str:
 
 def rate(lam: float) -> str:
     return "∞" if math.isinf(lam) else f"{lam:.3g}"
+
+
+def format_bytes(n: float) -> str:
+    """``27.3 KiB``, ``1.95 GiB``; whole bytes below 1 KiB."""
+    for unit, scale in (("TiB", 2**40), ("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10)):
+        if n >= scale:
+            return f"{n / scale:.3g} {unit}"
+    return f"{n:.0f} B"

@@ -2,15 +2,27 @@
 
 - :mod:`~offloadlab.workload.classes` — seed 000's five size classes (one function owns
   the mapping from bytes to class).
-- :mod:`~offloadlab.workload.fileset` — SURGE-like file sets and the presets (seed 000's
-  classes, SPECweb99, seed 003's working sets, a mixed web set): generated in memory,
-  materialised on disk with a manifest, verified against it.
-- :mod:`~offloadlab.workload.stream` — request streams: open arrivals, closed clients,
-  sessions.
+- :mod:`~offloadlab.workload.fileset` — file sets: generated in memory from a spec,
+  materialised on disk with a manifest, verified against it; specs read from TOML.
+- :mod:`~offloadlab.workload.specs` — file-set specs: SURGE-like sets and SPECweb99's
+  layout, checked when made (the checks are in :mod:`~offloadlab.workload.checks`).
+- :mod:`~offloadlab.workload.sizes` — file-size models: SURGE's lognormal body and
+  Pareto tail, uniform, log-uniform.
+- :mod:`~offloadlab.workload.presets` — named file sets: seed 000's classes, SPECweb99,
+  seed 003's working sets, a mixed web set.
+- :mod:`~offloadlab.workload.stream` — request streams: the Parquet format and the
+  open- and closed-loop generators; the entry point, re-importing
+  :mod:`~offloadlab.workload.arrivals` (Poisson, constant, ramp),
+  :mod:`~offloadlab.workload.counts` (requests per connection, embedded files) and
+  :mod:`~offloadlab.workload.sessions` (SPECweb2005-like mixes and sessions). They share
+  :mod:`~offloadlab.workload.objects` (what requests draw from),
+  :mod:`~offloadlab.workload.connections` (keep-alive grouping) and
+  :mod:`~offloadlab.workload.stream_args` (argument checks, seeds).
 - :mod:`~offloadlab.workload.traces` — World Cup 98 and Common/Combined Log Format
   readers, and synthetic traces.
-- :mod:`~offloadlab.workload.analyze` — size, popularity, class, connection and arrival
-  statistics of a trace or a manifest.
+- :mod:`~offloadlab.workload.analyze` — what a trace or a manifest holds: the size and
+  popularity fits of :mod:`~offloadlab.workload.fits` and the class, connection and
+  arrival statistics of :mod:`~offloadlab.workload.stats`.
 
 The modules are imported on their own (``from offloadlab.workload import fileset``);
 this package imports none of them, so using one never pays for the others.

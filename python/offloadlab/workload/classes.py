@@ -11,7 +11,7 @@ Reference 000 §4 (thesis Table 3-3), with KB read as KiB (1024 bytes)::
 Upper bounds are inclusive: 1024 bytes is class 0, 1025 bytes class 1. The scheme is
 Hu, Nanda & Yang's four SPECweb classes plus seed 000's class 4. Note that SPECweb99's
 own classes do not line up with these: its smallest class-1 file is exactly 1024 bytes,
-which is class 0 here (see :mod:`offloadlab.workload.fileset`).
+which is class 0 here (see :mod:`offloadlab.workload.specs`).
 """
 
 from __future__ import annotations
@@ -22,6 +22,8 @@ from offloadlab.errors import InputError
 
 KiB = 1024
 MiB = 1024 * KiB
+GiB = 1024 * MiB
+TiB = 1024 * GiB
 
 # Largest size (inclusive) of classes 0..3; class 4 has no upper bound.
 CLASS_BOUNDS: tuple[int, ...] = (KiB, 10 * KiB, 100 * KiB, MiB)

@@ -1,8 +1,7 @@
-"""The ``offload`` command. Exit codes: 0 ok, 1 runtime failure, 2 bad input."""
+"""The commands that weigh the evidence: ``model``, ``sim``, ``sweep`` and ``demo``."""
 
 from __future__ import annotations
 
-import functools
 import json
 from importlib import resources
 from pathlib import Path
@@ -10,9 +9,9 @@ from typing import Annotated
 
 import numpy as np
 import typer
-from rich.console import Console
 
-from offloadlab import __version__, model, scenario
+from offloadlab import model, scenario
+from offloadlab.cli.common import app, err, note, out, user_errors
 from offloadlab.errors import InputError
 from offloadlab.ranges import parse_range
 from offloadlab.report.format import ms, ms_ci
@@ -20,41 +19,8 @@ from offloadlab.report.plots import plot_model
 from offloadlab.report.tables import model_table, sim_table, verdict_table
 from offloadlab.results import Result, write_json
 
-app = typer.Typer(
-    help="OffloadLab: does offloading protocol work to an offload engine help your web server?",
-    no_args_is_help=True, add_completion=False, pretty_exceptions_enable=False,
-    rich_markup_mode="rich",
-)
-out = Console(soft_wrap=False)
-err = Console(stderr=True)
 _PLOT_POINTS = 200
 _DEMO_REQUESTS = 200_000
-
-
-def _user_errors(command):
-    """Bad input is reported in one red paragraph and exits with code 2, never a traceback."""
-    @functools.wraps(command)
-    def wrapper(*args, **kwargs):
-        try:
-            return command(*args, **kwargs)
-        except InputError as exc:
-            err.print(f"[bold red]error:[/] {exc}", highlight=False, markup=True)
-            raise typer.Exit(2) from None
-    return wrapper
-
-
-def _show_version(value: bool) -> None:
-    if value:
-        out.print(f"offload {__version__}")
-        raise typer.Exit()
-
-
-@app.callback()
-def _root(
-    version: Annotated[bool, typer.Option("--version", callback=_show_version, is_eager=True,
-                                          help="Print the version and exit.")] = False,
-) -> None:
-    """OffloadLab: does offloading protocol work to an offload engine help your web server?"""
 
 
 def parse_rates(text: str) -> np.ndarray:
@@ -90,8 +56,8 @@ def _show(result: Result, table, as_json: bool, out_file: Path | None) -> None:
         print(json.dumps(result.to_json(), indent=2, allow_nan=False))
     else:
         out.print(table(result))
-    for note in result.notes:
-        err.print(f"[yellow]note:[/] {note}")
+    for text in result.notes:
+        note(text)
     if out_file is not None:
         write_json(out_file, result.to_json())
 
@@ -107,7 +73,7 @@ JsonOut = Annotated[Path | None, typer.Option(
 
 
 @app.command("model")
-@_user_errors
+@user_errors
 def model_cmd(
     scenario_file: ScenarioFile,
     rates: Rates = None,
@@ -133,7 +99,7 @@ def model_cmd(
 
 
 @app.command("sim")
-@_user_errors
+@user_errors
 def sim_cmd(
     scenario_file: ScenarioFile,
     rates: Rates = None,
@@ -186,10 +152,9 @@ def example_files() -> list[Path]:
 
 
 @app.command()
-@_user_errors
+@user_errors
 def demo() -> None:
-    """Run the model on the shipped example scenarios, check it with the simulator, and
-    say where offload helps."""
+    """Run the model on the shipped examples, check it by simulation, say where offload helps."""
     from offloadlab import sim
 
     out.print("Does offloading protocol work to an engine help? Seed 000's model on the\n"
@@ -203,8 +168,8 @@ def demo() -> None:
         sc = scenario.load(path)
         result = model.evaluate(sc)
         out.print(verdict_table(result))
-        for note in result.notes:
-            err.print(f"[yellow]note:[/] {note}")
+        for text in result.notes:
+            note(text)
         check = sim.run(sc, requests=_DEMO_REQUESTS).rows()[0]
         predicted = result.rows()[0]
         out.print("sim: " + ", ".join(
@@ -218,7 +183,7 @@ def demo() -> None:
 
 
 @app.command("sweep")
-@_user_errors
+@user_errors
 def sweep_cmd(
     grid_file: Annotated[Path, typer.Argument(metavar="GRID",
                                               help="Grid TOML file (see docs/sweep.md).")],
@@ -254,7 +219,3 @@ def sweep_cmd(
     else:
         sweep.write(frame, out_file)
         err.print(f"{len(frame):,} rows written to {out_file}")
-
-
-def main() -> None:
-    app()

@@ -1,0 +1,53 @@
+"""What every ``offload`` command shares: the app, the consoles, error handling.
+
+Exit codes: 0 ok, 1 runtime failure, 2 bad input.
+"""
+
+from __future__ import annotations
+
+import functools
+from typing import Annotated
+
+import typer
+from rich.console import Console
+
+from offloadlab import __version__
+from offloadlab.errors import InputError
+
+app = typer.Typer(
+    help="OffloadLab: does offloading protocol work to an offload engine help your web server?",
+    no_args_is_help=True, add_completion=False, pretty_exceptions_enable=False,
+    rich_markup_mode="rich",
+)
+out = Console(soft_wrap=False)
+err = Console(stderr=True)
+
+
+def user_errors(command):
+    """Bad input is reported in one red paragraph and exits with code 2, never a traceback."""
+    @functools.wraps(command)
+    def wrapper(*args, **kwargs):
+        try:
+            return command(*args, **kwargs)
+        except InputError as exc:
+            err.print(f"[bold red]error:[/] {exc}", highlight=False, markup=True)
+            raise typer.Exit(2) from None
+    return wrapper
+
+
+def note(text: str) -> None:
+    err.print(f"[yellow]note:[/] {text}")
+
+
+def _show_version(value: bool) -> None:
+    if value:
+        out.print(f"offload {__version__}")
+        raise typer.Exit()
+
+
+@app.callback()
+def _root(
+    version: Annotated[bool, typer.Option("--version", callback=_show_version, is_eager=True,
+                                          help="Print the version and exit.")] = False,
+) -> None:
+    """OffloadLab: does offloading protocol work to an offload engine help your web server?"""

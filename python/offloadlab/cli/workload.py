@@ -1,0 +1,264 @@
+"""``offload workload``: file sets, request streams, synthetic traces, and their analysis.
+
+The work is done in :mod:`offloadlab.workload`; these commands read flags, show progress
+and tables, and map each flag to the API's argument so errors name what the user typed.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.progress import BarColumn, DownloadColumn, Progress, TimeRemainingColumn
+from rich.table import Table
+
+from offloadlab.cli.common import app, err, note, out, user_errors
+from offloadlab.dist import parse_time
+from offloadlab.errors import InputError
+from offloadlab.results import write_json
+
+workload_app = typer.Typer(
+    help="Web workloads: file sets, request streams, traces and their analysis.",
+    no_args_is_help=True, rich_markup_mode="rich")
+app.add_typer(workload_app, name="workload")
+
+STREAM_KINDS = ("poisson", "constant", "ramp", "closed", "sessions")
+INPUT_FORMATS = ("auto", "manifest", "stream", "wc98", "clf")
+
+
+def _bytes_bar() -> Progress:
+    columns = ("{task.description}", BarColumn(), DownloadColumn(), TimeRemainingColumn())
+    return Progress(*columns, console=err, transient=True, disable=not err.is_terminal)
+
+
+def _optional_time(flag: str, text: str | None) -> float | None:
+    if text is None:
+        return None
+    try:
+        return parse_time(text)
+    except InputError as exc:
+        raise InputError(f"{flag} {exc}") from None
+
+
+@workload_app.command("fileset")
+@user_errors
+def fileset_cmd(
+    out_dir: Annotated[Path | None, typer.Option(
+        "--out", help="Folder to write the files and their manifest (CSV and Parquet) to.")
+    ] = None,
+    preset: Annotated[str | None, typer.Option(help="A preset (see --list).")] = None,
+    spec: Annotated[Path | None, typer.Option(
+        help="A file-set spec (TOML); see docs/workload.md.")] = None,
+    seed: Annotated[int, typer.Option(help="Seed: the same seed writes the same bytes.")] = 0,
+    list_presets: Annotated[bool, typer.Option("--list", help="List the presets.")] = False,
+    create_large: Annotated[bool, typer.Option(
+        "--create-large", help="Also write sets of 2 GiB or more (otherwise only their "
+                               "manifest is written).")] = False,
+    force: Annotated[bool, typer.Option(
+        "--force", help="Write into a non-empty folder that holds no earlier file set.")
+    ] = False,
+) -> None:
+    """Generate a SURGE-like file set (or a preset's sets) and write it to disk."""
+    from offloadlab.report.fileset import describe
+    from offloadlab.workload import fileset
+
+    if list_presets:
+        table = Table("preset", "description", title="File-set presets", show_lines=False)
+        for p in fileset.PRESETS.values():
+            table.add_row(p.name, p.description)
+        out.print(table)
+        return
+    if (preset is None) == (spec is None):
+        raise InputError("give one of --preset NAME (see --list) or --spec FILE")
+    if out_dir is None:
+        raise InputError("--out DIR: say where to write the file set")
+    specs = fileset.preset(preset, seed=seed) if preset else fileset.load_spec(spec)
+    sets = [fileset.generate(s) for s in (specs if isinstance(specs, list) else [specs])]
+    out.print(describe(sets))
+    options = {"overwrite": force, "create_large": create_large}
+    with _bytes_bar() as bar:
+        task = bar.add_task("writing", total=None)
+
+        def progress(done: int, total: int) -> None:
+            bar.update(task, completed=done, total=total)
+
+        try:
+            if len(sets) == 1:
+                written = [fileset.materialise(sets[0], out_dir, progress, **options)]
+            else:
+                written = fileset.materialise_many(sets, out_dir, progress, **options)
+        except InputError as exc:  # the API names its keywords; say the flags instead
+            raise InputError(str(exc).replace("overwrite=True", "--force")
+                             .replace("create_large=True", "--create-large")) from None
+    for w in written:
+        what = "written" if w.created else "described only (manifest; --create-large writes it)"
+        out.print(f"{w.name}: {w.files:,} files, {fileset.format_bytes(w.total_bytes)} {what}"
+                  f" in {w.out_dir}" + (f" ({w.rate_Bps / 2**20:.0f} MiB/s)" if w.created
+                                        else ""))
+
+
+@workload_app.command("stream")
+@user_errors
+def stream_cmd(
+    objects: Annotated[Path, typer.Argument(
+        metavar="OBJECTS", help="A file-set folder, or a manifest (.csv or .parquet).")],
+    out_file: Annotated[Path, typer.Option("--out", help="Stream file to write (Parquet).")],
+    kind: Annotated[str, typer.Option(
+        help=f"Request process: {', '.join(STREAM_KINDS)}.")] = "poisson",
+    rate: Annotated[float | None, typer.Option(
+        help="poisson/constant: connections started per second.")] = None,
+    ramp: Annotated[str | None, typer.Option(
+        help="ramp: rate at breakpoints, e.g. '0s:10, 60s:100'.")] = None,
+    count: Annotated[int | None, typer.Option(help="Open loop: number of requests.")] = None,
+    duration: Annotated[str | None, typer.Option(help="Length of the stream, e.g. 60s.")
+                        ] = None,
+    keep_alive: Annotated[str, typer.Option(
+        help="'no' (HTTP/1.0, one request per connection), requests per connection "
+             "(e.g. 5 or geom(mean=5)); sessions also take 'page' or 'session'.")] = "no",
+    clients: Annotated[int | None, typer.Option(help="closed/sessions: clients.")] = None,
+    requests: Annotated[int | None, typer.Option(help="closed: requests per client.")
+                        ] = None,
+    think: Annotated[str | None, typer.Option(
+        help="closed/sessions: think time, e.g. exp(mean=1s); det(0) is saturation.")
+    ] = None,
+    workload: Annotated[str, typer.Option(
+        help="sessions: support, banking or ecommerce (SPECweb2005-like).")] = "support",
+    sessions: Annotated[int | None, typer.Option(help="sessions: sessions per client.")
+                        ] = None,
+    size_class: Annotated[int | None, typer.Option(
+        "--class", help="Only objects of this size class (0-4), as seed 000's per-class runs.")
+    ] = None,
+    seed: Annotated[int, typer.Option(help="Seed: the same seed gives the same stream.")] = 1,
+) -> None:
+    """Generate a request stream over a file set's objects and write it to Parquet."""
+    from offloadlab.workload import stream
+
+    if kind not in STREAM_KINDS:
+        raise InputError(f"--kind {kind!r}: use one of {', '.join(STREAM_KINDS)}")
+    duration_s = _optional_time("--duration", duration)
+    alive = False if keep_alive == "no" else keep_alive
+    common = {"duration_s": duration_s, "size_class": size_class, "seed": seed}
+    if kind in ("poisson", "constant"):
+        if rate is None:
+            raise InputError(f"--kind {kind} needs --rate, e.g. --rate 50")
+        make = stream.poisson if kind == "poisson" else stream.constant
+        result = make(objects, rate, count=count, keep_alive=alive, **common)
+    elif kind == "ramp":
+        if ramp is None:
+            raise InputError("--kind ramp needs --ramp, e.g. --ramp '0s:10, 60s:100'")
+        result = stream.open_loop(objects, f"ramp({ramp})", count=count, keep_alive=alive,
+                                  **common)
+    else:
+        if clients is None:
+            raise InputError(f"--kind {kind} needs --clients, e.g. --clients 100")
+        extra = {} if think is None else {"think": think}
+        if kind == "closed":
+            result = stream.closed(objects, clients, requests=requests, keep_alive=alive,
+                                   **extra, **common)
+        else:
+            alive = "page" if keep_alive == "no" else keep_alive
+            result = stream.sessions(objects, workload, clients=clients, sessions=sessions,
+                                     keep_alive=alive, **extra, **common)
+    result.write(out_file)
+    table = Table("", "", title=f"stream written to {out_file}", show_header=False)
+    for key, value in result.describe().items():
+        shown = (f"{value:,.6g}" if isinstance(value, float) else
+                 f"{value:,}" if isinstance(value, int) and not isinstance(value, bool) else
+                 str(value))
+        table.add_row(key, shown)
+    out.print(table)
+
+
+@workload_app.command("synth")
+@user_errors
+def synth_cmd(
+    fmt: Annotated[str, typer.Argument(metavar="FORMAT", help="wc98 or clf.")],
+    out_file: Annotated[Path, typer.Argument(
+        metavar="OUT", help="File to write (.gz to compress).")],
+    requests: Annotated[int, typer.Option(help="Number of requests.")] = 100_000,
+    seed: Annotated[int, typer.Option(help="Seed.")] = 0,
+) -> None:
+    """Write a synthetic web trace (World Cup 98 binary or Combined Log Format).
+
+    For trying the readers and the analysis without the real logs.
+    """
+    from offloadlab.workload import traces
+
+    writers = {"wc98": traces.synth_wc98, "clf": traces.synth_clf}
+    if fmt not in writers:
+        raise InputError(f"FORMAT {fmt!r}: use wc98 or clf")
+    if requests < 1:
+        raise InputError(f"--requests {requests}: use at least 1")
+    written = writers[fmt](out_file, requests, seed)
+    out.print(f"{written:,} requests written to {out_file} ({fmt})")
+
+
+@workload_app.command("analyze")
+@user_errors
+def analyze_cmd(
+    source: Annotated[Path, typer.Argument(
+        metavar="INPUT", help="A trace (WC98 binary or access log, .gz too), a stream, a "
+                              "file-set folder or a manifest.")],
+    fmt: Annotated[str, typer.Option(
+        "--format", help=f"Input format: {', '.join(INPUT_FORMATS)}.")] = "auto",
+    connections: Annotated[str, typer.Option(
+        help="For traces without connections: a client's requests at most this far apart "
+             "share one (reference 004's replayer); 'none' to skip.")] = "15s",
+    as_json: Annotated[bool, typer.Option("--json", help="Print the analysis as JSON.")
+                       ] = False,
+    out_file: Annotated[Path | None, typer.Option(
+        "--out", help="Also write the JSON analysis to this file (atomically).")] = None,
+    plot: Annotated[Path | None, typer.Option(
+        help="Write figures (size CCDF, rank-frequency, ...) to this PNG.")] = None,
+) -> None:
+    """Fit sizes and popularity, and measure class shares, connection skew and arrivals."""
+    from offloadlab.report.workload import analysis_tables, plot_analysis
+    from offloadlab.workload import analyze, fileset, stream, traces
+
+    if fmt not in INPUT_FORMATS:
+        raise InputError(f"--format {fmt!r}: use one of {', '.join(INPUT_FORMATS)}")
+    if not source.exists():
+        raise InputError(f"{source}: no such file or folder")
+    kind = _input_kind(source) if fmt == "auto" else fmt
+    name = str(source)
+    if kind == "manifest":
+        result = analyze.analyze_manifest(fileset.read_manifest(source), name=name)
+    elif kind == "stream":
+        result = analyze.analyze_requests(stream.iter_batches(source), name=name,
+                                          arrivals="connections")
+    else:
+        reader = traces.read_trace(source, format=kind)
+        chunks = iter(reader)
+        if connections != "none":
+            chunks = traces.assign_connections(chunks, _optional_time("--connections",
+                                                                      connections))
+        result = analyze.analyze_requests(chunks, name=name)
+        if reader.report.skipped:
+            note(reader.report.summary())
+    doc = result.to_json()
+    if as_json:
+        print(json.dumps(doc, indent=2, allow_nan=False))
+    else:
+        for table in analysis_tables(result):
+            out.print(table)
+    if out_file is not None:
+        write_json(out_file, doc)
+    if plot is not None:
+        plot_analysis(result, plot)
+        err.print(f"figure written to {plot}")
+
+
+def _input_kind(path: Path) -> str:
+    """Manifest, stream or trace, from the folder or the file's own marks."""
+    if path.is_dir() or path.suffix == ".csv":
+        return "manifest"
+    if path.suffix == ".parquet":
+        import pyarrow.parquet as pq
+
+        meta = pq.read_schema(path).metadata or {}
+        return "stream" if any(k.startswith(b"offloadlab.stream") for k in meta) else "manifest"
+    from offloadlab.workload import traces
+
+    return traces.sniff_format(path)

@@ -1,0 +1,249 @@
+"""SPECweb2005-like sessions (reference 001 §4.5-4.6): the banking, ecommerce and
+support page mixes, the page walk, and the session generator."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+import numpy as np
+import pandas as pd
+
+from offloadlab import dist
+from offloadlab.errors import InputError, require
+from offloadlab.workload import connections as conns
+from offloadlab.workload.counts import Count, parse_count
+from offloadlab.workload.objects import ObjectTable
+from offloadlab.workload.stream_args import (
+    closed_bound,
+    distribution,
+    optional_positive_int,
+    optional_seconds,
+    positive_int,
+    rngs,
+    stream_meta,
+)
+
+if TYPE_CHECKING:
+    from offloadlab.workload.stream import Stream
+
+
+@dataclass(frozen=True)
+class PageMix:
+    """A SPECweb2005-like workload: page types and their long-run shares (percent).
+
+    Sessions start at ``entry`` and never return to it; after every page the session
+    ends with probability p_entry (the entry page's share), otherwise the next page is
+    drawn from the other pages in proportion to their shares. Session length is then
+    geometric with mean 1/p_entry pages, every page of the concatenated walk is an
+    entry page with probability p_entry, and the long-run page shares equal the table.
+    """
+
+    name: str
+    pages: tuple[str, ...]
+    percent: tuple[float, ...]
+    entry: str
+
+    def __post_init__(self) -> None:
+        require(len(self.pages) == len(self.percent) and len(set(self.pages)) == len(self.pages),
+                f"page mix {self.name}: one share per distinct page")
+        require(all(p > 0 and math.isfinite(p) for p in self.percent),
+                f"page mix {self.name}: shares must be > 0")
+        require(self.entry in self.pages, f"page mix {self.name}: entry page '{self.entry}' "
+                                          "is not one of its pages")
+        require(self.p_entry < 1,
+                f"page mix {self.name}: needs a page other than the entry page")
+
+    @property
+    def probabilities(self) -> np.ndarray:
+        p = np.asarray(self.percent, dtype=float)
+        return p / p.sum()
+
+    @property
+    def p_entry(self) -> float:
+        return float(self.probabilities[self.pages.index(self.entry)])
+
+    @property
+    def mean_pages(self) -> float:
+        """Mean pages per session, 1/p_entry."""
+        return 1.0 / self.p_entry
+
+
+# Reference 001 §4.6 (the thesis's Tables 4.1-4.3), page names in snake_case.
+MIXES: dict[str, PageMix] = {
+    "banking": PageMix("banking", (
+        "summary", "add_payee", "bill_pay", "bill_pay_status", "check_detail_html",
+        "check_image", "change_profile", "login", "logout", "payee_info", "post_check_order",
+        "post_fund_transfer", "post_profile", "quick_pay", "request_checks", "req_xfer_form"),
+        (15.11, 1.12, 13.89, 2.23, 8.45, 16.89, 1.22, 21.53, 6.16, 0.80, 0.88, 1.24, 0.88,
+         6.67, 1.22, 1.71), entry="login"),
+    "ecommerce": PageMix("ecommerce", (
+        "billing", "browse", "browse_product", "cart", "confirm", "customize1", "customize2",
+        "customize3", "index", "login", "product_detail", "search", "shipping"),
+        (3.37, 11.75, 10.03, 5.30, 2.53, 16.93, 8.95, 6.16, 13.08, 3.78, 8.02, 6.55, 3.55),
+        entry="index"),
+    "support": PageMix("support", (
+        "catalog", "download", "file", "file_catalog", "home", "product", "search"),
+        (11.71, 6.76, 13.51, 22.52, 8.11, 24.78, 12.61), entry="home"),
+}
+
+# Choices where reference 001 is silent (documented in docs/workload.md).
+SESSION_THINK = "exp(mean=10s)"
+SESSION_EMBEDDED = 19            # ~5% dynamic requests, reference 001 §7.2 (miss floor)
+SESSION_APP_WORK = "exp(mean=1ms)"
+
+
+def sessions(objects, workload: str | PageMix = "support", *, clients: int,
+             sessions: int | None = None, duration_s: float | str | None = None,
+             think: str | dist.Dist = SESSION_THINK,
+             embedded: int | str | Count | Mapping[str, int | str | Count] = SESSION_EMBEDDED,
+             app_work: str | dist.Dist | Mapping[str, str | dist.Dist] = SESSION_APP_WORK,
+             keep_alive: bool | str | int | Count = "page", size_class: int | None = None,
+             seed: int | np.random.Generator = 1) -> Stream:
+    """SPECweb2005-like sessions of a ``workload`` (``"banking"``, ``"ecommerce"``,
+    ``"support"`` or a :class:`PageMix`) for ``clients`` simultaneous session threads
+    (closed loop), each running ``sessions`` sessions back to back and/or as many as fit
+    in ``duration_s`` of think time.
+
+    A page is one dynamic request (``dynamic`` true, ``app_work_s`` drawn from
+    ``app_work``, a spec or a {page: spec} mapping; pages not named get the default)
+    preceded by a ``think`` time, then ``embedded`` static files (a count or {page:
+    count}) with no think time. The page walk is described at :class:`PageMix`.
+    ``keep_alive``: ``"page"`` (one connection per page, the default), ``"session"``,
+    False (HTTP/1.0) or requests per connection as in
+    :func:`~offloadlab.workload.stream.open_loop`. Every request's object, dynamic ones
+    included, is drawn from the objects table by popularity; the server emulates a
+    dynamic page by spending ``app_work_s`` of CPU before sending it.
+    """
+    from offloadlab.workload.stream import Stream  # on call: stream.py imports this module
+
+    mix = _mix(workload)
+    table = ObjectTable.of(objects, size_class)
+    n_clients = positive_int("clients", clients)
+    n_sessions = optional_positive_int("sessions", sessions)
+    duration = optional_seconds("duration_s", duration_s)
+    think_d = distribution(think, "think")
+    closed_bound("sessions", n_sessions, duration, think_d)
+    emb = _per_page("embedded", embedded, SESSION_EMBEDDED, mix, parse_count)
+    work = _per_page("app_work", app_work, SESSION_APP_WORK, mix, distribution)
+    group, per_conn = _grouping(keep_alive)
+    rng_walk, rng_think, rng_emb, rng_work, rng_conn, rng_obj = rngs(seed, 6)
+
+    pages, sess, thinks, clients_of, offset = [], [], [], [], 0
+    for c in range(n_clients):
+        p, s, t = _walk(mix, think_d, rng_walk, rng_think, n_sessions, duration)
+        pages.append(p)
+        sess.append(s + offset)
+        offset += int(s.max()) + 1 if len(s) else 0
+        thinks.append(t)
+        clients_of.append(np.full(len(p), c, dtype=np.int64))
+    page = np.concatenate(pages).astype(np.int64)
+    page_sess = np.concatenate(sess).astype(np.int64)
+    page_think = np.concatenate(thinks)
+    page_client = np.concatenate(clients_of)
+    # One draw for every page when they share a count (the default).
+    n_emb = (emb[0].sample(rng_emb, len(page)) if len(set(map(str, emb))) == 1
+             else _draw_per_page(emb, page, rng_emb, np.int64))
+    work_s = _draw_per_page(work, page, rng_work, np.float64)
+
+    reps = 1 + n_emb
+    first = conns.starts_of(reps)
+    client = np.repeat(page_client, reps)
+    session = np.repeat(page_sess, reps)
+    n = np.bincount(client, minlength=n_clients)
+    if group == "page":
+        starts = first
+    elif group == "session":
+        starts = first & np.concatenate([[True], session[1:] != session[:-1]])
+    else:
+        starts = np.concatenate([conns.client_starts(k, per_conn, rng_conn)
+                                 for k in n]).astype(bool)
+    cols = {"think_s": np.where(first, np.repeat(page_think, reps), 0.0),
+            "session": session,
+            "page": pd.Categorical.from_codes(np.repeat(page, reps), list(mix.pages)),
+            "dynamic": first, "app_work_s": np.where(first, np.repeat(work_s, reps), 0.0)}
+    frame = conns.closed_frame(cols, client, n, starts, table, rng_obj)
+    params = {"workload": mix.name, "clients": n_clients, "sessions": n_sessions,
+              "duration_s": duration, "think": str(think_d),
+              "embedded": {p: str(e) for p, e in zip(mix.pages, emb, strict=True)},
+              "app_work": {p: str(w) for p, w in zip(mix.pages, work, strict=True)},
+              "keep_alive": group or conns.spec(per_conn), "size_class": table.size_class,
+              **table.params}
+    return Stream(frame, stream_meta("sessions", seed, params, duration))
+
+
+def _walk(mix: PageMix, think: dist.Dist, rng_walk, rng_think, n_sessions, duration):
+    """One client's pages (codes into mix.pages), session index of each (from 0) and the
+    think time before each, for ``n_sessions`` sessions and/or ``duration`` of think."""
+    probs = mix.probabilities
+    entry = mix.pages.index(mix.entry)
+    others = probs.copy()
+    others[entry] = 0.0
+    cdf = np.cumsum(others / others.sum())
+    pages, sess, thinks, done, clock = [], [], [], 0, 0.0
+    while True:
+        if n_sessions is not None:
+            block = n_sessions - done
+        else:
+            block = int(duration / (think.mean * mix.mean_pages) * 1.2) + 16
+        lengths = rng_walk.geometric(mix.p_entry, block)
+        p = np.minimum(np.searchsorted(cdf, rng_walk.random(int(lengths.sum())), side="right"),
+                       len(probs) - 1)
+        p[conns.starts_at(lengths)] = entry
+        s = np.repeat(np.arange(done, done + block), lengths)
+        t = think.sample(rng_think, len(p))
+        keep = len(p)
+        if duration is not None:   # the pages whose think times fit before duration
+            keep = int(np.searchsorted(clock + np.cumsum(t), duration, side="left"))
+            clock += float(t.sum())
+        pages.append(p[:keep])
+        sess.append(s[:keep])
+        thinks.append(t[:keep])
+        done += block
+        if keep < len(p) or (n_sessions is not None and done >= n_sessions):
+            break
+    _, dense = np.unique(np.concatenate(sess), return_inverse=True)
+    return np.concatenate(pages), dense.astype(np.int64), np.concatenate(thinks)
+
+
+def _mix(workload) -> PageMix:
+    if isinstance(workload, PageMix):
+        return workload
+    mix = MIXES.get(str(workload).strip().lower())
+    if mix is None:
+        raise InputError(f"workload '{workload}': choose one of {', '.join(MIXES)}")
+    return mix
+
+
+def _grouping(keep_alive) -> tuple[str | None, Count | None]:
+    """("page" | "session", None), or (None, requests per connection or None)."""
+    if isinstance(keep_alive, str) and keep_alive.strip().lower() in ("page", "session"):
+        return keep_alive.strip().lower(), None
+    try:
+        return None, conns.per_connection(keep_alive)
+    except InputError as exc:
+        raise InputError(f"{exc}; for sessions also keep_alive='page' (one connection per "
+                         "page) or 'session'") from None
+
+
+def _per_page(what: str, value, default, mix: PageMix, parse) -> list:
+    """One parsed value per page of ``mix`` from a value or a {page: value} mapping
+    (pages it leaves out get ``default``)."""
+    if isinstance(value, Mapping):
+        unknown = [p for p in value if p not in mix.pages]
+        if unknown:
+            raise InputError(f"{what}: '{unknown[0]}' is not a {mix.name} page; its pages are "
+                             f"{', '.join(mix.pages)}")
+        return [parse(value.get(p, default), f"{what}[{p}]") for p in mix.pages]
+    return [parse(value, what)] * len(mix.pages)
+
+
+def _draw_per_page(dists: list, page: np.ndarray, rng, dtype) -> np.ndarray:
+    """A draw for every page from its page type's distribution."""
+    out = np.zeros(len(page), dtype=dtype)
+    for i, d in enumerate(dists):
+        mask = page == i
+        out[mask] = d.sample(rng, int(mask.sum()))
+    return out

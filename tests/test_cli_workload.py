@@ -1,0 +1,89 @@
+"""`offload workload`: each verb end to end on small inputs, and bad flags exit 2."""
+
+import json
+
+import pytest
+from typer.testing import CliRunner
+
+from offloadlab.cli import app
+from offloadlab.workload import fileset, stream
+
+runner = CliRunner()
+SPEC = 'name = "small"\nn_files = 120\nmax_bytes = "1MiB"\nzipf_alpha = 0.9\nseed = 3\n'
+
+
+def run(*args):
+    return runner.invoke(app, ["workload", *map(str, args)])
+
+
+@pytest.fixture(scope="module")
+def small_set(tmp_path_factory):
+    root = tmp_path_factory.mktemp("wl")
+    (root / "small.toml").write_text(SPEC)
+    res = run("fileset", "--spec", root / "small.toml", "--out", root / "fs")
+    assert res.exit_code == 0, res.output
+    return root / "fs"
+
+
+def test_fileset_writes_verified_files_and_a_manifest(small_set):
+    manifest = fileset.read_manifest(small_set)
+    assert len(manifest) == 120
+    assert fileset.verify(small_set).ok
+
+
+def test_fileset_lists_presets():
+    res = run("fileset", "--list")
+    assert res.exit_code == 0 and "specweb99" in res.output and "seed000" in res.output
+
+
+def test_stream_poisson_and_sessions_round_trip(small_set, tmp_path):
+    out = tmp_path / "s.parquet"
+    res = run("stream", small_set, "--out", out, "--rate", 50, "--count", 500,
+              "--keep-alive", 5, "--seed", 4)
+    assert res.exit_code == 0, res.output
+    s = stream.read(out)
+    assert len(s.frame) == 500 and s.describe()["requests_per_conn"] == 5
+    again = stream.poisson(small_set, 50, count=500, keep_alive="5", seed=4)
+    assert s.equals(again)
+    res = run("stream", small_set, "--out", tmp_path / "b.parquet", "--kind", "sessions",
+              "--clients", 5, "--sessions", 2, "--workload", "banking")
+    assert res.exit_code == 0, res.output
+    assert stream.read(tmp_path / "b.parquet").has_sessions
+
+
+@pytest.mark.parametrize("fmt", ["wc98", "clf"])
+def test_synth_then_analyze_a_trace(fmt, tmp_path):
+    trace, report, figure = tmp_path / f"t.{fmt}.gz", tmp_path / "a.json", tmp_path / "a.png"
+    assert run("synth", fmt, trace, "--requests", 5000, "--seed", 2).exit_code == 0
+    res = run("analyze", trace, "--out", report, "--plot", figure)
+    assert res.exit_code == 0, res.output
+    doc = json.loads(report.read_text())
+    assert doc["requests"] == 5000
+    assert figure.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_analyze_a_manifest_and_a_stream(small_set, tmp_path):
+    res = run("analyze", small_set, "--json")
+    assert res.exit_code == 0, res.output
+    assert json.loads(res.stdout)["objects"] == 120
+    out = tmp_path / "s.parquet"
+    assert run("stream", small_set, "--out", out, "--rate", 20, "--count", 300).exit_code == 0
+    res = run("analyze", out, "--json")
+    assert res.exit_code == 0, res.output
+    assert json.loads(res.stdout)["requests"] == 300
+
+
+@pytest.mark.parametrize(("args", "fragment"), [
+    (["fileset", "--out", "x"], "--preset"),
+    (["fileset", "--preset", "nope", "--out", "x"], "nope"),
+    (["stream", ".", "--out", "s.parquet", "--kind", "burst"], "--kind"),
+    (["stream", ".", "--out", "s.parquet", "--kind", "ramp"], "--ramp"),
+    (["stream", ".", "--out", "s.parquet", "--kind", "closed"], "--clients"),
+    (["synth", "pcap", "x.bin"], "wc98 or clf"),
+    (["analyze", "no/such/trace.gz"], "no such file"),
+    (["analyze", ".", "--format", "pcap"], "--format"),
+])
+def test_bad_flags_exit_2_and_say_why(args, fragment):
+    res = run(*args)
+    assert res.exit_code == 2, res.output
+    assert fragment in res.output
