@@ -87,3 +87,43 @@ def test_bad_flags_exit_2_and_say_why(args, fragment):
     res = run(*args)
     assert res.exit_code == 2, res.output
     assert fragment in res.output
+
+
+def test_results_are_readable_by_other_users(small_set):
+    # Atomic writes must not leave mkstemp's 0600: a server running as another user
+    # reads the manifest. (The umask of this process still applies.)
+    mode = (small_set / "manifest.csv").stat().st_mode
+    assert mode & 0o044 == 0o044 & ~_umask()
+
+
+def _umask() -> int:
+    import os
+    old = os.umask(0)
+    os.umask(old)
+    return old
+
+
+def test_seed_flag_overrides_the_spec_seed(tmp_path):
+    (tmp_path / "small.toml").write_text(SPEC)
+    for seed in (3, 4):
+        res = run("fileset", "--spec", tmp_path / "small.toml", "--out", tmp_path / f"s{seed}",
+                  "--seed", seed)
+        assert res.exit_code == 0, res.output
+    same = fileset.read_manifest(tmp_path / "s3")["checksum"]
+    other = fileset.read_manifest(tmp_path / "s4")["checksum"]
+    assert not same.equals(other)
+
+
+def test_sessions_with_keep_alive_no_are_http10(small_set, tmp_path):
+    out = tmp_path / "s.parquet"
+    res = run("stream", small_set, "--out", out, "--kind", "sessions", "--clients", 3,
+              "--sessions", 1, "--keep-alive", "no")
+    assert res.exit_code == 0, res.output
+    assert not stream.read(out).frame["keep_alive"].any()
+
+
+def test_an_unwritable_output_is_a_runtime_error_not_a_traceback(small_set):
+    # /proc exists but takes no new files, even for root (tests may run as root).
+    res = run("stream", small_set, "--out", "/proc/s.parquet", "--rate", 5, "--count", 10)
+    assert res.exit_code == 1
+    assert "error:" in res.output and "Traceback" not in res.output

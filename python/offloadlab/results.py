@@ -12,7 +12,7 @@ from __future__ import annotations
 import json
 import math
 import os
-import tempfile
+import secrets
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -127,8 +127,10 @@ def write_atomic(path: str | Path, write: Callable[[Path], None]) -> None:
     """Let ``write`` fill a temporary file next to ``path``, then rename it into place,
     so a crash never leaves half a result behind."""
     path = Path(path)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=path.suffix, dir=path.parent)
-    os.close(fd)
+    # Not mkstemp: its 0600 mode would make results unreadable to other users (a server
+    # or load generator reading a manifest); 0666 minus the umask is what open() gives.
+    tmp = path.parent / f".{path.name}.{secrets.token_hex(8)}{path.suffix}"
+    os.close(os.open(tmp, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o666))
     try:
         write(Path(tmp))
         os.replace(tmp, path)

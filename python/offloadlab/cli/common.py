@@ -24,15 +24,24 @@ err = Console(stderr=True)
 
 
 def user_errors(command):
-    """Bad input is reported in one red paragraph and exits with code 2, never a traceback."""
+    """Bad input is reported in one red paragraph and exits with code 2, an operating
+    system error (a folder that cannot be written, a full disk) with code 1; never a
+    traceback."""
     @functools.wraps(command)
     def wrapper(*args, **kwargs):
         try:
             return command(*args, **kwargs)
         except InputError as exc:
-            err.print(f"[bold red]error:[/] {exc}", highlight=False, markup=True)
+            _error(exc)
             raise typer.Exit(2) from None
+        except OSError as exc:
+            _error(exc)
+            raise typer.Exit(1) from None
     return wrapper
+
+
+def _error(exc: Exception) -> None:
+    err.print(f"[bold red]error:[/] {exc}", highlight=False, markup=True)
 
 
 def note(text: str) -> None:

@@ -7,6 +7,7 @@ and tables, and map each flag to the API's argument so errors name what the user
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from pathlib import Path
 from typing import Annotated
 
@@ -51,7 +52,9 @@ def fileset_cmd(
     preset: Annotated[str | None, typer.Option(help="A preset (see --list).")] = None,
     spec: Annotated[Path | None, typer.Option(
         help="A file-set spec (TOML); see docs/workload.md.")] = None,
-    seed: Annotated[int, typer.Option(help="Seed: the same seed writes the same bytes.")] = 0,
+    seed: Annotated[int | None, typer.Option(
+        help="Seed: the same seed writes the same bytes (default: the spec's, or 0).")
+    ] = None,
     list_presets: Annotated[bool, typer.Option("--list", help="List the presets.")] = False,
     create_large: Annotated[bool, typer.Option(
         "--create-large", help="Also write sets of 2 GiB or more (otherwise only their "
@@ -74,8 +77,11 @@ def fileset_cmd(
         raise InputError("give one of --preset NAME (see --list) or --spec FILE")
     if out_dir is None:
         raise InputError("--out DIR: say where to write the file set")
-    specs = fileset.preset(preset, seed=seed) if preset else fileset.load_spec(spec)
-    sets = [fileset.generate(s) for s in (specs if isinstance(specs, list) else [specs])]
+    specs = fileset.preset(preset, seed=seed or 0) if preset else fileset.load_spec(spec)
+    specs = specs if isinstance(specs, list) else [specs]
+    if seed is not None:
+        specs = [replace(s, seed=seed) for s in specs]
+    sets = [fileset.generate(s) for s in specs]
     out.print(describe(sets))
     options = {"overwrite": force, "create_large": create_large}
     with _bytes_bar() as bar:
@@ -92,11 +98,14 @@ def fileset_cmd(
         except InputError as exc:  # the API names its keywords; say the flags instead
             raise InputError(str(exc).replace("overwrite=True", "--force")
                              .replace("create_large=True", "--create-large")) from None
-    for w in written:
-        what = "written" if w.created else "described only (manifest; --create-large writes it)"
-        out.print(f"{w.name}: {w.files:,} files, {fileset.format_bytes(w.total_bytes)} {what}"
-                  f" in {w.out_dir}" + (f" ({w.rate_Bps / 2**20:.0f} MiB/s)" if w.created
-                                        else ""))
+    for fs, w in zip(sets, written, strict=True):
+        size = f"{len(fs.sizes):,} files, {fileset.format_bytes(fs.total_bytes)}"
+        if w.created:
+            out.print(f"{w.name}: {size} written to {w.out_dir} "
+                      f"({w.rate_Bps / 2**20:.0f} MiB/s)")
+        else:
+            out.print(f"{w.name}: {size} described by its manifest in {w.out_dir}; "
+                      "--create-large writes the files")
 
 
 @workload_app.command("stream")
@@ -114,9 +123,10 @@ def stream_cmd(
     count: Annotated[int | None, typer.Option(help="Open loop: number of requests.")] = None,
     duration: Annotated[str | None, typer.Option(help="Length of the stream, e.g. 60s.")
                         ] = None,
-    keep_alive: Annotated[str, typer.Option(
+    keep_alive: Annotated[str | None, typer.Option(
         help="'no' (HTTP/1.0, one request per connection), requests per connection "
-             "(e.g. 5 or geom(mean=5)); sessions also take 'page' or 'session'.")] = "no",
+             "(e.g. 5 or geom(mean=5)); sessions also take 'page' or 'session'. Default: "
+             "'no', and 'page' for sessions.")] = None,
     clients: Annotated[int | None, typer.Option(help="closed/sessions: clients.")] = None,
     requests: Annotated[int | None, typer.Option(help="closed: requests per client.")
                         ] = None,
@@ -138,7 +148,7 @@ def stream_cmd(
     if kind not in STREAM_KINDS:
         raise InputError(f"--kind {kind!r}: use one of {', '.join(STREAM_KINDS)}")
     duration_s = _optional_time("--duration", duration)
-    alive = False if keep_alive == "no" else keep_alive
+    alive = False if keep_alive in (None, "no") else keep_alive
     common = {"duration_s": duration_s, "size_class": size_class, "seed": seed}
     if kind in ("poisson", "constant"):
         if rate is None:
@@ -158,12 +168,14 @@ def stream_cmd(
             result = stream.closed(objects, clients, requests=requests, keep_alive=alive,
                                    **extra, **common)
         else:
-            alive = "page" if keep_alive == "no" else keep_alive
+            alive = "page" if keep_alive is None else alive
             result = stream.sessions(objects, workload, clients=clients, sessions=sessions,
                                      keep_alive=alive, **extra, **common)
     result.write(out_file)
     table = Table("", "", title=f"stream written to {out_file}", show_header=False)
     for key, value in result.describe().items():
+        if value is None:
+            continue
         shown = (f"{value:,.6g}" if isinstance(value, float) else
                  f"{value:,}" if isinstance(value, int) and not isinstance(value, bool) else
                  str(value))

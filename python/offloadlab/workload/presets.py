@@ -27,7 +27,7 @@ class Preset:
 
 # seed000: files per class. Classes 0-3 draw from SURGE's lognormal body conditioned on
 # the class range, class 4 from SURGE's Pareto tail conditioned on (1 MiB, 5 MiB]. Means:
-# 0.65 KiB, 4.9 KiB, 30.5 KiB, 194 KiB, 2.02 MiB. Reference 000 §2.10(a) infers from the
+# 0.65 KiB, 4.9 KiB, 30.5 KiB, 194 KiB, 1.97 MiB. Reference 000 §2.10(a) infers from the
 # thesis's goodput ~27-30 KiB, ~160-200 KiB and ~1.9-2.1 MiB for classes 2-4; the full
 # hybrid conditioned on class 3 would give 259 KiB (its Pareto tail is too heavy there),
 # and an unbounded class 4 would average 11 MiB, hence the 5 MiB cap.
