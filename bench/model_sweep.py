@@ -13,11 +13,10 @@ from __future__ import annotations
 
 import argparse
 import math
-import statistics
-import time
 from pathlib import Path
 
 import numpy as np
+from measure import median_seconds  # bench/measure.py
 
 from offloadlab import model, scenario
 
@@ -55,14 +54,6 @@ def peer_mean_delay(sc: scenario.Scenario, rate: float, f: list[float]) -> float
     return mean
 
 
-def median_seconds(fn, repeat: int) -> float:
-    fn()  # warm-up
-    times = []
-    for _ in range(repeat):
-        start = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - start)
-    return statistics.median(times)
 
 
 def main() -> None:

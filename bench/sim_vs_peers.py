@@ -30,7 +30,6 @@ from __future__ import annotations
 
 import argparse
 import random
-import resource
 import statistics
 import subprocess
 import sys
@@ -40,6 +39,7 @@ from dataclasses import dataclass
 
 import ciw
 import simpy
+from measure import high_water_kib  # bench/measure.py
 
 from offloadlab import scenario, sim
 
@@ -147,15 +147,6 @@ def pooled_sojourn(runs: list[Run]) -> float:
     return sum(r.sojourn_s * r.customers for r in runs) / sum(r.customers for r in runs)
 
 
-def high_water_kib() -> int:
-    """Peak RSS of this process so far, KiB. VmHWM rather than ru_maxrss: Linux carries
-    the parent's peak into ru_maxrss across fork + exec, so a child of this (large)
-    process would report the parent's peak, not its own."""
-    try:
-        with open("/proc/self/status") as status:
-            return next(int(line.split()[1]) for line in status if line.startswith("VmHWM"))
-    except (OSError, StopIteration):
-        return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss  # KiB on Linux
 
 
 def peak_rss_mib(model: str, n: int) -> tuple[float, float]:

@@ -25,9 +25,7 @@ from __future__ import annotations
 
 import argparse
 import re
-import resource
 import shutil
-import statistics
 import subprocess
 import sys
 import tempfile
@@ -36,6 +34,7 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
+from measure import high_water_kib, median_seconds  # bench/measure.py
 
 from offloadlab.workload.traces import wc98
 from offloadlab.workload.traces.synth import synth_wc98
@@ -51,15 +50,6 @@ def parse_size(text: str) -> int:
     return int(float(m.group(1)) * UNITS[(m.group(2) or "").upper()])
 
 
-def high_water_kib() -> int:
-    """Peak RSS of this process so far, KiB. VmHWM rather than ru_maxrss: Linux carries
-    the parent's peak into ru_maxrss across fork + exec, so a child of this (large)
-    process would report the parent's peak, not its own."""
-    try:
-        with open("/proc/self/status") as status:
-            return next(int(line.split()[1]) for line in status if line.startswith("VmHWM"))
-    except (OSError, StopIteration):
-        return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss  # KiB on Linux
 
 
 def ours(path: Path, chunk: int) -> int:
@@ -77,14 +67,6 @@ def raw(path: Path) -> int:
     return len(np.fromfile(path, dtype=wc98.WC98_RECORD))
 
 
-def median_seconds(fn, repeat: int) -> float:
-    fn()  # warm-up
-    times = []
-    for _ in range(repeat):
-        start = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - start)
-    return statistics.median(times)
 
 
 def peak_rss_mib(mode: str, path: Path, chunk: int) -> tuple[float, float]:
