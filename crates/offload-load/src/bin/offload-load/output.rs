@@ -1,0 +1,80 @@
+//! The report as a terminal summary or as JSON (seconds, requests/s, bytes/s).
+
+use std::fmt::Write;
+
+use hdrhistogram::Histogram;
+use offload_load::report::{quantile_s, QUANTILES};
+use offload_load::{ErrorKind, Report};
+use serde_json::json;
+
+use crate::args::Setup;
+
+fn ms(s: f64) -> String {
+    if s.is_nan() {
+        "-".into()
+    } else {
+        format!("{:.3} ms", s * 1e3)
+    }
+}
+
+fn line(h: &Histogram<u64>) -> String {
+    let mut out = String::new();
+    for (name, q) in QUANTILES {
+        let _ = write!(out, "{name} {:<12}", ms(quantile_s(h, q)));
+    }
+    out.trim_end().to_string()
+}
+
+pub fn summary(setup: &Setup, r: &Report) -> String {
+    let mut o = String::new();
+    let _ = writeln!(o, "{}  {}", setup.url, setup.mode);
+    let _ = writeln!(
+        o,
+        "  {} thread(s), {:.2} s: {} sent, {} ok, {} failed, {} unfinished",
+        r.threads, r.duration_s, r.sent, r.completed, r.failed, r.unfinished
+    );
+    let _ = writeln!(
+        o,
+        "  throughput {:.1} req/s, goodput {:.2} MB/s",
+        r.throughput,
+        r.goodput_Bps / 1e6
+    );
+    if !r.offered_rate.is_nan() {
+        let _ = writeln!(
+            o,
+            "  offered {:.1} req/s, achieved {:.1} req/s; lag mean {}, p99 {}, max {}",
+            r.offered_rate,
+            r.achieved_rate,
+            ms(r.lag.mean_s),
+            ms(r.lag.p99_s),
+            ms(r.lag.max_s)
+        );
+    }
+    let _ = writeln!(o, "  total    {}", line(&r.overall.total));
+    let _ = writeln!(o, "  ttfb     {}", line(&r.overall.ttfb));
+    let _ = writeln!(
+        o,
+        "  connect  {} connections, mean {}",
+        r.connections,
+        ms(r.connect_mean_s)
+    );
+    let errors: Vec<String> = ErrorKind::ALL
+        .iter()
+        .filter(|k| r.error_count(**k) > 0)
+        .map(|k| format!("{} {}", k.name(), r.error_count(*k)))
+        .collect();
+    if !errors.is_empty() {
+        let _ = writeln!(o, "  errors   {}", errors.join(", "));
+    }
+    let status: Vec<String> = r.status.iter().map(|(s, n)| format!("{s}: {n}")).collect();
+    let _ = writeln!(o, "  status   {}", status.join(", "));
+    o
+}
+
+/// The report's JSON (the library's) with what this run was: URL and mode.
+pub fn json(setup: &Setup, r: &Report) -> String {
+    let mut v = r.to_json();
+    v["url"] = json!(setup.url);
+    v["mode"] = json!(setup.mode);
+    serde_json::to_string_pretty(&v).expect("JSON of plain values")
+}

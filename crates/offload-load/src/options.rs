@@ -1,0 +1,137 @@
+//! How a run behaves, and the handle a watching thread holds while it runs.
+
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+
+/// The HTTP method of every request of a run.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Method {
+    #[default]
+    Get,
+    /// No body comes back; with `Verify::Length` the `Content-Length` is checked.
+    Head,
+}
+
+impl Method {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Method::Get => "GET",
+            Method::Head => "HEAD",
+        }
+    }
+}
+
+/// What a response must show to count as correct (beyond a 2xx status, always checked).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Verify {
+    None,
+    /// The body (HEAD: the `Content-Length`) has the object's size.
+    #[default]
+    Length,
+    /// As `Length`, and the body's SHA-256 is the object's (when the plan gives one).
+    Checksum,
+}
+
+/// Run options. `Options::default()` is a sensible start.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Options {
+    /// Event-loop threads; 0 means one per core. Never more than there are connections
+    /// (open loop) or clients (closed loop) to share out.
+    pub threads: usize,
+    /// Per request, from the moment it starts (connect or write) to the last byte of its
+    /// response: past it the request fails with a connect or response timeout.
+    pub timeout_s: f64,
+    /// Hard bound on the run: at this time from the start everything stops, and
+    /// requests still in flight are reported as unfinished.
+    pub max_duration_s: f64,
+    pub method: Method,
+    pub verify: Verify,
+    /// Keep one record per request (`Report::records`).
+    pub records: bool,
+    /// Send a connection's only request (`keep_alive == false` on the first request of
+    /// its connection) as HTTP/1.0, as seed 000's Webstone did; when false it is
+    /// HTTP/1.1 with `Connection: close`. Either way the connection carries one request.
+    pub http10_for_single: bool,
+    /// Closed loop only: a client that finished its requests starts them over, until
+    /// `max_duration_s` or cancellation (for saturation runs bounded by time alone).
+    pub repeat: bool,
+    /// Before sleeping in `epoll_wait`, keep polling without sleeping for up to this
+    /// long (seconds; 0: never). A loop that never sleeps spares the server the cost
+    /// of waking it for each response, which raises a saturated server's throughput
+    /// on loopback, at the price of a whole core per engine thread: use it only where
+    /// the load generator has cores of its own.
+    pub busy_poll_s: f64,
+}
+
+impl Default for Options {
+    fn default() -> Self {
+        Options {
+            threads: 0,
+            timeout_s: 5.0,
+            max_duration_s: 60.0,
+            method: Method::Get,
+            verify: Verify::Length,
+            records: false,
+            http10_for_single: true,
+            repeat: false,
+            busy_poll_s: 0.0,
+        }
+    }
+}
+
+impl Options {
+    pub fn check(&self) -> Result<(), String> {
+        if !(self.timeout_s.is_finite() && self.timeout_s > 0.0) {
+            return Err(format!(
+                "options.timeout_s = {}: give a positive number of seconds",
+                self.timeout_s
+            ));
+        }
+        if !(self.max_duration_s.is_finite() && self.max_duration_s > 0.0) {
+            return Err(format!(
+                "options.max_duration_s = {}: every run is bounded; give a positive number \
+                 of seconds",
+                self.max_duration_s
+            ));
+        }
+        if !(self.busy_poll_s.is_finite() && self.busy_poll_s >= 0.0) {
+            return Err(format!(
+                "options.busy_poll_s = {}: give 0 (off) or a positive number of seconds",
+                self.busy_poll_s
+            ));
+        }
+        Ok(())
+    }
+}
+
+/// Shared with a run while it goes: live counters a caller can poll (updated in batches,
+/// every 10 ms or so, by each engine thread) and a cancel flag (honoured within ~10 ms).
+#[derive(Debug, Default)]
+pub struct Control {
+    /// Requests started (connect or write begun).
+    pub sent: AtomicU64,
+    /// Requests finished, correctly or not.
+    pub done: AtomicU64,
+    /// Requests finished with an error (any `ErrorKind`).
+    pub errors: AtomicU64,
+    /// Response body bytes received.
+    pub bytes: AtomicU64,
+    /// p99 of total time, µs, over the last one-second window of one engine thread
+    /// (the last to close a window): a live indication, exact with one thread.
+    pub p99_us: AtomicU64,
+    /// Set to stop the run early; it then returns its report as usual.
+    pub cancel: AtomicBool,
+}
+
+impl Control {
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    pub fn cancel(&self) {
+        self.cancel.store(true, Ordering::Relaxed);
+    }
+
+    pub fn is_cancelled(&self) -> bool {
+        self.cancel.load(Ordering::Relaxed)
+    }
+}

@@ -1,0 +1,569 @@
+//! What a run measured: HDR histograms (nanoseconds), counters, the achieved send
+//! schedule, and optionally one record per request.
+//!
+//! Each engine thread fills its own `Tally`, without locks; the run adds them into one
+//! `Report` at the end (histograms add exactly).
+//!
+//! Latencies (time to first byte, total time) run from the request's *intended* start:
+//! its send time in open loop, the end of its think time in closed loop. The *lag* is
+//! how late the request actually started (connect begun, or first byte written on a
+//! connection already open) after that: the engine's own delay plus any wait behind a
+//! busy keep-alive connection. Histograms hold requests that completed without error;
+//! connect times hold every connection established.
+
+use hdrhistogram::Histogram;
+use serde_json::{json, Map, Value};
+
+use crate::error::{ErrorKind, UNFINISHED};
+
+/// Connect, time-to-first-byte and total-time histograms, in nanoseconds.
+#[derive(Clone, Debug)]
+pub struct Latency {
+    /// Connection establishment (connect() to the connection being up), per connection.
+    pub connect: Histogram<u64>,
+    /// Intended start to the first byte of the response.
+    pub ttfb: Histogram<u64>,
+    /// Intended start to the last byte of the response.
+    pub total: Histogram<u64>,
+}
+
+impl Latency {
+    pub(crate) fn new(high_ns: u64) -> Latency {
+        let h = || Histogram::new_with_bounds(1, high_ns.max(2), 3).expect("valid bounds");
+        Latency {
+            connect: h(),
+            ttfb: h(),
+            total: h(),
+        }
+    }
+
+    fn add(&mut self, other: &Latency) {
+        // Same bounds everywhere, so adding cannot fail.
+        self.connect.add(&other.connect).expect("same bounds");
+        self.ttfb.add(&other.ttfb).expect("same bounds");
+        self.total.add(&other.total).expect("same bounds");
+    }
+}
+
+/// The `q` quantile of a nanosecond histogram, in seconds; NaN when it is empty.
+pub fn quantile_s(h: &Histogram<u64>, q: f64) -> f64 {
+    if h.is_empty() {
+        f64::NAN
+    } else {
+        h.value_at_quantile(q) as f64 * 1e-9
+    }
+}
+
+/// The mean of a nanosecond histogram, in seconds; NaN when it is empty.
+pub fn mean_s(h: &Histogram<u64>) -> f64 {
+    if h.is_empty() {
+        f64::NAN
+    } else {
+        h.mean() * 1e-9
+    }
+}
+
+/// The results of one size class (`Object::class`).
+#[derive(Clone, Debug)]
+pub struct ClassReport {
+    pub class: u8,
+    pub completed: u64,
+    pub errors: u64,
+    pub body_bytes: u64,
+    pub latency: Latency,
+}
+
+/// How late requests started against the plan (actual start − intended start).
+#[derive(Clone, Debug)]
+pub struct Lag {
+    pub mean_s: f64,
+    pub p99_s: f64,
+    pub max_s: f64,
+    /// Nanoseconds, every request started.
+    pub histogram: Histogram<u64>,
+}
+
+/// One row per request started, sorted by intended start (then plan index). Times in
+/// seconds; NaN where there is none (`connect_s` on a reused connection, `ttfb_s`
+/// without a byte of response, `total_s` without a complete response).
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Records {
+    /// Index of the request in `Plan::requests`.
+    pub request: Vec<u32>,
+    /// Intended start, from the start of the run.
+    pub intended_s: Vec<f64>,
+    /// Actual start (connect begun, or first byte written), from the start of the run.
+    pub sent_s: Vec<f64>,
+    /// Connection establishment, when this request opened a connection.
+    pub connect_s: Vec<f64>,
+    /// Intended start to first response byte.
+    pub ttfb_s: Vec<f64>,
+    /// Intended start to last response byte.
+    pub total_s: Vec<f64>,
+    /// Response body bytes received.
+    pub bytes: Vec<u64>,
+    /// HTTP status, 0 when no head was read.
+    pub status: Vec<u16>,
+    /// 0: correct; an `ErrorKind` code; `error::UNFINISHED` (254): cut off by the end.
+    pub error: Vec<u8>,
+    pub object: Vec<u32>,
+    pub conn: Vec<u64>,
+}
+
+impl Records {
+    pub fn len(&self) -> usize {
+        self.request.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.request.is_empty()
+    }
+
+    fn push(&mut self, r: &Row) {
+        let s = |ns: Option<u64>| ns.map_or(f64::NAN, |ns| ns as f64 * 1e-9);
+        self.request.push(r.request);
+        self.intended_s.push(r.intended_ns as f64 * 1e-9);
+        self.sent_s.push(r.sent_ns as f64 * 1e-9);
+        self.connect_s.push(s(r.connect_ns));
+        self.ttfb_s.push(s(r.ttfb_ns));
+        self.total_s.push(s(r.total_ns));
+        self.bytes.push(r.bytes);
+        self.status.push(r.status);
+        self.error.push(r.code);
+        self.object.push(r.object);
+        self.conn.push(r.conn);
+    }
+
+    fn append(&mut self, o: &mut Records) {
+        self.request.append(&mut o.request);
+        self.intended_s.append(&mut o.intended_s);
+        self.sent_s.append(&mut o.sent_s);
+        self.connect_s.append(&mut o.connect_s);
+        self.ttfb_s.append(&mut o.ttfb_s);
+        self.total_s.append(&mut o.total_s);
+        self.bytes.append(&mut o.bytes);
+        self.status.append(&mut o.status);
+        self.error.append(&mut o.error);
+        self.object.append(&mut o.object);
+        self.conn.append(&mut o.conn);
+    }
+
+    fn sort(&mut self) {
+        let mut order: Vec<usize> = (0..self.len()).collect();
+        order.sort_by(|&a, &b| {
+            let t = self.intended_s[a].total_cmp(&self.intended_s[b]);
+            t.then(self.request[a].cmp(&self.request[b]))
+        });
+        fn permute<T: Copy>(v: &mut Vec<T>, order: &[usize]) {
+            *v = order.iter().map(|&i| v[i]).collect();
+        }
+        permute(&mut self.request, &order);
+        permute(&mut self.intended_s, &order);
+        permute(&mut self.sent_s, &order);
+        permute(&mut self.connect_s, &order);
+        permute(&mut self.ttfb_s, &order);
+        permute(&mut self.total_s, &order);
+        permute(&mut self.bytes, &order);
+        permute(&mut self.status, &order);
+        permute(&mut self.error, &order);
+        permute(&mut self.object, &order);
+        permute(&mut self.conn, &order);
+    }
+}
+
+/// Everything a run measured.
+#[derive(Clone, Debug)]
+#[allow(non_snake_case)] // goodput_Bps: bytes, not bits (CONVENTIONS.md)
+pub struct Report {
+    /// Requests in the plan (with `Options::repeat`, one cycle's worth).
+    pub planned: u64,
+    /// Requests started.
+    pub sent: u64,
+    /// Requests that completed correctly.
+    pub completed: u64,
+    /// Requests that ended with an error (the sum of `errors`).
+    pub failed: u64,
+    /// Requests started but cut off by `max_duration_s` or cancellation.
+    pub unfinished: u64,
+    /// Failures by kind, indexed by `ErrorKind::index()`.
+    pub errors: [u64; ErrorKind::COUNT],
+    /// Response body bytes received, all responses.
+    pub body_bytes: u64,
+    /// Responses by HTTP status, ascending.
+    pub status: Vec<(u16, u64)>,
+    /// Wall-clock start and end, seconds since the Unix epoch.
+    pub started_unix_s: f64,
+    pub ended_unix_s: f64,
+    /// Run time (monotonic clock).
+    pub duration_s: f64,
+    /// Connections established, and their mean establishment time.
+    pub connections: u64,
+    pub connect_mean_s: f64,
+    /// Open loop: the plan's rate, (n − 1) / (last − first intended start); NaN closed.
+    pub offered_rate: f64,
+    /// (n − 1) / (last − first actual start), over the requests started.
+    pub achieved_rate: f64,
+    /// Correct completions per second of `duration_s`.
+    pub throughput: f64,
+    /// Body bytes of correct completions per second of `duration_s`.
+    pub goodput_Bps: f64,
+    pub lag: Lag,
+    /// All classes together.
+    pub overall: Latency,
+    /// One entry per class in the plan's objects, ascending.
+    pub classes: Vec<ClassReport>,
+    /// Engine threads used.
+    pub threads: usize,
+    pub records: Option<Records>,
+}
+
+impl Report {
+    pub fn error_count(&self, kind: ErrorKind) -> u64 {
+        self.errors[kind.index()]
+    }
+}
+
+/// A finished request, as the engine hands it over.
+pub(crate) struct Row {
+    pub request: u32,
+    pub object: u32,
+    pub conn: u64,
+    pub class_slot: usize,
+    pub intended_ns: u64,
+    pub sent_ns: u64,
+    pub connect_ns: Option<u64>,
+    pub ttfb_ns: Option<u64>,
+    pub total_ns: Option<u64>,
+    pub bytes: u64,
+    pub status: u16,
+    /// 0, an error code, or `UNFINISHED`.
+    pub code: u8,
+}
+
+struct ClassTally {
+    completed: u64,
+    errors: u64,
+    body_bytes: u64,
+    latency: Latency,
+}
+
+/// One engine thread's measurements.
+pub(crate) struct Tally {
+    sent: u64,
+    completed: u64,
+    failed: u64,
+    unfinished: u64,
+    errors: [u64; ErrorKind::COUNT],
+    body_bytes: u64,
+    good_bytes: u64,
+    /// Indexed by status code (httparse gives three digits).
+    status: Vec<u64>,
+    connections: u64,
+    connect_sum_ns: u64,
+    first_send_ns: u64,
+    last_send_ns: u64,
+    lag: Histogram<u64>,
+    lag_sum_ns: u128,
+    lag_max_ns: u64,
+    classes: Vec<ClassTally>,
+    /// Total times of the current live window.
+    pub window: Histogram<u64>,
+    records: Option<Records>,
+}
+
+impl Tally {
+    pub(crate) fn new(class_slots: usize, high_ns: u64, records: bool) -> Tally {
+        let h = || Histogram::new_with_bounds(1, high_ns.max(2), 3).expect("valid bounds");
+        Tally {
+            sent: 0,
+            completed: 0,
+            failed: 0,
+            unfinished: 0,
+            errors: [0; ErrorKind::COUNT],
+            body_bytes: 0,
+            good_bytes: 0,
+            status: vec![0; 1000],
+            connections: 0,
+            connect_sum_ns: 0,
+            first_send_ns: u64::MAX,
+            last_send_ns: 0,
+            lag: h(),
+            lag_sum_ns: 0,
+            lag_max_ns: 0,
+            classes: (0..class_slots)
+                .map(|_| ClassTally {
+                    completed: 0,
+                    errors: 0,
+                    body_bytes: 0,
+                    latency: Latency::new(high_ns),
+                })
+                .collect(),
+            window: h(),
+            records: records.then(Records::default),
+        }
+    }
+
+    /// A request started at `now`, `lag_ns` after its intended start.
+    #[inline]
+    pub(crate) fn started(&mut self, now: u64, lag_ns: u64) {
+        self.sent += 1;
+        self.first_send_ns = self.first_send_ns.min(now);
+        self.last_send_ns = self.last_send_ns.max(now);
+        self.lag.saturating_record(lag_ns);
+        self.lag_sum_ns += u128::from(lag_ns);
+        self.lag_max_ns = self.lag_max_ns.max(lag_ns);
+    }
+
+    /// A connection was established in `ns`, for a request of class slot `class_slot`.
+    #[inline]
+    pub(crate) fn connected(&mut self, class_slot: usize, ns: u64) {
+        self.connections += 1;
+        self.connect_sum_ns += ns;
+        let c = &mut self.classes[class_slot];
+        c.latency.connect.saturating_record(ns.max(1));
+    }
+
+    /// A request ended (completed, failed, or cut off).
+    #[inline]
+    pub(crate) fn finished(&mut self, r: &Row) {
+        let c = &mut self.classes[r.class_slot];
+        self.body_bytes += r.bytes;
+        if r.status != 0 {
+            self.status[usize::from(r.status).min(999)] += 1;
+        }
+        match r.code {
+            0 => {
+                self.completed += 1;
+                self.good_bytes += r.bytes;
+                c.completed += 1;
+                c.body_bytes += r.bytes;
+                if let Some(t) = r.ttfb_ns {
+                    c.latency.ttfb.saturating_record(t.max(1));
+                }
+                if let Some(t) = r.total_ns {
+                    c.latency.total.saturating_record(t.max(1));
+                    self.window.saturating_record(t.max(1));
+                }
+            }
+            UNFINISHED => self.unfinished += 1,
+            code => {
+                self.failed += 1;
+                self.errors[usize::from(code) - 1] += 1;
+                c.errors += 1;
+            }
+        }
+        if let Some(rec) = &mut self.records {
+            rec.push(r);
+        }
+    }
+}
+
+/// What the run knew apart from the tallies.
+pub(crate) struct RunFacts {
+    pub planned: u64,
+    pub offered_rate: f64,
+    pub class_ids: Vec<u8>,
+    pub high_ns: u64,
+    pub started_unix_s: f64,
+    pub ended_unix_s: f64,
+    pub duration_s: f64,
+    pub threads: usize,
+}
+
+/// Adds the threads' tallies into the report.
+pub(crate) fn merge(tallies: Vec<Tally>, f: RunFacts) -> Report {
+    let h = || Histogram::new_with_bounds(1, f.high_ns.max(2), 3).expect("valid bounds");
+    let mut classes: Vec<ClassReport> = f
+        .class_ids
+        .iter()
+        .map(|&class| ClassReport {
+            class,
+            completed: 0,
+            errors: 0,
+            body_bytes: 0,
+            latency: Latency::new(f.high_ns),
+        })
+        .collect();
+    let mut overall = Latency::new(f.high_ns);
+    let mut lag = h();
+    let (mut lag_sum, mut lag_max) = (0u128, 0u64);
+    let (mut first, mut last) = (u64::MAX, 0u64);
+    let mut status = vec![0u64; 1000];
+    let mut errors = [0u64; ErrorKind::COUNT];
+    let (mut sent, mut completed, mut failed, mut unfinished) = (0, 0, 0, 0);
+    let (mut body_bytes, mut good_bytes, mut connections, mut connect_sum) = (0, 0, 0, 0);
+    let mut records = Vec::new();
+    for mut t in tallies {
+        sent += t.sent;
+        completed += t.completed;
+        failed += t.failed;
+        unfinished += t.unfinished;
+        body_bytes += t.body_bytes;
+        good_bytes += t.good_bytes;
+        connections += t.connections;
+        connect_sum += t.connect_sum_ns;
+        for (e, n) in errors.iter_mut().zip(t.errors) {
+            *e += n;
+        }
+        for (s, n) in status.iter_mut().zip(&t.status) {
+            *s += n;
+        }
+        lag.add(&t.lag).expect("same bounds");
+        lag_sum += t.lag_sum_ns;
+        lag_max = lag_max.max(t.lag_max_ns);
+        first = first.min(t.first_send_ns);
+        last = last.max(t.last_send_ns);
+        for (c, tc) in classes.iter_mut().zip(&t.classes) {
+            c.completed += tc.completed;
+            c.errors += tc.errors;
+            c.body_bytes += tc.body_bytes;
+            c.latency.add(&tc.latency);
+            overall.add(&tc.latency);
+        }
+        if let Some(r) = t.records.take() {
+            records.push(r);
+        }
+    }
+    let records = (!records.is_empty()).then(|| {
+        let mut all = Records::default();
+        for mut r in records {
+            all.append(&mut r);
+        }
+        all.sort();
+        all
+    });
+    let per_s = |n: u64| {
+        if f.duration_s > 0.0 {
+            n as f64 / f.duration_s
+        } else {
+            f64::NAN
+        }
+    };
+    let achieved_rate = if sent > 1 && last > first {
+        (sent - 1) as f64 / ((last - first) as f64 * 1e-9)
+    } else {
+        f64::NAN
+    };
+    Report {
+        planned: f.planned,
+        sent,
+        completed,
+        failed,
+        unfinished,
+        errors,
+        body_bytes,
+        status: (0..1000u16).zip(status).filter(|&(_, n)| n > 0).collect(),
+        started_unix_s: f.started_unix_s,
+        ended_unix_s: f.ended_unix_s,
+        duration_s: f.duration_s,
+        connections,
+        connect_mean_s: if connections > 0 {
+            connect_sum as f64 * 1e-9 / connections as f64
+        } else {
+            f64::NAN
+        },
+        offered_rate: f.offered_rate,
+        achieved_rate,
+        throughput: per_s(completed),
+        goodput_Bps: per_s(good_bytes),
+        lag: Lag {
+            mean_s: if sent > 0 {
+                lag_sum as f64 * 1e-9 / sent as f64
+            } else {
+                f64::NAN
+            },
+            p99_s: quantile_s(&lag, 0.99),
+            max_s: if sent > 0 {
+                lag_max as f64 * 1e-9
+            } else {
+                f64::NAN
+            },
+            histogram: lag,
+        },
+        overall,
+        classes,
+        threads: f.threads,
+        records,
+    }
+}
+
+/// Quantiles reported for each latency histogram, with their JSON names.
+pub const QUANTILES: [(&str, f64); 5] = [
+    ("p50", 0.5),
+    ("p90", 0.9),
+    ("p99", 0.99),
+    ("p99.9", 0.999),
+    ("max", 1.0),
+];
+
+fn quantiles_json(h: &Histogram<u64>) -> Value {
+    let mut m = Map::new();
+    m.insert("mean_s".into(), num(mean_s(h)));
+    for (name, q) in QUANTILES {
+        m.insert(format!("{name}_s"), num(quantile_s(h, q)));
+    }
+    m.insert("count".into(), json!(h.len()));
+    Value::Object(m)
+}
+
+/// NaN as null (JSON has no NaN).
+fn num(x: f64) -> Value {
+    if x.is_finite() {
+        json!(x)
+    } else {
+        Value::Null
+    }
+}
+
+impl Report {
+    /// The report as JSON: counts, errors by kind, status counts, rates, the send lag, and
+    /// for the latencies (total, ttfb, connect; overall and per class) the mean and
+    /// quantiles in seconds. Records are not included.
+    pub fn to_json(&self) -> Value {
+        let errors: Map<String, Value> = ErrorKind::ALL
+            .iter()
+            .map(|k| (k.name().to_string(), json!(self.error_count(*k))))
+            .collect();
+        let status: Map<String, Value> = self
+            .status
+            .iter()
+            .map(|(s, n)| (s.to_string(), json!(n)))
+            .collect();
+        let latency = |l: &Latency| {
+            json!({"total": quantiles_json(&l.total), "ttfb": quantiles_json(&l.ttfb),
+                   "connect": quantiles_json(&l.connect)})
+        };
+        let classes: Vec<Value> = self
+            .classes
+            .iter()
+            .map(|c| {
+                let mut v = json!({"class": c.class, "completed": c.completed,
+                                   "errors": c.errors, "body_bytes": c.body_bytes});
+                v.as_object_mut()
+                    .expect("an object")
+                    .extend(latency(&c.latency).as_object().expect("an object").clone());
+                v
+            })
+            .collect();
+        let mut v = json!({
+            "threads": self.threads,
+            "planned": self.planned, "sent": self.sent, "completed": self.completed,
+            "failed": self.failed, "unfinished": self.unfinished, "errors": errors,
+            "status": status, "body_bytes": self.body_bytes, "duration_s": self.duration_s,
+            "started_unix_s": self.started_unix_s, "ended_unix_s": self.ended_unix_s,
+            "throughput": num(self.throughput), "goodput_Bps": num(self.goodput_Bps),
+            "offered_rate": num(self.offered_rate), "achieved_rate": num(self.achieved_rate),
+            "lag": {"mean_s": num(self.lag.mean_s), "p99_s": num(self.lag.p99_s),
+                    "max_s": num(self.lag.max_s)},
+            "connections": self.connections, "connect_mean_s": num(self.connect_mean_s),
+            "classes": classes,
+        });
+        v.as_object_mut().expect("an object").extend(
+            latency(&self.overall)
+                .as_object()
+                .expect("an object")
+                .clone(),
+        );
+        v
+    }
+}

@@ -1,0 +1,192 @@
+"""``offload load``: real HTTP load from a stream or a schedule, with live progress."""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.live import Live
+from rich.table import Table
+
+from offloadlab.cli.common import app, err, out, user_errors
+from offloadlab.dist import parse_time
+from offloadlab.errors import InputError
+from offloadlab.ranges import parse_range
+from offloadlab.results import write_json
+
+# Closed loop: requests drawn per client; a client cycles through them until --duration.
+_PER_CLIENT = 1000
+
+
+def _time(flag: str, text: str | None) -> float | None:
+    if text is None:
+        return None
+    try:
+        return parse_time(text)
+    except InputError as exc:
+        raise InputError(f"{flag} {exc}") from None
+
+
+@app.command("load")
+@user_errors
+def load_cmd(
+    target: Annotated[str, typer.Argument(
+        metavar="TARGET", help="HOST:PORT or http://HOST:PORT/PREFIX/ (loopback only unless "
+                               "--allow-remote).")],
+    objects: Annotated[Path, typer.Option(
+        help="The file set the server serves (folder or manifest): sizes and checksums.")],
+    stream_file: Annotated[Path | None, typer.Option(
+        "--stream", help="Replay this stream (offload workload stream); otherwise one is "
+                         "made from --rate or --clients.")] = None,
+    rate: Annotated[float | None, typer.Option(
+        help="Open loop: Poisson connections started per second.")] = None,
+    steps: Annotated[str | None, typer.Option(
+        help="Saturation search: Poisson rates START:STOP:STEP, one --duration each, until "
+             "--stop-p99 or --stop-errors is passed.")] = None,
+    clients: Annotated[int | None, typer.Option(help="Closed loop: clients.")] = None,
+    think: Annotated[str, typer.Option(
+        help="Closed loop: think time, e.g. exp(mean=100ms); det(0) is saturation.")
+    ] = "det(0)",
+    duration: Annotated[str, typer.Option(help="Length of the generated load.")] = "10s",
+    keep_alive: Annotated[str, typer.Option(
+        help="'no' (HTTP/1.0) or requests per connection, e.g. 10 or geom(mean=5).")
+    ] = "no",
+    size_class: Annotated[int | None, typer.Option(
+        "--class", help="Only objects of this size class (0-4).")] = None,
+    seed: Annotated[int, typer.Option(help="Seed of the generated stream.")] = 1,
+    stop_p99: Annotated[str | None, typer.Option(
+        help="--steps: stop after a step whose p99 exceeds this, e.g. 100ms.")] = None,
+    stop_errors: Annotated[float | None, typer.Option(
+        help="--steps: stop after a step whose error rate exceeds this, e.g. 0.01.")] = None,
+    threads: Annotated[int | None, typer.Option(
+        help="Generator threads (default: one per core).")] = None,
+    timeout: Annotated[str, typer.Option(help="Per-request timeout.")] = "5s",
+    max_duration: Annotated[str | None, typer.Option(
+        help="Hard bound on a run (default: the load's length plus twice the timeout).")
+    ] = None,
+    method: Annotated[str, typer.Option(help="GET or HEAD.")] = "GET",
+    verify: Annotated[str, typer.Option(
+        help="Check each response: checksum (SHA-256), length or none.")] = "checksum",
+    records: Annotated[Path | None, typer.Option(
+        help="Write one record per request to this Parquet file.")] = None,
+    allow_remote: Annotated[bool, typer.Option(
+        "--allow-remote", help="Allow a target that is not loopback.")] = False,
+    as_json: Annotated[bool, typer.Option("--json", help="Print the report as JSON.")] = False,
+    out_file: Annotated[Path | None, typer.Option(
+        "--out", help="Also write the JSON report to this file (atomically).")] = None,
+) -> None:
+    """Send HTTP load to a server and measure it (no coordinated omission)."""
+    from offloadlab.testbed import load
+    from offloadlab.workload import fileset, stream
+
+    sources = [x is not None for x in (stream_file, rate, steps, clients)]
+    if sum(sources) != 1:
+        raise InputError("give one of --stream FILE, --rate R, --steps A:B:C or --clients N")
+    manifest = fileset.read_manifest(objects)
+    duration_s = _time("--duration", duration)
+    alive = False if keep_alive == "no" else keep_alive
+    options = dict(threads=threads, timeout_s=_time("--timeout", timeout),
+                   max_duration_s=_time("--max-duration", max_duration), method=method,
+                   verify=verify, records=records is not None, allow_remote=allow_remote)
+
+    def poisson(r: float):
+        return stream.poisson(manifest, r, duration_s=duration_s, keep_alive=alive,
+                              size_class=size_class, seed=seed)
+
+    if steps is not None:
+        try:
+            rates = parse_range(steps)
+        except InputError as exc:
+            raise InputError(f"--steps {exc}") from None
+        _run_steps(load, target, manifest, rates, poisson, _time("--stop-p99", stop_p99),
+                   stop_errors, options, as_json, out_file)
+        return
+    if stream_file is not None:
+        requests = stream.read(stream_file)
+    elif rate is not None:
+        requests = poisson(rate)
+    else:
+        # wrk-like: each client cycles through its requests until --duration.
+        requests = stream.closed(manifest, clients, think=think, requests=_PER_CLIENT,
+                                 keep_alive=alive, size_class=size_class, seed=seed)
+        options |= {"repeat": True, "max_duration_s": options["max_duration_s"] or duration_s}
+    with Live(console=err, transient=True, refresh_per_second=5,
+              auto_refresh=err.is_terminal) as live:
+        result = load.run(target, requests, manifest, progress=_live(live, len(requests)),
+                          **options)
+    if records is not None:
+        load.write_records(result, records)
+        err.print(f"{len(result.records):,} request records written to {records}")
+    doc = result.to_json()
+    if as_json:
+        print(json.dumps(doc, indent=2))
+    else:
+        out.print(report_table(result))
+    if out_file is not None:
+        write_json(out_file, doc)
+
+
+def _live(live: Live, planned: int):
+    started = time.monotonic()
+
+    def show(control) -> None:
+        elapsed = time.monotonic() - started
+        live.update(f"sent {control.sent:,}/{planned:,}  done {control.done:,} "
+                    f"({control.done / elapsed:,.0f}/s)  p99 {control.p99_us / 1e3:.3g} ms  "
+                    f"errors {control.errors:,}")
+    return show
+
+
+def _run_steps(load, target, manifest, rates, make, stop_p99_s, stop_errors, options,
+               as_json, out_file) -> None:
+    table = Table("rate/s", "achieved", "p50 ms", "p99 ms", "errors", "stop",
+                  title=f"saturation search on {target}")
+
+    def on_step(step) -> None:
+        r = step.result
+        table.add_row(f"{step.rate:g}", f"{r['achieved_rate']:.1f}", _ms(r["total"]["p50_s"]),
+                      _ms(r["total"]["p99_s"]), f"{r['failed']:,}", step.stop_reason)
+        if not as_json:
+            err.print(f"rate {step.rate:g}/s: p99 {_ms(r['total']['p99_s'])} ms, "
+                      f"{r['failed']:,} errors")
+
+    done = load.steps(target, manifest, rates, make, stop_p99_s=stop_p99_s,
+                      stop_error_rate=stop_errors, on_step=on_step, **options)
+    doc = {"target": target, "steps": [{"rate": s.rate, "stop_reason": s.stop_reason,
+                                        **s.result.report} for s in done]}
+    if as_json:
+        print(json.dumps(doc, indent=2))
+    else:
+        out.print(table)
+    if out_file is not None:
+        write_json(out_file, doc)
+
+
+def _ms(seconds: float | None) -> str:
+    return "–" if seconds is None else f"{seconds * 1e3:.3g}"
+
+
+def report_table(result) -> Table:
+    """The run at a glance: rates, latency quantiles overall and per size class, errors."""
+    r = result.report
+    table = Table("", "requests", "mean ms", "p50", "p90", "p99", "p99.9", "max",
+                  title=f"load on {result.target}: {r['completed']:,} ok, {r['failed']:,} "
+                        f"failed, {r['unfinished']:,} unfinished in {r['duration_s']:.2f} s")
+    rows = [("all", r)] + [(f"class {c['class']}", c) for c in r["classes"]]
+    for label, part in rows:
+        t = part["total"]
+        table.add_row(label, f"{t['count']:,}", _ms(t["mean_s"]), _ms(t["p50_s"]),
+                      _ms(t["p90_s"]), _ms(t["p99_s"]), _ms(t["p99.9_s"]), _ms(t["max_s"]))
+    errors = ", ".join(f"{k} {v:,}" for k, v in r["errors"].items() if v) or "none"
+    offered = r["offered_rate"]
+    lag = r["lag"]
+    table.caption = (
+        (f"offered {offered:,.1f}/s, achieved {r['achieved_rate']:,.1f}/s, send lag mean "
+         f"{_ms(lag['mean_s'])} ms, p99 {_ms(lag['p99_s'])} ms; " if offered else "")
+        + f"throughput {r['throughput']:,.1f} req/s, goodput {r['goodput_Bps'] / 1e6:,.2f} MB/s,"
+        f" {r['connections']:,} connections (mean connect {_ms(r['connect_mean_s'])} ms, "
+        f"{r['connections'] / max(r['duration_s'], 1e-9) * 60:,.0f}/min); errors: {errors}")
+    return table

@@ -1,0 +1,208 @@
+"""Drive the load generator (``crates/offload-load``) with a request stream.
+
+A stream (:mod:`offloadlab.workload.stream`) says when each request goes, for which
+object, on which connection; the file set's manifest says each object's size, class
+and SHA-256, so every response is checked. The generator measures open-loop latency
+from each request's *intended* send time (no coordinated omission). :func:`steps` runs
+rising Poisson rates until p99 or the error rate passes a bound (a saturation search).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import socket
+from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import TimeoutError as FutureTimeout
+from dataclasses import dataclass
+from pathlib import Path
+from urllib.parse import urlsplit
+
+import numpy as np
+import pandas as pd
+
+from offloadlab import _core
+from offloadlab.errors import InputError
+from offloadlab.results import write_atomic
+from offloadlab.workload import fileset
+from offloadlab.workload.stream import Stream
+
+VERIFY = ("checksum", "length", "none")
+METHODS = ("GET", "HEAD")
+ERROR_NAMES = dict(_core.LOAD_ERRORS)
+_POLL_S = 0.2
+
+
+@dataclass(frozen=True)
+class Target:
+    """Where requests go: ``addr`` is IP:PORT, ``host`` the Host header, ``prefix`` the
+    URL path that object paths are appended to."""
+
+    addr: str
+    host: str
+    prefix: str = "/"
+
+
+def parse_target(text: str) -> Target:
+    """``HOST:PORT`` or ``http://HOST:PORT/PREFIX/`` (HOST a name or an address)."""
+    url = urlsplit(text if "://" in text else f"http://{text}")
+    if url.scheme != "http" or not url.hostname or url.port is None:
+        raise InputError(f"target {text!r}: write HOST:PORT or http://HOST:PORT/, "
+                         "e.g. 127.0.0.1:8080")
+    try:
+        info = socket.getaddrinfo(url.hostname, url.port, type=socket.SOCK_STREAM)
+    except OSError as exc:
+        raise InputError(f"target {text!r}: cannot resolve {url.hostname}: {exc}") from None
+    ip = info[0][4][0]
+    addr = f"[{ip}]:{url.port}" if ":" in ip else f"{ip}:{url.port}"
+    prefix = url.path if url.path.endswith("/") else f"{url.path}/"
+    return Target(addr, f"{url.hostname}:{url.port}", prefix)
+
+
+@dataclass(frozen=True)
+class LoadResult:
+    """One run: the generator's report (counts, errors by kind, rates, the send lag,
+    latency quantiles in seconds, overall and per size class) and, if asked, one record
+    per request."""
+
+    target: str
+    report: dict
+    records: pd.DataFrame | None = None
+
+    def __getitem__(self, key: str):
+        return self.report[key]
+
+    @property
+    def error_rate(self) -> float:
+        done = self.report["completed"] + self.report["failed"]
+        return self.report["failed"] / done if done else math.nan
+
+    def to_json(self) -> dict:
+        return {"target": self.target, **self.report}
+
+
+def run(target: str | Target, requests: Stream, objects, *, threads: int | None = None,
+        timeout_s: float = 5.0, max_duration_s: float | None = None, method: str = "GET",
+        verify: str = "checksum", records: bool = False, allow_remote: bool = False,
+        busy_poll_s: float = 0.0, repeat: bool = False,
+        progress: Callable[[_core.LoadControl], None] | None = None) -> LoadResult:
+    """Send ``requests`` to ``target`` and measure them.
+
+    ``objects`` is the file set's manifest (a DataFrame, or a file-set folder or
+    manifest file) the stream's object paths refer to. Open-loop streams wait until
+    each request's ``time_s``; closed ones think ``think_s`` first. The run stops by
+    itself after ``max_duration_s`` (default: the stream's span or stated duration plus
+    twice the timeout, or 600 s for a closed stream of unknown length). With ``repeat``
+    (closed streams), each client starts its requests over until ``max_duration_s``:
+    a saturation run bounded by time alone, as wrk does. Loopback only unless
+    ``allow_remote``. ``progress(control)`` is called every 0.2 s.
+    """
+    target = parse_target(target) if isinstance(target, str) else target
+    if method.upper() not in METHODS:
+        raise InputError(f"method {method!r}: use GET or HEAD")
+    if verify not in VERIFY:
+        raise InputError(f"verify {verify!r}: use one of {', '.join(VERIFY)}")
+    if not (timeout_s > 0 and math.isfinite(timeout_s)):
+        raise InputError(f"timeout {timeout_s!r}: use a time > 0, e.g. 5s")
+    manifest = objects if isinstance(objects, pd.DataFrame) else fileset.read_manifest(objects)
+    frame = requests.frame
+    index = pd.Index(manifest["path"]).get_indexer(frame["object"].astype(str))
+    if (index < 0).any():
+        missing = frame["object"].astype(str)[index < 0].iloc[0]
+        raise InputError(f"stream object {missing!r} is not in the manifest; generate the "
+                         "stream from the same file set")
+    closed = requests.kind == "closed"
+    if repeat and not closed:
+        raise InputError("repeat applies to closed-loop streams (clients with think times)")
+    times = frame["think_s" if closed else "time_s"].to_numpy(float)
+    if max_duration_s is None:
+        max_duration_s = _default_bound(requests, times, timeout_s)
+    args = dict(
+        addr=target.addr, host=target.host, allow_remote=allow_remote,
+        objects=[(f"{target.prefix}{p}", int(s), str(c or ""), int(k))
+                 for p, s, c, k in zip(manifest["path"], manifest["size_bytes"],
+                                       manifest["checksum"], manifest["class"], strict=True)],
+        at_s=times.tolist(), object=index.tolist(),
+        conn=frame["conn_id"].to_numpy(np.int64).tolist(),
+        keep_alive=frame["keep_alive"].to_numpy(bool).tolist(),
+        client=frame["client"].to_numpy(np.int64).tolist(), closed=closed,
+        threads=threads or os.cpu_count() or 1, timeout_s=float(timeout_s),
+        max_duration_s=float(max_duration_s), method=method.upper(), verify=verify,
+        records=records, busy_poll_s=float(busy_poll_s), repeat=repeat)
+    try:
+        out = _load(args, progress)
+    except ValueError as exc:  # the generator's own checks (e.g. a remote target)
+        raise InputError(str(exc)) from None
+    table = None
+    if "records" in out:
+        table = pd.DataFrame(out["records"])
+        table["path"] = manifest["path"].to_numpy()[table["object"]]
+        table["class"] = manifest["class"].to_numpy()[table["object"]]
+        table["error"] = table["error"].map(lambda e: ERROR_NAMES.get(e, "unfinished")
+                                            if e else "")
+    return LoadResult(target.addr, json.loads(out["report"]), table)
+
+
+def _default_bound(requests: Stream, times: np.ndarray, timeout_s: float) -> float:
+    if requests.kind == "open":
+        return float(times.max(initial=0.0)) + 2 * timeout_s
+    stated = requests.meta.get("duration_s")
+    return float(stated) + 2 * timeout_s if stated else 600.0
+
+
+def _load(args: dict, progress: Callable | None) -> dict:
+    """Run on a worker thread (the extension releases the GIL) so that this thread can
+    report progress and turn Ctrl-C into a cancel."""
+    control = _core.LoadControl()
+    with ThreadPoolExecutor(1, thread_name_prefix="offload-load") as pool:
+        future = pool.submit(_core.load, **args, control=control)
+        try:
+            while True:
+                try:
+                    return future.result(timeout=_POLL_S)
+                except FutureTimeout:
+                    if progress is not None:
+                        progress(control)
+        except BaseException:
+            control.cancel()
+            raise
+
+
+def write_records(result: LoadResult, path: str | Path) -> None:
+    """The per-request records as Parquet (atomically)."""
+    if result.records is None:
+        raise InputError("this run kept no records; run with records=True (--records)")
+    write_atomic(path, lambda tmp: result.records.to_parquet(tmp, index=False))
+
+
+@dataclass(frozen=True)
+class Step:
+    rate: float
+    result: LoadResult
+    stop_reason: str = ""
+
+
+def steps(target: str | Target, objects, rates: Sequence[float], make_stream, *,
+          stop_p99_s: float | None = None, stop_error_rate: float | None = None,
+          on_step: Callable[[Step], None] | None = None, **run_options) -> list[Step]:
+    """Run ``make_stream(rate)`` at each rate in turn (a saturation search) and stop after
+    the first step whose p99 total time exceeds ``stop_p99_s`` or whose error rate
+    exceeds ``stop_error_rate``."""
+    done: list[Step] = []
+    for rate in rates:
+        result = run(target, make_stream(rate), objects, **run_options)
+        p99 = result["total"]["p99_s"]
+        reason = ""
+        if stop_p99_s is not None and (p99 is None or p99 > stop_p99_s):
+            reason = f"p99 {p99 if p99 is None else f'{p99 * 1e3:.3g} ms'} > bound"
+        elif stop_error_rate is not None and not result.error_rate <= stop_error_rate:
+            reason = f"error rate {result.error_rate:.3g} > {stop_error_rate:g}"
+        step = Step(float(rate), result, reason)
+        done.append(step)
+        if on_step is not None:
+            on_step(step)
+        if reason:
+            break
+    return done

@@ -1,0 +1,180 @@
+"""The load generator end to end from Python: streams against a small in-test HTTP
+server on loopback (started per module, always stopped), verified responses, the send
+schedule, keep-alive, coordinated omission, errors, and `offload load`."""
+
+import contextlib
+import functools
+import json
+import shutil
+import threading
+import time
+from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
+
+import numpy as np
+import pandas as pd
+import pytest
+from scipy import stats
+from typer.testing import CliRunner
+
+from offloadlab.cli import app
+from offloadlab.errors import InputError
+from offloadlab.testbed import load
+from offloadlab.workload import fileset, stream
+from offloadlab.workload.specs import FileSetSpec
+
+P_FLOOR = 0.001  # a K-S p-value below this fails (fixed seeds: deterministic)
+
+
+class Handler(SimpleHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"  # keep-alive unless the client closes
+    stall: tuple[float, float] = (0.0, 0.0)  # responses are held during [start, end)
+
+    def do_GET(self):
+        start, end = self.stall
+        now = time.monotonic()
+        if start <= now < end:
+            time.sleep(end - now)
+        super().do_GET()
+
+    def log_message(self, *args):  # quiet
+        pass
+
+
+@contextlib.contextmanager
+def serving(root):
+    handler = type("H", (Handler,), {})
+    server = ThreadingHTTPServer(("127.0.0.1", 0),
+                                 functools.partial(handler, directory=str(root)))
+    server.daemon_threads = True
+    thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05})
+    thread.start()
+    try:
+        yield f"127.0.0.1:{server.server_address[1]}", handler
+    finally:
+        server.shutdown()
+        server.server_close()
+        thread.join(timeout=5)
+
+
+@pytest.fixture(scope="module")
+def site(tmp_path_factory):
+    root = tmp_path_factory.mktemp("site")
+    spec = FileSetSpec(name="site", n_files=60, max_bytes=200_000, seed=5)
+    fileset.materialise(fileset.generate(spec), root)
+    return root
+
+
+@pytest.fixture
+def server(site):
+    with serving(site) as (target, handler):
+        yield target, handler
+
+
+def test_poisson_stream_is_sent_on_schedule_and_verified(server, site):
+    target, _ = server
+    s = stream.poisson(site, 300, duration_s=1.5, seed=3)
+    r = load.run(target, s, site, records=True)
+    assert (r["completed"], r["failed"]) == (len(s), 0)
+    assert r["connections"] == len(s)  # HTTP/1.0: one connection per request
+    gaps = np.diff(np.sort(r.records["sent_s"].to_numpy()))
+    assert stats.kstest(gaps, "expon", args=(0, 1 / 300)).pvalue > P_FLOOR
+    assert r["achieved_rate"] == pytest.approx(r["offered_rate"], rel=0.02)
+    assert (r.records["bytes"] == fileset.read_manifest(site).set_index("path")
+            .loc[r.records["path"], "size_bytes"].to_numpy()).all()
+
+
+def test_keep_alive_reuses_each_connection(server, site):
+    target, _ = server
+    s = stream.poisson(site, 200, count=200, keep_alive="5", seed=4)
+    r = load.run(target, s, site)
+    assert (r["completed"], r["failed"]) == (200, 0)
+    assert r["connections"] == s.frame["conn_id"].nunique() == 40
+
+
+def test_a_stalled_server_shows_in_open_loop_latency(server, site):
+    # No coordinated omission: a 200 ms stall delays every request due during it, and
+    # their latencies count from when they were due.
+    target, handler = server
+    s = stream.constant(site, 400, duration_s=1.0, seed=1)
+    start = time.monotonic()
+    handler.stall = (start + 0.3, start + 0.5)
+    r = load.run(target, s, site, records=True)
+    assert r["failed"] == 0
+    assert r["total"]["p99_s"] >= 0.15
+    assert (r.records["total_s"] > 0.1).mean() > 0.05
+
+
+def test_closed_loop_repeat_runs_for_its_duration(server, site):
+    target, _ = server
+    s = stream.closed(site, 2, requests=5, keep_alive="10", seed=2)
+    r = load.run(target, s, site, repeat=True, max_duration_s=0.5)
+    assert r["completed"] > 10 and r["failed"] == 0
+    assert r["duration_s"] == pytest.approx(0.5, abs=0.2)
+
+
+def test_a_corrupt_file_is_caught_by_its_checksum(site, tmp_path):
+    manifest = fileset.read_manifest(site)
+    victim = manifest.iloc[0]
+    copy = tmp_path / "copy"
+    shutil.copytree(site, copy)
+    data = bytearray((copy / victim["path"]).read_bytes())
+    data[len(data) // 2] ^= 0xFF
+    (copy / victim["path"]).write_bytes(bytes(data))
+    one = manifest.iloc[[0]]
+    s = stream.poisson(one, 100, count=20, seed=1)
+    with serving(copy) as (corrupt, _):
+        r = load.run(corrupt, s, one)
+        assert r["errors"]["bad_content"] == 20
+        assert load.run(corrupt, s, one, verify="length")["failed"] == 0
+
+
+def test_bad_targets_and_streams_are_refused(site):
+    s = stream.poisson(site, 10, count=5, seed=1)
+    with pytest.raises(InputError, match="loopback"):
+        load.run("10.1.2.3:80", s, site)
+    with pytest.raises(InputError, match="HOST:PORT"):
+        load.run("ftp://127.0.0.1:21", s, site)
+    other = pd.DataFrame({"path": ["elsewhere.bin"], "size_bytes": [10], "probability": [1.0]})
+    with pytest.raises(InputError, match="not in the manifest"):
+        load.run("127.0.0.1:9", stream.poisson(other, 10, count=3), site)
+
+
+def test_a_refused_port_is_counted_not_raised(site):
+    s = stream.poisson(site, 50, count=10, seed=1)
+    r = load.run("127.0.0.1:9", s, site, timeout_s=1.0)
+    assert r["errors"]["connect_refused"] == 10 and r["completed"] == 0
+
+
+runner = CliRunner()
+
+
+def test_cli_load_json_and_records(server, site, tmp_path):
+    target, _ = server
+    records = tmp_path / "r.parquet"
+    res = runner.invoke(app, ["load", target, "--objects", str(site), "--rate", "100",
+                              "--duration", "0.5s", "--records", str(records), "--json"])
+    assert res.exit_code == 0, res.output
+    doc = json.loads(res.stdout)
+    assert doc["failed"] == 0 and doc["completed"] > 20
+    assert len(pd.read_parquet(records)) == doc["completed"]
+
+
+def test_cli_load_steps_stop_at_the_bound(server, site):
+    target, _ = server
+    res = runner.invoke(app, ["load", target, "--objects", str(site), "--steps", "50:150:50",
+                              "--duration", "0.3s", "--stop-p99", "1us", "--json"])
+    assert res.exit_code == 0, res.output
+    steps = json.loads(res.stdout)["steps"]
+    assert len(steps) == 1 and "p99" in steps[0]["stop_reason"]
+
+
+@pytest.mark.parametrize(("args", "fragment"), [
+    (["--rate", "10", "--clients", "2"], "give one of"),
+    (["--rate", "10", "--duration", "soon"], "--duration"),
+    (["--steps", "10:5:1"], "--steps"),
+    (["--rate", "10", "--verify", "md5"], "verify"),
+])
+def test_cli_load_bad_flags_exit_2(site, args, fragment):
+    res = runner.invoke(app, ["load", "127.0.0.1:9", "--objects", str(site), *args])
+    assert res.exit_code == 2, res.output
+    assert fragment in res.output
