@@ -12,8 +12,9 @@ from offloadlab import scenario
 
 EXAMPLES = Path(__file__).resolve().parents[1] / "python" / "offloadlab" / "examples"
 
-settings.register_profile("offloadlab", derandomize=True, deadline=None, max_examples=50,
-                          print_blob=True)
+# derandomize and no example database: every run, here or in CI, tests the same examples.
+settings.register_profile("offloadlab", derandomize=True, database=None, deadline=None,
+                          max_examples=50, print_blob=True)
 settings.load_profile("offloadlab")
 
 # Example (b) of reference 000 section 2.10: a class-3-like "large file" class.

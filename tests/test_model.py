@@ -517,3 +517,10 @@ def test_a_queue_at_exactly_full_load_is_saturated_despite_rounding():
     # E[X_a] + E[X_p] = 10 ms at 100/s is U = 1 up to rounding; it must not give 1e17 s.
     row = evaluate(example("large-files"), rates=[100]).rows()[0]
     assert math.isinf(row["T_noe"]) and row["saturated_noe"]
+
+
+def test_a_vanishing_fraction_saturates_beyond_float_range_without_overflow():
+    # Found by hypothesis: f = 2.2e-309 (subnormal) makes 1 / load overflow; lam* is inf.
+    c = {k: "exp(mean=10us)" for k in LARGE}
+    sc = make_scenario([klass("a", 1, 0.0, **c), klass("b", 1, 2.225073858507203e-309, **c)])
+    assert math.isinf(evaluate(sc, [1.0]).overall["lam_star_oe"][0])

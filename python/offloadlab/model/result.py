@@ -103,7 +103,8 @@ def _saturation_rates(k: ClassCosts, f, share) -> dict[str, np.ndarray]:
         "cpu": (share * ((1 - f) * k.h1 + f * k.g1)).sum(-1),
         "oe": (share * f * k.e1).sum(-1),
     }
-    with np.errstate(divide="ignore"):
+    # A vanishing load (a fraction of 1e-309) saturates at a rate beyond float range: inf.
+    with np.errstate(divide="ignore", over="ignore"):
         return {f"lam_star_{name}": np.broadcast_to(np.where(u > 0, 1 / u, np.inf), f.shape[:-1])
                 for name, u in per_unit_rate.items()}
 
