@@ -75,6 +75,7 @@ def test_poisson_stream_is_sent_on_schedule_and_verified(server, site):
     s = stream.poisson(site, 300, duration_s=1.5, seed=3)
     r = load.run(target, s, site, records=True)
     assert (r["completed"], r["failed"]) == (len(s), 0)
+    assert (r.records["error"] == "").all() and (r.records["status"] == 200).all()
     assert r["connections"] == len(s)  # HTTP/1.0: one connection per request
     gaps = np.diff(np.sort(r.records["sent_s"].to_numpy()))
     assert stats.kstest(gaps, "expon", args=(0, 1 / 300)).pvalue > P_FLOOR
@@ -139,10 +140,19 @@ def test_bad_targets_and_streams_are_refused(site):
         load.run("127.0.0.1:9", stream.poisson(other, 10, count=3), site)
 
 
-def test_a_refused_port_is_counted_not_raised(site):
+def test_a_refused_port_is_counted_not_raised_and_recorded_by_name(site):
     s = stream.poisson(site, 50, count=10, seed=1)
-    r = load.run("127.0.0.1:9", s, site, timeout_s=1.0)
+    r = load.run("127.0.0.1:9", s, site, timeout_s=1.0, records=True)
     assert r["errors"]["connect_refused"] == 10 and r["completed"] == 0
+    assert (r.records["error"] == "connect_refused").all()
+
+
+def test_head_requests_check_the_length_even_when_checksums_are_asked(server, site):
+    target, _ = server
+    s = stream.poisson(site, 100, count=20, seed=2)
+    r = load.run(target, s, site, method="HEAD", verify="checksum", records=True)
+    assert (r["completed"], r["failed"], r["body_bytes"]) == (20, 0, 0)
+    assert (r.records["error"] == "").all()
 
 
 runner = CliRunner()

@@ -172,7 +172,9 @@ impl Slot {
         self.content_length = None;
         self.bytes = 0;
         let object = &io.objects[req.object as usize];
-        self.hasher = (io.verify == Verify::Checksum && object.sha256.is_some()).then(Sha256::new);
+        // A HEAD response has no body to hash: its Content-Length is what is checked.
+        let hash = io.verify == Verify::Checksum && object.sha256.is_some() && !io.head_request;
+        self.hasher = hash.then(Sha256::new);
         self.close_after = !req.keep_alive;
         if self.sock.is_some() && self.sock_conn == req.conn {
             self.phase = Phase::Writing;

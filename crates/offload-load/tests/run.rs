@@ -182,11 +182,14 @@ fn chunked_responses_are_decoded_and_checked() {
 fn head_requests_check_content_length() {
     let server = Server::start(Behavior::Normal);
     let plan = closed_loop(vec![object(5000)], 1, 4, 0.0, UNLIMITED, false);
+    // Checksum verification asked for: a HEAD response has no body to hash, so only its
+    // Content-Length is checked.
     let r = go(
         &server,
         &plan,
         &Options {
             method: Method::Head,
+            verify: Verify::Checksum,
             ..options()
         },
     );

@@ -184,7 +184,9 @@ fn load<'py>(
         rec.set_item("total_s", &r.total_s)?;
         rec.set_item("bytes", &r.bytes)?;
         rec.set_item("status", &r.status)?;
-        rec.set_item("error", &r.error)?;
+        // As numbers: a Vec<u8> would reach Python as one bytes object.
+        let error: Vec<u32> = r.error.iter().map(|&e| u32::from(e)).collect();
+        rec.set_item("error", error)?;
         rec.set_item("object", &r.object)?;
         rec.set_item("conn", &r.conn)?;
         out.set_item("records", rec)?;

@@ -97,6 +97,8 @@ def load_cmd(
                               size_class=size_class, seed=seed)
 
     if steps is not None:
+        if records is not None:
+            raise InputError("--records keeps one run's requests; it does not go with --steps")
         try:
             rates = parse_range(steps)
         except InputError as exc:
@@ -142,12 +144,13 @@ def _live(live: Live, planned: int):
 
 def _run_steps(load, target, manifest, rates, make, stop_p99_s, stop_errors, options,
                as_json, out_file) -> None:
-    table = Table("rate/s", "achieved", "p50 ms", "p99 ms", "errors", "stop",
+    table = Table("rate/s", "offered", "achieved", "p50 ms", "p99 ms", "errors", "stop",
                   title=f"saturation search on {target}")
 
     def on_step(step) -> None:
         r = step.result
-        table.add_row(f"{step.rate:g}", f"{r['achieved_rate']:.1f}", _ms(r["total"]["p50_s"]),
+        table.add_row(f"{step.rate:g}", f"{r['offered_rate']:.1f}", f"{r['achieved_rate']:.1f}",
+                      _ms(r["total"]["p50_s"]),
                       _ms(r["total"]["p99_s"]), f"{r['failed']:,}", step.stop_reason)
         if not as_json:
             err.print(f"rate {step.rate:g}/s: p99 {_ms(r['total']['p99_s'])} ms, "
