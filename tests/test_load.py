@@ -27,6 +27,9 @@ P_FLOOR = 0.001  # a K-S p-value below this fails (fixed seeds: deterministic)
 
 class Handler(SimpleHTTPRequestHandler):
     protocol_version = "HTTP/1.1"  # keep-alive unless the client closes
+    # Headers and body go out in separate writes: with Nagle on, a keep-alive response
+    # waits for the client's delayed ACK (~40 ms).
+    disable_nagle_algorithm = True
     stall: tuple[float, float] = (0.0, 0.0)  # responses are held during [start, end)
 
     def do_GET(self):
@@ -43,8 +46,8 @@ class Handler(SimpleHTTPRequestHandler):
 @contextlib.contextmanager
 def serving(root):
     handler = type("H", (Handler,), {})
-    server = ThreadingHTTPServer(("127.0.0.1", 0),
-                                 functools.partial(handler, directory=str(root)))
+    server_class = type("S", (ThreadingHTTPServer,), {"request_queue_size": 256})
+    server = server_class(("127.0.0.1", 0), functools.partial(handler, directory=str(root)))
     server.daemon_threads = True
     thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05})
     thread.start()

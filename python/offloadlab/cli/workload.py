@@ -1,4 +1,5 @@
-"""``offload workload``: file sets, request streams, synthetic traces, and their analysis.
+"""``offload workload``: file sets, request streams, synthetic traces, their analysis, and
+trace replay.
 
 The work is done in :mod:`offloadlab.workload`; these commands read flags, show progress
 and tables, and map each flag to the API's argument so errors name what the user typed.
@@ -21,7 +22,7 @@ from offloadlab.errors import InputError
 from offloadlab.results import write_json
 
 workload_app = typer.Typer(
-    help="Web workloads: file sets, request streams, traces and their analysis.",
+    help="Web workloads: file sets, request streams, traces, their analysis and replay.",
     no_args_is_help=True, rich_markup_mode="rich")
 app.add_typer(workload_app, name="workload")
 
@@ -274,3 +275,124 @@ def _input_kind(path: Path) -> str:
     from offloadlab.workload import traces
 
     return traces.sniff_format(path)
+
+
+# The API's keywords in replay's messages, as the flags that set them.
+_REPLAY_FLAGS = (("all_requests=True", "--all-requests"), ("unknown_size=BYTES", "--unknown-size"),
+                 ("(start_s, duration_s)", "(--start, --duration)"), ("overwrite=True", "--force"),
+                 ("create_large=True", "--create-large"))
+
+
+@workload_app.command("replay")
+@user_errors
+def replay_cmd(
+    trace: Annotated[Path, typer.Argument(
+        metavar="TRACE", help="A trace: WC98 binary log or access log (.gz too).")],
+    out_dir: Annotated[Path, typer.Option(
+        "--out", help="Folder to write the trace's file set and stream.parquet to.")],
+    speed: Annotated[float, typer.Option(
+        help="Divide the trace's times by this: 2 replays twice as fast.")] = 1.0,
+    limit: Annotated[int | None, typer.Option(
+        help="Keep only the first N requests that pass the filters.")] = None,
+    window: Annotated[str, typer.Option(
+        help="A client's requests at most this far apart share a connection (reference "
+             "004's replayer); 'none': one connection per request.")] = "15s",
+    start: Annotated[str | None, typer.Option(
+        help="Keep requests from this far into the trace, e.g. 3600s.")] = None,
+    duration: Annotated[str | None, typer.Option(
+        help="Keep requests within this long after --start (or the trace's start).")] = None,
+    all_requests: Annotated[bool, typer.Option(
+        "--all-requests", help="Keep every request, not only GET/HEAD with status 200.")
+    ] = False,
+    unknown_size: Annotated[str, typer.Option(
+        help="Objects the trace gives no size for: 'drop' them and their requests, or give "
+             "them this size, e.g. 1KiB.")] = "drop",
+    fmt: Annotated[str, typer.Option(
+        "--format", help="Trace format: auto, wc98 or clf.")] = "auto",
+    seed: Annotated[int, typer.Option(help="Seed of the files' content.")] = 0,
+    create_large: Annotated[bool, typer.Option(
+        "--create-large", help="Also write file sets of 2 GiB or more (otherwise only "
+                               "their manifest is written).")] = False,
+    force: Annotated[bool, typer.Option(
+        "--force", help="Write into a non-empty folder that holds no earlier file set.")
+    ] = False,
+) -> None:
+    """Make a trace replayable: its objects as a file set, its requests as a stream.
+
+    Then: offload load 127.0.0.1:PORT --objects DIR --stream DIR/stream.parquet
+    """
+    from offloadlab.report.fileset import describe
+    from offloadlab.workload import fileset, replay, traces
+
+    if not trace.is_file():
+        raise InputError(f"TRACE {trace}: no such file")
+    if fmt not in ("auto", "wc98", "clf"):
+        raise InputError(f"--format {fmt!r}: use auto, wc98 or clf")
+    if not (speed > 0 and speed < float("inf")):
+        raise InputError(f"--speed {speed:g}: use a factor > 0, e.g. --speed 2 (twice as fast)")
+    if limit is not None and limit < 1:
+        raise InputError(f"--limit {limit}: keep at least 1 request")
+    window_s = None if window == "none" else _optional_time("--window", window)
+    start_s = _optional_time("--start", start)
+    duration_s = _optional_time("--duration", duration)
+    if duration_s == 0:
+        raise InputError(f"--duration {duration}: use a duration > 0, e.g. 60s")
+    if unknown_size == "drop":
+        fallback = None
+    else:
+        try:
+            fallback = fileset.parse_bytes(unknown_size, "size")
+        except InputError as exc:
+            raise InputError(f"--unknown-size: {exc}; or 'drop'") from None
+    if seed < 0:
+        raise InputError(f"--seed {seed}: use a whole number >= 0")
+    reader = traces.read_trace(trace, format=None if fmt == "auto" else fmt)
+    try:
+        result = replay.replay(reader, speed=speed, window_s=window_s,
+                               all_requests=all_requests, limit=limit, start_s=start_s,
+                               duration_s=duration_s, unknown_size=fallback, seed=seed,
+                               source=str(trace))
+        if reader.report.skipped:
+            note(reader.report.summary())
+        out.print(describe(result.fileset))
+        with _bytes_bar() as bar:
+            task = bar.add_task("writing", total=None)
+
+            def progress(done: int, total: int) -> None:
+                bar.update(task, completed=done, total=total)
+
+            written = result.write(out_dir, progress, overwrite=force,
+                                   create_large=create_large)
+    except InputError as exc:  # the API names its keywords; say the flags instead
+        text = str(exc)
+        for keyword, flag in _REPLAY_FLAGS:
+            text = text.replace(keyword, flag)
+        raise InputError(text) from None
+    r = result.report
+    table = Table("", "", title=f"replay of {trace}", show_header=False)
+    rows = [("requests read", r.read), ("kept", r.kept),
+            ("not GET/HEAD with status 200", r.not_replayed),
+            ("outside the window", r.outside_window)]
+    if fallback is None:
+        rows.append(("dropped: object size unknown", r.unknown_size))
+    rows += [("objects", r.objects), ("objects of unknown size", r.objects_unknown_size),
+             ("connections", r.connections), ("trace span (s)", r.trace_span_s),
+             ("stream span (s)", r.span_s), ("speed", r.speed)]
+    if r.reordered:
+        rows.append(("rows sorted into time order", r.reordered))
+    for key, value in rows:
+        table.add_row(key, f"{value:,.6g}" if isinstance(value, float) else f"{value:,}")
+    out.print(table)
+    if r.stopped_at_limit:
+        note(f"stopped reading at --limit {limit}; the trace may hold more requests")
+    fs = result.fileset
+    size = f"{fs.n_files:,} files, {fileset.format_bytes(fs.total_bytes)}"
+    stream_path = out_dir / replay.STREAM_FILE
+    if written.created:
+        out.print(f"{fs.name}: {size} written to {out_dir} ({written.rate_Bps / 2**20:.0f} "
+                  f"MiB/s); {len(result.stream):,} requests to {stream_path}")
+    else:
+        out.print(f"{fs.name}: {size} described by its manifest in {out_dir} (--create-large "
+                  f"writes the files); {len(result.stream):,} requests to {stream_path}")
+    out.print(f"replay with: offload load 127.0.0.1:PORT --objects {out_dir} "
+              f"--stream {stream_path}")

@@ -29,10 +29,13 @@ def describe(items: Spec | FileSet | Iterable[Spec | FileSet]) -> Table:
     for item in items:
         fs = item if isinstance(item, FileSet) else generate(item)
         s = summary(fs)
-        alpha = fs.spec.dir_alpha if isinstance(fs.spec, SpecWeb99Spec) else fs.spec.zipf_alpha
+        # An explicit set (a trace's) has no Zipf exponent: its popularity is counted.
+        alpha = (fs.spec.dir_alpha if isinstance(fs.spec, SpecWeb99Spec)
+                 else getattr(fs.spec, "zipf_alpha", None))
         table.add_row(fs.name, str(fs.n_files), format_bytes(s["total_bytes"]),
                       format_bytes(s["mean_bytes"]), *(str(k["files"]) for k in s["classes"]),
-                      f"{alpha:g}", "[yellow]no[/]" if fs.large else "yes")
+                      "–" if alpha is None else f"{alpha:g}",
+                      "[yellow]no[/]" if fs.large else "yes")
     return table
 
 

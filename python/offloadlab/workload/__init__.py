@@ -20,6 +20,8 @@
   :mod:`~offloadlab.workload.stream_args` (argument checks, seeds).
 - :mod:`~offloadlab.workload.traces` — World Cup 98 and Common/Combined Log Format
   readers, and synthetic traces.
+- :mod:`~offloadlab.workload.replay` — a trace made replayable: its objects as a file
+  set, its requests as an open-loop stream for the load generator.
 - :mod:`~offloadlab.workload.analyze` — what a trace or a manifest holds: the size and
   popularity fits of :mod:`~offloadlab.workload.fits` and the class, connection and
   arrival statistics of :mod:`~offloadlab.workload.stats`.

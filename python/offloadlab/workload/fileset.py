@@ -4,9 +4,10 @@ a manifest, and verified against it.
 A spec (:mod:`~offloadlab.workload.specs`; size models in
 :mod:`~offloadlab.workload.sizes`, named sets in :mod:`~offloadlab.workload.presets`)
 says how to build a set; :func:`generate` turns it into a :class:`FileSet` (sizes,
-classes, popularity ranks and probabilities, paths) without touching the disk;
-:func:`materialise` writes it with its manifest; :func:`verify` re-hashes a directory
-against its manifest::
+classes, popularity ranks and probabilities, paths) without touching the disk
+(:func:`explicit` builds one from given sizes, weights and paths instead, e.g. a trace's
+objects); :func:`materialise` writes it with its manifest; :func:`verify` re-hashes a
+directory against its manifest::
 
     spec = preset("web", seed=1)
     fs = generate(spec)
@@ -59,13 +60,20 @@ import pandas as pd
 from offloadlab.errors import InputError
 from offloadlab.report.format import format_bytes
 from offloadlab.results import write_atomic, write_json
-from offloadlab.workload.checks import MAX_FILES, need_alpha, need_fields, need_int
+from offloadlab.workload.checks import (
+    MAX_FILE_BYTES,
+    MAX_FILES,
+    need_alpha,
+    need_fields,
+    need_int,
+)
 from offloadlab.workload.classes import CLASSES, GiB, KiB, MiB, TiB, class_label, size_class
 from offloadlab.workload.presets import PRESETS, preset  # noqa: F401  (PRESETS: for the CLI)
 from offloadlab.workload.sizes import size_model
 from offloadlab.workload.specs import (
     SPECWEB99_FILE_RANKS,
     SPECWEB99_SIZES,
+    ExplicitSpec,
     FileSetSpec,
     Spec,
     SpecWeb99Spec,
@@ -85,11 +93,13 @@ FORMAT = 1
 # class as the set itself defines it (SPECweb99's 0..3, whose 1024-byte file is seed
 # 000's class 0; for SURGE-like sets the same as ``class``); ``set`` the set's name.
 # ``checksum`` is the SHA-256 (hex) of the content, empty if the set was only described.
+# A set may add columns after these (a trace's set: ``object``, the trace's name for the
+# file); ``object`` is read back as text.
 MANIFEST_COLUMNS = ("file_id", "path", "size_bytes", "class", "set_class", "rank",
                     "probability", "checksum", "set")
 REQUIRED_COLUMNS = ("path", "size_bytes", "class", "rank", "probability", "checksum")
 _INT_COLUMNS = ("file_id", "size_bytes", "class", "set_class", "rank")
-_STR_COLUMNS = ("path", "checksum", "set")
+_STR_COLUMNS = ("path", "checksum", "set", "object")
 
 # Sets this large are only described (manifest, no files) unless create_large=True.
 LARGE_BYTES = 2 * GiB
@@ -128,7 +138,7 @@ def spec_to_dict(spec: Spec) -> dict:
     data = {"kind": spec.kind, **dataclasses.asdict(spec)}
     if isinstance(spec, FileSetSpec):
         data["sizes"] = {"kind": spec.sizes.kind, **dataclasses.asdict(spec.sizes)}
-    else:
+    elif isinstance(spec, SpecWeb99Spec):
         data["class_mix"] = list(spec.class_mix)
     return data
 
@@ -202,7 +212,8 @@ class FileSet:
     """A generated file set. Arrays are indexed by file id (0..n-1): ``sizes`` in bytes,
     ``classes`` seed 000's size class, ``set_class`` the set's own class, ``ranks``
     (1 = most popular), ``probability`` of each file per request (sums to 1), ``paths``
-    relative to the set's directory."""
+    relative to the set's directory; ``extra`` holds further manifest columns, one value
+    per file (an explicit set's ``object``)."""
 
     spec: Spec
     sizes: np.ndarray
@@ -211,6 +222,7 @@ class FileSet:
     ranks: np.ndarray
     probability: np.ndarray
     paths: tuple[str, ...]
+    extra: dict | None = None
 
     @property
     def name(self) -> str:
@@ -243,6 +255,7 @@ class FileSet:
             "probability": self.probability,
             "checksum": list(checksums) if checksums is not None else [""] * n,
             "set": [self.name] * n,
+            **{k: list(v) for k, v in (self.extra or {}).items()},
         }))
 
 
@@ -252,8 +265,54 @@ def generate(spec: Spec) -> FileSet:
         return _specweb99(spec)
     if isinstance(spec, FileSetSpec):
         return _surge(spec)
+    if isinstance(spec, ExplicitSpec):
+        raise InputError(f"file set {spec.name!r}: an explicit set's sizes are not in its "
+                         "spec; build it with explicit(spec, sizes, weights, paths)")
     raise InputError(f"cannot generate a file set from {type(spec).__name__}; "
                      "use a FileSetSpec, a SpecWeb99Spec or preset(name)")
+
+
+def explicit(spec: ExplicitSpec, sizes, weights, paths: Sequence[str],
+             extra: dict | None = None) -> FileSet:
+    """A set of given files: ``sizes`` in bytes (whole numbers >= 0), popularity
+    ``weights`` (e.g. request counts: ranked from the largest, ties by file id, and
+    normalised into ``probability``) and ``paths`` (relative, unique, without ``..``),
+    all indexed by file id; ``extra`` adds manifest columns (one value per file).
+    Content is keyed by ``spec.seed`` and the file id, as for generated sets."""
+    where = f"file set {spec.name!r}: "
+    if not isinstance(spec, ExplicitSpec):
+        raise InputError(f"{where}explicit() takes an ExplicitSpec, not {type(spec).__name__}")
+    sizes = np.asarray(sizes)
+    weights = np.asarray(weights, dtype=float)
+    paths = tuple(paths)
+    n = len(paths)
+    need_int(n, "files", 1, MAX_FILES, "at least one file", where)
+    if sizes.shape != (n,) or weights.shape != (n,):
+        raise InputError(f"{where}give one size and one weight per path ({n} paths, "
+                         f"{sizes.size} sizes, {weights.size} weights)")
+    if sizes.dtype.kind not in "iu" or (sizes < 0).any() or (sizes > MAX_FILE_BYTES).any():
+        raise InputError(f"{where}sizes must be whole numbers of bytes in [0, "
+                         f"{MAX_FILE_BYTES:,}]")
+    if not (np.isfinite(weights).all() and (weights >= 0).all() and weights.sum() > 0):
+        raise InputError(f"{where}weights must be finite, >= 0 and not all 0")
+    for p in paths:
+        if not isinstance(p, str) or "\\" in p or "\0" in p or any(
+                part in ("", ".", "..") for part in p.split("/")):
+            raise InputError(f"{where}path {p!r} is not a relative path inside the set; "
+                             "write names joined by '/', without a leading '/', '.', '..', "
+                             "'\\' or NUL")
+    if len(set(paths)) < n:
+        raise InputError(f"{where}paths must differ; each file has its own path")
+    for key, values in (extra or {}).items():
+        if key in MANIFEST_COLUMNS or len(values) != n:
+            raise InputError(f"{where}extra column {key!r}: give a new column name and one "
+                             "value per file")
+    sizes = sizes.astype(np.int64)
+    ranks = np.empty(n, np.int64)
+    ranks[np.lexsort((np.arange(n), -weights))] = np.arange(1, n + 1)
+    classes = size_class(sizes)
+    return FileSet(spec, sizes, classes, classes.copy(), ranks, weights / weights.sum(),
+                   paths, dict(extra) if extra else None)
 
 
 def zipf_probabilities(n: int, alpha: float) -> np.ndarray:

@@ -1,6 +1,8 @@
 """File-set specs: how to build a set, checked when made. :class:`FileSetSpec` for
 SURGE-like sets, :class:`SpecWeb99Spec` for SPECweb99's fixed layout;
-:func:`offloadlab.workload.fileset.generate` builds either."""
+:func:`offloadlab.workload.fileset.generate` builds either. :class:`ExplicitSpec` names
+a set whose sizes are given rather than drawn (a trace's objects);
+:func:`offloadlab.workload.fileset.explicit` builds it."""
 
 from __future__ import annotations
 
@@ -132,4 +134,23 @@ class SpecWeb99Spec:
         need_int(self.seed, "seed", 0, 2**63 - 1, "e.g. seed=0", where)
 
 
-Spec = FileSetSpec | SpecWeb99Spec
+@dataclass(frozen=True)
+class ExplicitSpec:
+    """A set whose files, sizes and popularity are given, not drawn: e.g. the objects a
+    trace requested (:mod:`~offloadlab.workload.replay`). The spec holds only the name,
+    the ``seed`` that keys the files' content (as for every set) and where the set came
+    from (``source``); :func:`~offloadlab.workload.fileset.explicit` builds the set from
+    the sizes, weights and paths."""
+
+    name: str = "explicit"
+    seed: int = 0
+    source: str = ""
+    description: str = ""
+    kind: ClassVar[str] = "explicit"
+
+    def __post_init__(self) -> None:
+        need_name(self.name)
+        need_int(self.seed, "seed", 0, 2**63 - 1, "e.g. seed=0", f"file set {self.name!r}: ")
+
+
+Spec = FileSetSpec | SpecWeb99Spec | ExplicitSpec
