@@ -30,6 +30,14 @@ STREAM_KINDS = ("poisson", "constant", "ramp", "closed", "sessions")
 INPUT_FORMATS = ("auto", "manifest", "stream", "wc98", "clf")
 
 
+# Options of the commands that write file sets.
+CreateLarge = Annotated[bool, typer.Option(
+    "--create-large", help="Also write sets of 2 GiB or more (otherwise only their manifest "
+                           "is written).")]
+Force = Annotated[bool, typer.Option(
+    "--force", help="Write into a non-empty folder that holds no earlier file set.")]
+
+
 def _bytes_bar() -> Progress:
     columns = ("{task.description}", BarColumn(), DownloadColumn(), TimeRemainingColumn())
     return Progress(*columns, console=err, transient=True, disable=not err.is_terminal)
@@ -57,12 +65,8 @@ def fileset_cmd(
         help="Seed: the same seed writes the same bytes (default: the spec's, or 0).")
     ] = None,
     list_presets: Annotated[bool, typer.Option("--list", help="List the presets.")] = False,
-    create_large: Annotated[bool, typer.Option(
-        "--create-large", help="Also write sets of 2 GiB or more (otherwise only their "
-                               "manifest is written).")] = False,
-    force: Annotated[bool, typer.Option(
-        "--force", help="Write into a non-empty folder that holds no earlier file set.")
-    ] = False,
+    create_large: CreateLarge = False,
+    force: Force = False,
 ) -> None:
     """Generate a SURGE-like file set (or a preset's sets) and write it to disk."""
     from offloadlab.report.fileset import describe
@@ -310,12 +314,8 @@ def replay_cmd(
     fmt: Annotated[str, typer.Option(
         "--format", help="Trace format: auto, wc98 or clf.")] = "auto",
     seed: Annotated[int, typer.Option(help="Seed of the files' content.")] = 0,
-    create_large: Annotated[bool, typer.Option(
-        "--create-large", help="Also write file sets of 2 GiB or more (otherwise only "
-                               "their manifest is written).")] = False,
-    force: Annotated[bool, typer.Option(
-        "--force", help="Write into a non-empty folder that holds no earlier file set.")
-    ] = False,
+    create_large: CreateLarge = False,
+    force: Force = False,
 ) -> None:
     """Make a trace replayable: its objects as a file set, its requests as a stream.
 
