@@ -54,7 +54,13 @@ http {
     server { listen 127.0.0.1:$port; root $dir/www; }
 }
 CONF
-"$NGINX" -c "$dir/nginx.conf" -p "$dir" &
+# Server and client on cores of their own (when there are two), so that neither steals
+# the other's CPU and the runs vary less.
+server_cpu=() client_cpu=()
+if command -v taskset >/dev/null && [ "$(nproc)" -ge 2 ]; then
+  server_cpu=(taskset -c 0) client_cpu=(taskset -c 1-$(($(nproc) - 1)))
+fi
+"${server_cpu[@]}" "$NGINX" -c "$dir/nginx.conf" -p "$dir" &
 nginx_pid=$!
 trap 'kill "$nginx_pid" 2>/dev/null; wait "$nginx_pid" 2>/dev/null; rm -rf "$dir"' EXIT
 up=
@@ -70,14 +76,14 @@ per_request_us() { awk -v r="$1" -v s="$secs" '{printf "%.2f", ($1 + $2) * 1e6 /
 # wrk counts non-2xx answers as requests; refuse a run that had any.
 wrk_rate() {
   local r
-  r=$(/usr/bin/time -f '%U %S' -o "$cpu_file" wrk -t"$threads" -c"$conns" -d"${secs}s" "$1" |
+  r=$(/usr/bin/time -f '%U %S' -o "$cpu_file" "${client_cpu[@]}" wrk -t"$threads" -c"$conns" -d"${secs}s" "$1" |
     awk '/Non-2xx/ {bad=1} /Requests\/sec/ {r=$2} END {if (bad) exit 1; print r}')
   echo "$r $(per_request_us "$r")"
 }
 our_rate() {
   local r
   # shellcheck disable=SC2086  # the flags are meant to split
-  r=$(/usr/bin/time -f '%U %S' -o "$cpu_file" "$ours" "$1" --connections "$conns" \
+  r=$(/usr/bin/time -f '%U %S' -o "$cpu_file" "${client_cpu[@]}" "$ours" "$1" --connections "$conns" \
     --threads "$threads" --duration "${secs}s" --json --quiet ${OFFLOAD_LOAD_FLAGS:-} |
     python3 -c 'import json,sys; print(json.load(sys.stdin)["throughput"])')
   echo "$r $(per_request_us "$r")"
