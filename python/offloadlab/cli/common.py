@@ -12,6 +12,7 @@ import typer
 from rich.console import Console
 
 from offloadlab import __version__
+from offloadlab.dist import parse_time
 from offloadlab.errors import InputError
 
 app = typer.Typer(
@@ -42,6 +43,16 @@ def user_errors(command):
 
 def _error(exc: Exception) -> None:
     err.print(f"[bold red]error:[/] {exc}", highlight=False, markup=True)
+
+
+def flag_time(flag: str, text: str | None) -> float | None:
+    """A duration flag's value in seconds (None stays None); errors name the flag."""
+    if text is None:
+        return None
+    try:
+        return parse_time(text)
+    except InputError as exc:
+        raise InputError(f"{flag} {exc}") from None
 
 
 def note(text: str) -> None:

@@ -11,23 +11,13 @@ import typer
 from rich.live import Live
 from rich.table import Table
 
-from offloadlab.cli.common import app, err, out, user_errors
-from offloadlab.dist import parse_time
+from offloadlab.cli.common import app, err, flag_time, out, user_errors
 from offloadlab.errors import InputError
 from offloadlab.ranges import parse_range
 from offloadlab.results import write_json
 
 # Closed loop: requests drawn per client; a client cycles through them until --duration.
 _PER_CLIENT = 1000
-
-
-def _time(flag: str, text: str | None) -> float | None:
-    if text is None:
-        return None
-    try:
-        return parse_time(text)
-    except InputError as exc:
-        raise InputError(f"{flag} {exc}") from None
 
 
 @app.command("load")
@@ -86,10 +76,10 @@ def load_cmd(
     if sum(sources) != 1:
         raise InputError("give one of --stream FILE, --rate R, --steps A:B:C or --clients N")
     manifest = fileset.read_manifest(objects)
-    duration_s = _time("--duration", duration)
+    duration_s = flag_time("--duration", duration)
     alive = False if keep_alive == "no" else keep_alive
-    options = dict(threads=threads, timeout_s=_time("--timeout", timeout),
-                   max_duration_s=_time("--max-duration", max_duration), method=method,
+    options = dict(threads=threads, timeout_s=flag_time("--timeout", timeout),
+                   max_duration_s=flag_time("--max-duration", max_duration), method=method,
                    verify=verify, records=records is not None, allow_remote=allow_remote)
 
     def poisson(r: float):
@@ -103,7 +93,7 @@ def load_cmd(
             rates = parse_range(steps)
         except InputError as exc:
             raise InputError(f"--steps {exc}") from None
-        _run_steps(load, target, manifest, rates, poisson, _time("--stop-p99", stop_p99),
+        _run_steps(load, target, manifest, rates, poisson, flag_time("--stop-p99", stop_p99),
                    stop_errors, options, as_json, out_file)
         return
     if stream_file is not None:

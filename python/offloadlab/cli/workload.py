@@ -16,8 +16,7 @@ import typer
 from rich.progress import BarColumn, DownloadColumn, Progress, TimeRemainingColumn
 from rich.table import Table
 
-from offloadlab.cli.common import app, err, note, out, user_errors
-from offloadlab.dist import parse_time
+from offloadlab.cli.common import app, err, flag_time, note, out, user_errors
 from offloadlab.errors import InputError
 from offloadlab.results import write_json
 
@@ -41,15 +40,6 @@ Force = Annotated[bool, typer.Option(
 def _bytes_bar() -> Progress:
     columns = ("{task.description}", BarColumn(), DownloadColumn(), TimeRemainingColumn())
     return Progress(*columns, console=err, transient=True, disable=not err.is_terminal)
-
-
-def _optional_time(flag: str, text: str | None) -> float | None:
-    if text is None:
-        return None
-    try:
-        return parse_time(text)
-    except InputError as exc:
-        raise InputError(f"{flag} {exc}") from None
 
 
 @workload_app.command("fileset")
@@ -152,7 +142,7 @@ def stream_cmd(
 
     if kind not in STREAM_KINDS:
         raise InputError(f"--kind {kind!r}: use one of {', '.join(STREAM_KINDS)}")
-    duration_s = _optional_time("--duration", duration)
+    duration_s = flag_time("--duration", duration)
     alive = False if keep_alive in (None, "no") else keep_alive
     common = {"duration_s": duration_s, "size_class": size_class, "seed": seed}
     if kind in ("poisson", "constant"):
@@ -249,7 +239,7 @@ def analyze_cmd(
         reader = traces.read_trace(source, format=kind)
         chunks = iter(reader)
         if connections != "none":
-            chunks = traces.assign_connections(chunks, _optional_time("--connections",
+            chunks = traces.assign_connections(chunks, flag_time("--connections",
                                                                       connections))
         result = analyze.analyze_requests(chunks, name=name)
         if reader.report.skipped:
@@ -332,9 +322,9 @@ def replay_cmd(
         raise InputError(f"--speed {speed:g}: use a factor > 0, e.g. --speed 2 (twice as fast)")
     if limit is not None and limit < 1:
         raise InputError(f"--limit {limit}: keep at least 1 request")
-    window_s = None if window == "none" else _optional_time("--window", window)
-    start_s = _optional_time("--start", start)
-    duration_s = _optional_time("--duration", duration)
+    window_s = None if window == "none" else flag_time("--window", window)
+    start_s = flag_time("--start", start)
+    duration_s = flag_time("--duration", duration)
     if duration_s == 0:
         raise InputError(f"--duration {duration}: use a duration > 0, e.g. 60s")
     if unknown_size == "drop":

@@ -5,14 +5,13 @@ from __future__ import annotations
 import math
 import os
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
-from concurrent.futures import TimeoutError as FutureTimeout
 from dataclasses import dataclass, field
 
 import numpy as np
 import pandas as pd
 
 from offloadlab import _core, dist, model
+from offloadlab.background import watched
 from offloadlab.errors import InputError
 from offloadlab.results import METRICS, Result, operating_points, saturation_flags
 from offloadlab.scenario import COST_FIELDS, Scenario
@@ -99,9 +98,9 @@ def run(scenario: Scenario, *, rates=None, fractions=None, requests: int = 200_0
                     warmup=None if warmup == "mser5" else int(warmup), batches=batches,
                     precision=ci, precision_metric=METRICS.index(ci_metric),
                     threads=threads or os.cpu_count() or 1)
-        report = None if progress is None else (
-            lambda done, base=base: progress(base + done, planned))
-        out = _simulate(args, report)
+        on_tick = None if progress is None else (
+            lambda control, base=base: progress(base + control.done, planned))
+        out = watched(_core.simulate, args, _core.Control(), on_tick, _POLL_S)
         base += sum(out["measured"]) + sum(out["warmup"])
         notes.extend(f"rate {rate:g}/s: {n}" for n in out["notes"])
         if ci is not None and not out["precision_met"]:
@@ -169,24 +168,6 @@ def to_core(d: dist.Dist) -> _core.Dist:
     if isinstance(d, dist.Empirical):
         return _core.Dist.empirical(d.values.tolist())
     raise TypeError(f"no simulator counterpart for {type(d).__name__}")
-
-
-def _simulate(args: dict, report: Callable[[int], None] | None) -> dict:
-    """Run the simulator on a worker thread (it releases the GIL), so this thread can
-    report progress and turn Ctrl-C into a clean cancel."""
-    control = _core.Control()
-    with ThreadPoolExecutor(1, thread_name_prefix="offload-sim") as pool:
-        future = pool.submit(_core.simulate, **args, control=control)
-        try:
-            while True:
-                try:
-                    return future.result(timeout=_POLL_S)
-                except FutureTimeout:
-                    if report is not None:
-                        report(control.done)
-        except BaseException:
-            control.cancel()
-            raise
 
 
 def _result(scenario: Scenario, rates, f, share, outputs: list[dict], seed: int,

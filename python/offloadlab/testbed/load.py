@@ -14,8 +14,6 @@ import math
 import os
 import socket
 from collections.abc import Callable, Sequence
-from concurrent.futures import ThreadPoolExecutor
-from concurrent.futures import TimeoutError as FutureTimeout
 from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import urlsplit
@@ -24,6 +22,7 @@ import numpy as np
 import pandas as pd
 
 from offloadlab import _core
+from offloadlab.background import watched
 from offloadlab.errors import InputError
 from offloadlab.results import write_atomic
 from offloadlab.workload import fileset
@@ -132,7 +131,7 @@ def run(target: str | Target, requests: Stream, objects, *, threads: int | None 
         max_duration_s=float(max_duration_s), method=method.upper(), verify=verify,
         records=records, busy_poll_s=float(busy_poll_s), repeat=repeat)
     try:
-        out = _load(args, progress)
+        out = watched(_core.load, args, _core.LoadControl(), progress, _POLL_S)
     except ValueError as exc:  # the generator's own checks (e.g. a remote target)
         raise InputError(str(exc)) from None
     table = None
@@ -150,24 +149,6 @@ def _default_bound(requests: Stream, times: np.ndarray, timeout_s: float) -> flo
         return float(times.max(initial=0.0)) + 2 * timeout_s
     stated = requests.meta.get("duration_s")
     return float(stated) + 2 * timeout_s if stated else 600.0
-
-
-def _load(args: dict, progress: Callable | None) -> dict:
-    """Run on a worker thread (the extension releases the GIL) so that this thread can
-    report progress and turn Ctrl-C into a cancel."""
-    control = _core.LoadControl()
-    with ThreadPoolExecutor(1, thread_name_prefix="offload-load") as pool:
-        future = pool.submit(_core.load, **args, control=control)
-        try:
-            while True:
-                try:
-                    return future.result(timeout=_POLL_S)
-                except FutureTimeout:
-                    if progress is not None:
-                        progress(control)
-        except BaseException:
-            control.cancel()
-            raise
 
 
 def write_records(result: LoadResult, path: str | Path) -> None:
