@@ -1,6 +1,7 @@
 """`offload workload`: each verb end to end on small inputs, and bad flags exit 2."""
 
 import json
+import shutil
 
 import pytest
 from typer.testing import CliRunner
@@ -127,3 +128,15 @@ def test_an_unwritable_output_is_a_runtime_error_not_a_traceback(small_set):
     res = run("stream", small_set, "--out", "/proc/s.parquet", "--rate", 5, "--count", 10)
     assert res.exit_code == 1
     assert "error:" in res.output and "Traceback" not in res.output
+
+
+def test_verify_passes_a_good_set_and_fails_a_damaged_one(small_set, tmp_path):
+    assert run("verify", small_set).exit_code == 0
+    copy = tmp_path / "copy"
+    shutil.copytree(small_set, copy)
+    victim = copy / fileset.read_manifest(copy)["path"].iloc[0]
+    data = bytearray(victim.read_bytes())
+    data[0] ^= 0xFF
+    victim.write_bytes(bytes(data))
+    res = run("verify", copy)
+    assert res.exit_code == 1 and "1 of 120 files do not match" in " ".join(res.output.split())

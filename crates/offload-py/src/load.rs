@@ -163,6 +163,8 @@ fn load<'py>(
         ..Options::default()
     };
     options.check().map_err(value_error)?;
+    // Many connections need many descriptors: lift the soft limit as the binary does.
+    offload_load::raise_fd_limit();
     let control = control.map_or_else(|| Arc::new(offload_load::Control::new()), |c| c.0.clone());
     let report = py.detach(|| offload_load::run(&target, &plan, &options, &control));
     let report = match report {

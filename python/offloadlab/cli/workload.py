@@ -103,6 +103,34 @@ def fileset_cmd(
                       "--create-large writes the files")
 
 
+@workload_app.command("verify")
+@user_errors
+def verify_cmd(
+    folder: Annotated[Path, typer.Argument(
+        metavar="DIR", help="A file set written by `offload workload fileset` or `replay`.")],
+) -> None:
+    """Re-read every file of a file set and check its size and SHA-256 against the manifest.
+
+    Exits 1 if any file is missing, of the wrong size or of the wrong content.
+    """
+    from offloadlab.workload import fileset
+
+    with _bytes_bar() as bar:
+        task = bar.add_task("checking", total=None)
+        result = fileset.verify(folder, lambda done, total: bar.update(task, completed=done,
+                                                                       total=total))
+    size = f"{result.files:,} files, {fileset.format_bytes(result.total_bytes)}"
+    if result.ok:
+        out.print(f"{folder}: {size}: all match the manifest")
+        return
+    for path, problem in result.problems[:20]:
+        err.print(f"[red]{path}[/]: {problem}")
+    more = len(result.problems) - 20
+    err.print(f"{folder}: {len(result.problems):,} of {result.files:,} files do not match"
+              + (f" ({more:,} more not shown)" if more > 0 else ""))
+    raise typer.Exit(1)
+
+
 @workload_app.command("stream")
 @user_errors
 def stream_cmd(
