@@ -18,6 +18,14 @@ fn options() -> Options {
     }
 }
 
+/// The default options, with each body's SHA-256 checked as well as its length.
+fn checked() -> Options {
+    Options {
+        verify: Verify::Checksum,
+        ..options()
+    }
+}
+
 fn go(server: &Server, plan: &Plan, options: &Options) -> Report {
     run(&server.target(), plan, options, &Control::new()).unwrap()
 }
@@ -37,14 +45,7 @@ fn closed_loop_exact_counts_and_keep_alive_reuse() {
     let server = Server::start(Behavior::Normal);
     // 3 clients x 23 requests, 5 per connection: ceil(23 / 5) = 5 connections each.
     let plan = closed_loop(vec![object(1000), object(5000)], 3, 23, 0.0, 5, false);
-    let r = go(
-        &server,
-        &plan,
-        &Options {
-            verify: Verify::Checksum,
-            ..options()
-        },
-    );
+    let r = go(&server, &plan, &checked());
     assert_eq!((r.planned, r.sent, r.completed, r.failed), (69, 69, 69, 0));
     assert_eq!(server.requests(), 69);
     assert_eq!(server.accepted(), 15);
@@ -109,14 +110,7 @@ fn server_closing_each_connection_means_reconnecting() {
 fn checksum_catches_wrong_content_that_length_misses() {
     let server = Server::start(Behavior::WrongContent);
     let plan = http10_plan(10, 3000);
-    let r = go(
-        &server,
-        &plan,
-        &Options {
-            verify: Verify::Checksum,
-            ..options()
-        },
-    );
+    let r = go(&server, &plan, &checked());
     only_error(&r, ErrorKind::BadContent, 10);
     let r = go(
         &server,
@@ -166,14 +160,7 @@ fn bad_status() {
 fn chunked_responses_are_decoded_and_checked() {
     let server = Server::start(Behavior::Chunked);
     let plan = closed_loop(vec![object(1234), object(100)], 2, 6, 0.0, 3, false);
-    let r = go(
-        &server,
-        &plan,
-        &Options {
-            verify: Verify::Checksum,
-            ..options()
-        },
-    );
+    let r = go(&server, &plan, &checked());
     assert_eq!((r.completed, r.failed), (12, 0), "{:?}", r.errors);
     assert_eq!(server.accepted(), 4);
 }
@@ -189,8 +176,7 @@ fn head_requests_check_content_length() {
         &plan,
         &Options {
             method: Method::Head,
-            verify: Verify::Checksum,
-            ..options()
+            ..checked()
         },
     );
     assert_eq!((r.completed, r.body_bytes, server.accepted()), (4, 0, 1));

@@ -177,12 +177,11 @@ def read(path: str | Path) -> Stream:
     """Read a stream written by :meth:`Stream.write` (or any Parquet file in the format),
     checking its columns, types and values."""
     path = Path(path)
-    meta, strings = _open(path)
+    meta, pf = _parquet(path)
     try:
-        table = pq.read_table(path, read_dictionary=strings)
+        table = pf.read()
     except (OSError, pa.ArrowException) as exc:
         raise InputError(f"{path}: cannot read as Parquet: {exc}") from None
-    _check_schema(table.schema, str(path))
     return Stream(_frame_from_arrow(table, str(path)), meta)
 
 
@@ -193,12 +192,7 @@ def iter_batches(path: str | Path, rows: int = 65_536) -> Iterator[pd.DataFrame]
     and stays with one client) are made only by :func:`read`."""
     path = Path(path)
     rows = positive_int("rows", rows)
-    _, strings = _open(path)
-    try:
-        pf = pq.ParquetFile(path, read_dictionary=strings)
-    except (OSError, pa.ArrowException) as exc:
-        raise InputError(f"{path}: cannot read as Parquet: {exc}") from None
-    _check_schema(pf.schema_arrow, str(path))
+    _, pf = _parquet(path)
     start, last_time = 0, -math.inf
     for batch in pf.iter_batches(batch_size=rows):
         frame = _frame_from_arrow(pa.Table.from_batches([batch]), str(path), start,
@@ -481,6 +475,17 @@ def _to_table(frame: pd.DataFrame, meta: dict) -> pa.Table:
         VERSION_KEY: str(FORMAT_VERSION).encode(),
         META_KEY: json.dumps(jsonable(meta), sort_keys=True, allow_nan=False).encode()})
     return pa.Table.from_arrays(arrays, schema=schema)
+
+
+def _parquet(path: Path) -> tuple[dict, pq.ParquetFile]:
+    """The stream file's meta and the file opened for reading, its schema checked."""
+    meta, strings = _open(path)
+    try:
+        pf = pq.ParquetFile(path, read_dictionary=strings)
+    except (OSError, pa.ArrowException) as exc:
+        raise InputError(f"{path}: cannot read as Parquet: {exc}") from None
+    _check_schema(pf.schema_arrow, str(path))
+    return meta, pf
 
 
 def _open(path: Path) -> tuple[dict, list[str]]:
