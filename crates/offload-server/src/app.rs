@@ -1,0 +1,133 @@
+//! The host's application: a parsed request in, an answer out. It burns the configured
+//! application work X_a on the host thread, looks the file up, and builds the head; a
+//! body up to `sendfile_above` bytes is copied into the answer (write path), a longer
+//! one is left to sendfile (zero-copy path), as Apache does.
+
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+
+use offload_sim::dist::Dist;
+use rand::SeedableRng;
+use rand_xoshiro::Xoshiro256PlusPlus;
+
+use crate::conn::FileRange;
+use crate::cpu;
+use crate::files::Files;
+use crate::http::{self, response, Head, Method, Status};
+use crate::proto::Reply;
+use crate::stats::Stats;
+
+/// Path of the stats document when `stats_endpoint` is on.
+pub const STATS_PATH: &[u8] = b"/.offload/stats";
+
+pub struct Handler {
+    files: Files,
+    sendfile_above: u64,
+    work: Option<Dist>,
+    rng: Xoshiro256PlusPlus,
+    date: http::Date,
+    stats: Arc<Stats>,
+    stats_endpoint: bool,
+}
+
+impl Handler {
+    pub fn new(
+        files: Files,
+        sendfile_above: u64,
+        work: Option<Dist>,
+        seed: u64,
+        stats: Arc<Stats>,
+        stats_endpoint: bool,
+    ) -> Handler {
+        Handler {
+            files,
+            sendfile_above,
+            work,
+            rng: Xoshiro256PlusPlus::seed_from_u64(seed),
+            date: http::Date::new(),
+            stats,
+            stats_endpoint,
+        }
+    }
+
+    /// The answer to one request, built in `buf` (an empty recycled buffer).
+    pub fn respond(&mut self, head: Head, path: &[u8], mut buf: Vec<u8>) -> Reply {
+        if let Some(work) = &self.work {
+            cpu::burn(work.sample(&mut self.rng));
+        }
+        self.stats.app.requests.fetch_add(1, Ordering::Relaxed);
+        buf.clear();
+        let head_only = head.method == Method::Head;
+        if self.stats_endpoint && path == STATS_PATH {
+            let body = serde_json::to_vec(&self.stats.document(false)).unwrap_or_default();
+            return self.whole(buf, head, "application/json", &body);
+        }
+        let file = match self.files.get(path) {
+            Ok(file) => file,
+            Err(status) => return self.error(buf, head, status),
+        };
+        let date = self.date.now();
+        let content_type = response::content_type(path);
+        response::head(
+            &mut buf,
+            Status::OK,
+            content_type,
+            file.size,
+            head.keep_alive,
+            date,
+        );
+        let mut reply = Reply {
+            bytes: buf,
+            file: None,
+            keep_alive: head.keep_alive,
+        };
+        if !head_only && file.size > self.sendfile_above {
+            reply.file = Some(FileRange {
+                fd: file.fd,
+                offset: 0,
+                len: file.size,
+            });
+        } else if !head_only && file.read_into(&mut reply.bytes).is_err() {
+            // The head is not sent yet, so the client can still get a clean 500.
+            return self.error(reply.bytes, head, Status::INTERNAL_ERROR);
+        }
+        self.stats.count_status(Status::OK);
+        reply
+    }
+
+    fn whole(&mut self, mut buf: Vec<u8>, head: Head, content_type: &str, body: &[u8]) -> Reply {
+        self.stats.count_status(Status::OK);
+        let date = self.date.now();
+        response::head(
+            &mut buf,
+            Status::OK,
+            content_type,
+            body.len() as u64,
+            head.keep_alive,
+            date,
+        );
+        if head.method == Method::Get {
+            buf.extend_from_slice(body);
+        }
+        Reply {
+            bytes: buf,
+            file: None,
+            keep_alive: head.keep_alive,
+        }
+    }
+
+    fn error(&mut self, mut buf: Vec<u8>, head: Head, status: Status) -> Reply {
+        self.stats.count_status(status);
+        // A failed request that was well framed keeps its connection, except after a
+        // server-side failure, when the connection's state is in doubt.
+        let keep_alive = head.keep_alive && status != Status::INTERNAL_ERROR;
+        buf.clear();
+        let head_only = head.method == Method::Head;
+        response::error(&mut buf, status, keep_alive, head_only, self.date.now());
+        Reply {
+            bytes: buf,
+            file: None,
+            keep_alive,
+        }
+    }
+}

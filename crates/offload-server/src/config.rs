@@ -1,0 +1,122 @@
+//! What a server run is told: address, document root, mode, cores, limits, application
+//! work and accounting. Python checks user input and builds this; Rust trusts it.
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use offload_sim::dist::Dist;
+
+/// Who makes the socket calls.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Mode {
+    /// The host thread does everything (epoll + sendfile): the baseline.
+    Inline,
+    /// A software offload engine on its own thread makes every socket call; the host
+    /// talks to it through command and completion rings.
+    Engine,
+    /// io_uring with its SQPOLL kernel thread as the engine.
+    Uring,
+}
+
+/// How an idle engine waits for work.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum EngineWait {
+    /// Never sleep (a NIC processor polling its queues).
+    Poll,
+    /// Spin a little, then sleep on an eventfd until the host or a socket wakes it.
+    Adaptive,
+}
+
+/// A fault injected into the engine, to test that the host takes over.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Fault {
+    /// After this many requests the engine stops making progress (sleeps for ever).
+    Stall { after: u64 },
+    /// After this many requests the engine thread panics.
+    Panic { after: u64 },
+}
+
+/// Protection against bad or slow clients.
+#[derive(Clone, Debug)]
+pub struct Limits {
+    /// Request line plus headers; beyond it, 431.
+    pub max_header_bytes: usize,
+    /// Request target; beyond it, 414.
+    pub max_uri_bytes: usize,
+    /// Number of header fields; beyond it, 431.
+    pub max_headers: usize,
+    /// Open client connections; a connection beyond it gets 503 and is closed.
+    pub max_conns: usize,
+    /// From the first byte of a request (or from accept) to the end of its head.
+    pub header_timeout: Duration,
+    /// A kept-alive connection with no request in progress is closed after this.
+    pub idle_timeout: Duration,
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Limits {
+            max_header_bytes: 8192,
+            max_uri_bytes: 4096,
+            max_headers: 64,
+            max_conns: 4096,
+            header_timeout: Duration::from_secs(10),
+            idle_timeout: Duration::from_secs(30),
+        }
+    }
+}
+
+/// One server run.
+#[derive(Clone, Debug)]
+pub struct Config {
+    /// Where to listen (loopback unless the caller allowed otherwise; port 0 = any).
+    pub addr: SocketAddr,
+    /// Document root; no request resolves outside it.
+    pub root: PathBuf,
+    pub mode: Mode,
+    /// Core of the host thread (None: not pinned).
+    pub host_core: Option<usize>,
+    /// Core of the engine thread, or of io_uring's SQPOLL thread.
+    pub engine_core: Option<usize>,
+    /// Bodies longer than this go by sendfile; shorter ones are copied and written with
+    /// the head (Apache's threshold is 8000 bytes, which makes seed 000's small/large split).
+    pub sendfile_above: u64,
+    /// Application work X_a per request, burned as CPU time on the host thread.
+    pub work: Option<Dist>,
+    /// Seed of the application-work draws.
+    pub seed: u64,
+    pub engine_wait: EngineWait,
+    /// Extra engine CPU burned per unit of its own work (0: none; 3: a 4x slower engine).
+    pub engine_slowdown: f64,
+    pub limits: Limits,
+    /// Stats file, rewritten atomically every `stats_interval` and at exit.
+    pub stats_path: Option<PathBuf>,
+    pub stats_interval: Duration,
+    /// Answer `GET /.offload/stats` with the stats document.
+    pub stats_endpoint: bool,
+    pub fault: Option<Fault>,
+}
+
+impl Config {
+    /// Defaults for everything but the address and the document root.
+    pub fn new(addr: SocketAddr, root: PathBuf) -> Self {
+        Config {
+            addr,
+            root,
+            mode: Mode::Inline,
+            host_core: None,
+            engine_core: None,
+            sendfile_above: 8000,
+            work: None,
+            seed: 1,
+            engine_wait: EngineWait::Adaptive,
+            engine_slowdown: 0.0,
+            limits: Limits::default(),
+            stats_path: None,
+            stats_interval: Duration::from_secs(1),
+            stats_endpoint: false,
+            fault: None,
+        }
+    }
+}

@@ -1,0 +1,117 @@
+//! CPU time: reading a thread's CPU clock, pinning a thread to a core, and burning a
+//! given amount of CPU (application work, a slower engine).
+
+use std::io;
+
+/// CPU seconds the calling thread has run (CLOCK_THREAD_CPUTIME_ID).
+pub fn thread_seconds() -> f64 {
+    clock_seconds(libc::CLOCK_THREAD_CPUTIME_ID).unwrap_or_default()
+}
+
+fn clock_seconds(clock: libc::clockid_t) -> Option<f64> {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: clock_gettime writes into the local timespec.
+    let rc = unsafe { libc::clock_gettime(clock, &mut ts) };
+    (rc == 0).then_some(ts.tv_sec as f64 + ts.tv_nsec as f64 * 1e-9)
+}
+
+/// Spins until the calling thread has used `seconds` more CPU time. Measured on the
+/// thread's own clock, so time spent preempted does not count as work done.
+pub fn burn(seconds: f64) {
+    if seconds <= 0.0 {
+        return;
+    }
+    let until = thread_seconds() + seconds;
+    while thread_seconds() < until {
+        std::hint::spin_loop();
+    }
+}
+
+/// A thread's CPU clock that other threads can read while the thread lives.
+#[derive(Clone, Copy, Debug)]
+pub struct ThreadClock {
+    clock: libc::clockid_t,
+    /// Kernel thread id, to find the thread under /proc.
+    pub tid: i32,
+}
+
+impl ThreadClock {
+    /// The calling thread's clock.
+    pub fn current() -> io::Result<ThreadClock> {
+        let mut clock: libc::clockid_t = 0;
+        // SAFETY: pthread_self is always valid for the calling thread; the id goes
+        // into a local.
+        let rc = unsafe { libc::pthread_getcpuclockid(libc::pthread_self(), &mut clock) };
+        if rc != 0 {
+            return Err(io::Error::from_raw_os_error(rc));
+        }
+        // SAFETY: gettime has no preconditions.
+        let tid = unsafe { libc::gettid() };
+        Ok(ThreadClock { clock, tid })
+    }
+
+    /// CPU seconds so far, or None once the thread has exited.
+    pub fn seconds(&self) -> Option<f64> {
+        clock_seconds(self.clock)
+    }
+}
+
+/// CPU seconds of another thread of this process by its kernel id, from
+/// `/proc/self/task/TID/schedstat` (nanoseconds on the CPU). This reads kernel threads
+/// such as io_uring's SQPOLL thread, whose clock we cannot get otherwise.
+pub fn task_seconds(tid: i32) -> Option<f64> {
+    let text = std::fs::read_to_string(format!("/proc/self/task/{tid}/schedstat")).ok()?;
+    let ns: f64 = text.split_whitespace().next()?.parse().ok()?;
+    Some(ns * 1e-9)
+}
+
+/// Pins the calling thread to one core.
+pub fn pin(core: usize) -> io::Result<()> {
+    // SAFETY: cpu_set_t is plain data; CPU_SET indexes inside it after the bound check;
+    // sched_setaffinity(0, ..) applies to the calling thread.
+    unsafe {
+        let mut set: libc::cpu_set_t = std::mem::zeroed();
+        if core >= 8 * std::mem::size_of::<libc::cpu_set_t>() {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                "core out of range",
+            ));
+        }
+        libc::CPU_SET(core, &mut set);
+        if libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set) != 0 {
+            return Err(io::Error::last_os_error());
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn burn_uses_at_least_the_cpu_time_asked() {
+        let before = thread_seconds();
+        burn(0.02);
+        let used = thread_seconds() - before;
+        // The clock check itself costs a little, so the overshoot is small but positive.
+        assert!((0.02..0.03).contains(&used), "burned {used} s for 0.02 s");
+    }
+
+    #[test]
+    fn a_thread_clock_reads_the_same_clock_as_the_thread() {
+        let clock = ThreadClock::current().unwrap();
+        burn(0.005);
+        let seen = clock.seconds().unwrap();
+        let own = thread_seconds();
+        assert!(seen <= own && own - seen < 0.005, "{seen} vs {own}");
+        let sched = task_seconds(clock.tid).unwrap();
+        assert!(
+            (sched - own).abs() < 0.01,
+            "schedstat {sched} vs clock {own}"
+        );
+    }
+}

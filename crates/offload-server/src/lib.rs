@@ -1,0 +1,75 @@
+//! OffloadLab's testbed server: static files over HTTP/1.0 and HTTP/1.1 keep-alive, whose
+//! socket work runs either on the host thread (`inline`), on a software offload engine
+//! pinned to another core (`engine`, a modern TOE emulator), or on io_uring's SQPOLL
+//! kernel thread (`uring`).
+//!
+//! Modules, one concept each:
+//!
+//! - [`config`]: what a run is told; [`Control`]: stop flag and live state for a watcher;
+//! - [`http`]: request parsing with its limits, response heads, status codes;
+//! - [`files`]: the document root (no path escapes it) and the open-file table;
+//! - `app`: the host's application: a parsed request in, a response out, X_a burned;
+//! - `conn`: one client connection: read buffer, output queue, deadlines;
+//! - `proto`: the epoll loop that makes the socket calls (the host's in `inline`, the
+//!   engine's in `engine`);
+//! - `pool`: recycled byte buffers;
+//! - `ring`: single-producer single-consumer rings with batching and sleep/wake;
+//! - `engine`: the host side of `engine` mode, the engine's watchdog and the takeover;
+//! - `uring`: the io_uring mode;
+//! - `server`: start, stop, the stats file;
+//! - `cpu`: thread CPU clocks, pinning, burning CPU on purpose;
+//! - `stats`: counters, per-thread and per-core CPU accounting, the stats document.
+
+mod app;
+pub mod config;
+mod conn;
+mod cpu;
+mod engine;
+pub mod files;
+pub mod http;
+mod pool;
+mod proto;
+mod ring;
+mod server;
+mod stats;
+mod uring;
+
+pub use config::{Config, EngineWait, Fault, Limits, Mode};
+pub use server::serve;
+
+use std::sync::atomic::{AtomicBool, AtomicU16, Ordering};
+
+/// Shared between a running server and whoever watches it.
+#[derive(Debug, Default)]
+pub struct Control {
+    stop: AtomicBool,
+    /// The port the server listens on, once it does (0 before).
+    port: AtomicU16,
+}
+
+impl Control {
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Ask the server to stop; it writes its final stats and returns.
+    pub fn stop(&self) {
+        self.stop.store(true, Ordering::Relaxed);
+    }
+
+    pub fn is_stopped(&self) -> bool {
+        self.stop.load(Ordering::Relaxed)
+    }
+
+    /// The bound port, or 0 while the server is not listening yet.
+    pub fn port(&self) -> u16 {
+        self.port.load(Ordering::Acquire)
+    }
+
+    fn set_port(&self, port: u16) {
+        self.port.store(port, Ordering::Release);
+    }
+}
+
+/// Version of the server crate.
+pub const VERSION: &str = env!("CARGO_PKG_VERSION");

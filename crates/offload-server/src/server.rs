@@ -1,0 +1,136 @@
+//! Starting and stopping a server: bind, start the threads of the chosen mode, write
+//! the stats document on an interval and at exit.
+
+use std::io;
+use std::net::SocketAddr;
+use std::os::fd::AsRawFd;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use mio::net::TcpListener;
+use serde_json::Value;
+
+use crate::app::Handler;
+use crate::config::{Config, Mode};
+use crate::files::{DocRoot, Files};
+use crate::http::Head;
+use crate::pool::Pool;
+use crate::proto::{ConnId, Dispatch, Proto, Reply, TICK};
+use crate::stats::{self, Stats};
+use crate::{cpu, engine, uring, Control};
+
+/// Most files kept open at once (each is a descriptor).
+const FILE_CAP: usize = 16 * 1024;
+/// Connections waiting in the kernel to be accepted.
+const BACKLOG: i32 = 4096;
+
+/// Runs a server until `control.stop()`; returns the final stats document. Errors are
+/// messages for the user (a bad root, a busy port, a core that does not exist).
+pub fn serve(config: Config, control: Arc<Control>) -> Result<Value, String> {
+    let root = DocRoot::new(&config.root).map_err(|e| {
+        format!(
+            "document root {}: {e}; give an existing directory",
+            config.root.display()
+        )
+    })?;
+    let listener =
+        bind(config.addr).map_err(|e| format!("cannot listen on {}: {e}", config.addr))?;
+    let port = listener.local_addr().map_err(|e| e.to_string())?.port();
+    let stats = Arc::new(Stats::new(config.mode, port));
+    let handler = Handler::new(
+        Files::new(root, FILE_CAP),
+        config.sendfile_above,
+        config.work.clone(),
+        config.seed,
+        stats.clone(),
+        config.stats_endpoint,
+    );
+    let host = {
+        let (config, control, stats) = (config.clone(), control.clone(), stats.clone());
+        std::thread::Builder::new()
+            .name("offload-host".into())
+            .spawn(move || -> io::Result<()> {
+                if let Some(core) = config.host_core {
+                    cpu::pin(core)
+                        .map_err(|e| io::Error::other(format!("host core {core}: {e}")))?;
+                }
+                stats.register_thread("host", config.host_core);
+                let served = match config.mode {
+                    Mode::Inline => {
+                        let listener = TcpListener::from_std(listener);
+                        let proto =
+                            Proto::new(listener, config.limits.clone(), stats.clone(), None)?;
+                        serve_inline(proto, handler, &control)
+                    }
+                    Mode::Engine => engine::run(&config, listener, handler, control, stats.clone()),
+                    Mode::Uring => uring::run(&config, listener, handler, control, stats.clone()),
+                };
+                stats.sample_threads();
+                served
+            })
+            .map_err(|e| e.to_string())?
+    };
+    control.set_port(port);
+    let mut next = Instant::now();
+    while !host.is_finished() {
+        if let Some(path) = &config.stats_path {
+            if Instant::now() >= next {
+                next += config.stats_interval;
+                if let Err(e) = stats::write_atomic(path, &stats.document(false)) {
+                    stats.note_error(&e);
+                }
+            }
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    let served = host.join();
+    let doc = stats.document(true);
+    if let Some(path) = &config.stats_path {
+        stats::write_atomic(path, &doc)
+            .map_err(|e| format!("cannot write stats file {}: {e}", path.display()))?;
+    }
+    match served {
+        Ok(Ok(())) => Ok(doc),
+        Ok(Err(e)) => Err(format!("server failed: {e}")),
+        Err(_) => Err("the host thread panicked".into()),
+    }
+}
+
+/// A non-blocking listener with a backlog deep enough for bursts of connections.
+fn bind(addr: SocketAddr) -> io::Result<std::net::TcpListener> {
+    let listener = std::net::TcpListener::bind(addr)?;
+    // SAFETY: listen on our own bound socket; calling it again only resizes the backlog.
+    if unsafe { libc::listen(listener.as_raw_fd(), BACKLOG) } != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    listener.set_nonblocking(true)?;
+    Ok(listener)
+}
+
+/// `inline`: the host answers each request itself, in the socket loop.
+struct Inline(Handler);
+
+impl Dispatch for Inline {
+    fn request(
+        &mut self,
+        _: ConnId,
+        head: Head,
+        path: &mut Vec<u8>,
+        pool: &mut Pool,
+    ) -> Option<Reply> {
+        Some(self.0.respond(head, path, pool.take()))
+    }
+}
+
+/// The host's own socket loop until stop (also what it falls back to when an engine fails).
+pub(crate) fn serve_inline(
+    mut proto: Proto,
+    handler: Handler,
+    control: &Control,
+) -> io::Result<()> {
+    let mut app = Inline(handler);
+    while !control.is_stopped() {
+        proto.turn(&mut app, TICK)?;
+    }
+    Ok(())
+}

@@ -1,0 +1,345 @@
+//! What the server counts and what it costs: requests, bytes, statuses, connections,
+//! ring traffic, and CPU seconds per thread (our threads' clocks, the SQPOLL kernel
+//! thread's schedstat) and per core (`/proc/stat`). From these the testbed derives the
+//! service demands the model needs: host and engine CPU seconds per request.
+//!
+//! Counters are atomics grouped by the thread that writes them, each group on its own
+//! cache lines so host and engine do not slow each other down.
+
+use std::io;
+use std::path::Path;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Mutex;
+use std::time::Instant;
+
+use serde_json::{json, Value};
+
+use crate::config::Mode;
+use crate::cpu::{self, ThreadClock};
+use crate::http::Status;
+
+/// Counters of the thread that makes the socket calls (host inline, else the engine).
+#[derive(Debug, Default)]
+#[repr(align(128))]
+pub struct Socket {
+    pub accepted: AtomicU64,
+    /// Connections answered 503 because `max_conns` were open.
+    pub refused: AtomicU64,
+    pub timed_out: AtomicU64,
+    /// Bytes written to clients (heads and bodies).
+    pub bytes: AtomicU64,
+    /// Engine → host events and the batches they went in.
+    pub events: AtomicU64,
+    pub event_batches: AtomicU64,
+    /// Advanced by the engine on every loop turn: the host's proof of life.
+    pub heartbeat: AtomicU64,
+}
+
+/// Counters of the application (the host thread).
+#[derive(Debug, Default)]
+#[repr(align(128))]
+pub struct App {
+    /// Requests the application answered (any status).
+    pub requests: AtomicU64,
+    /// Host → engine commands and the batches they went in.
+    pub commands: AtomicU64,
+    pub command_batches: AtomicU64,
+}
+
+const CODES: [u16; 11] = [200, 400, 404, 405, 413, 414, 431, 500, 503, 505, 0];
+
+/// A thread whose CPU time is accounted.
+#[derive(Debug)]
+struct Thread {
+    role: &'static str,
+    tid: i32,
+    core: Option<usize>,
+    clock: Option<ThreadClock>,
+    /// Last reading, kept once the thread has exited.
+    seconds: f64,
+}
+
+#[derive(Debug)]
+pub struct Stats {
+    pub socket: Socket,
+    pub app: App,
+    statuses: [AtomicU64; CODES.len()],
+    mode: Mode,
+    port: u16,
+    start: Instant,
+    start_cores: Vec<[u64; FIELDS.len()]>,
+    threads: Mutex<Vec<Thread>>,
+    errors: AtomicU64,
+    last_error: Mutex<String>,
+    takeover: Mutex<Option<(f64, String)>>,
+    engine_failed: AtomicBool,
+}
+
+impl Stats {
+    pub fn new(mode: Mode, port: u16) -> Stats {
+        Stats {
+            socket: Socket::default(),
+            app: App::default(),
+            statuses: Default::default(),
+            mode,
+            port,
+            start: Instant::now(),
+            start_cores: core_times().unwrap_or_default(),
+            threads: Mutex::new(Vec::new()),
+            errors: AtomicU64::new(0),
+            last_error: Mutex::new(String::new()),
+            takeover: Mutex::new(None),
+            engine_failed: AtomicBool::new(false),
+        }
+    }
+
+    pub fn count_status(&self, status: Status) {
+        let i = CODES
+            .iter()
+            .position(|&c| c == status.0)
+            .unwrap_or(CODES.len() - 1);
+        self.statuses[i].fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// A socket call failed in a way no client caused (descriptors, memory).
+    pub fn note_error(&self, e: &io::Error) {
+        self.errors.fetch_add(1, Ordering::Relaxed);
+        *self.last_error.lock().unwrap() = e.to_string();
+    }
+
+    /// Accounts the calling thread's CPU time under `role`.
+    pub fn register_thread(&self, role: &'static str, core: Option<usize>) {
+        let clock = ThreadClock::current().ok();
+        let tid = clock.map_or(0, |c| c.tid);
+        self.threads.lock().unwrap().push(Thread {
+            role,
+            tid,
+            core,
+            clock,
+            seconds: 0.0,
+        });
+    }
+
+    /// Accounts a thread known only by its kernel id (io_uring's SQPOLL thread).
+    pub fn register_task(&self, role: &'static str, tid: i32, core: Option<usize>) {
+        self.threads.lock().unwrap().push(Thread {
+            role,
+            tid,
+            core,
+            clock: None,
+            seconds: 0.0,
+        });
+    }
+
+    /// The engine failed and the host took over `after_s` seconds into the run.
+    pub fn record_takeover(&self, reason: &str) {
+        self.engine_failed.store(true, Ordering::Relaxed);
+        let after = self.start.elapsed().as_secs_f64();
+        *self.takeover.lock().unwrap() = Some((after, reason.to_string()));
+    }
+
+    pub fn engine_failed(&self) -> bool {
+        self.engine_failed.load(Ordering::Relaxed)
+    }
+
+    /// Reads every accounted thread's CPU time now. Call it from a thread before it
+    /// exits too, so its final time is kept.
+    pub fn sample_threads(&self) {
+        for t in self.threads.lock().unwrap().iter_mut() {
+            let now = match t.clock {
+                Some(clock) => clock.seconds(),
+                None => cpu::task_seconds(t.tid),
+            };
+            if let Some(s) = now {
+                t.seconds = s;
+            }
+        }
+    }
+
+    /// The stats document (see `docs/testbed.md` for its fields).
+    pub fn document(&self, done: bool) -> Value {
+        self.sample_threads();
+        let relaxed = |a: &AtomicU64| a.load(Ordering::Relaxed);
+        let requests = relaxed(&self.app.requests);
+        let per_request = |x: f64| (requests > 0).then(|| x / requests as f64);
+        let threads = self.threads.lock().unwrap();
+        let role_cpu = |role: &str| -> f64 {
+            threads
+                .iter()
+                .filter(|t| t.role == role)
+                .map(|t| t.seconds)
+                .sum()
+        };
+        let (host_s, engine_s) = (role_cpu("host"), role_cpu("engine"));
+        let commands = relaxed(&self.app.commands);
+        let batches = relaxed(&self.app.command_batches);
+        let statuses: serde_json::Map<String, Value> = CODES
+            .iter()
+            .zip(&self.statuses)
+            .filter(|(_, n)| relaxed(n) > 0)
+            .map(|(code, n)| {
+                let key = if *code == 0 {
+                    "other".to_string()
+                } else {
+                    code.to_string()
+                };
+                (key, json!(relaxed(n)))
+            })
+            .collect();
+        let takeover = self.takeover.lock().unwrap().clone();
+        json!({
+            "mode": mode_name(self.mode),
+            "pid": std::process::id(),
+            "port": self.port,
+            "elapsed_s": self.start.elapsed().as_secs_f64(),
+            "final": done,
+            "requests": requests,
+            "bytes": relaxed(&self.socket.bytes),
+            "statuses": statuses,
+            "connections": {
+                "accepted": relaxed(&self.socket.accepted),
+                "refused": relaxed(&self.socket.refused),
+                "timed_out": relaxed(&self.socket.timed_out),
+            },
+            "threads": threads.iter().map(|t| json!({
+                "role": t.role, "tid": t.tid, "core": t.core, "cpu_s": t.seconds,
+            })).collect::<Vec<_>>(),
+            "engine": {
+                "commands": commands,
+                "command_batches": batches,
+                "events": relaxed(&self.socket.events),
+                "event_batches": relaxed(&self.socket.event_batches),
+                "failed": self.engine_failed(),
+                "takeover_after_s": takeover.as_ref().map(|t| t.0),
+                "takeover_reason": takeover.map(|t| t.1),
+            },
+            "per_request": {
+                "host_cpu_s": per_request(host_s),
+                "engine_cpu_s": per_request(engine_s),
+                "commands": per_request(commands as f64),
+                "batch_mean": (batches > 0).then(|| commands as f64 / batches as f64),
+            },
+            "cores": self.core_deltas(),
+            "errors": {
+                "count": relaxed(&self.errors),
+                "last": self.last_error.lock().unwrap().clone(),
+            },
+        })
+    }
+
+    fn core_deltas(&self) -> Vec<Value> {
+        let now = core_times().unwrap_or_default();
+        let tick = 1.0 / clock_ticks_per_second();
+        now.iter()
+            .zip(&self.start_cores)
+            .enumerate()
+            .map(|(core, (a, b))| {
+                let d = |i: usize| a[i].saturating_sub(b[i]) as f64 * tick;
+                json!({
+                    "core": core,
+                    "user_s": d(0) + d(1),
+                    "system_s": d(2),
+                    "idle_s": d(3) + d(4),
+                    "irq_s": d(5),
+                    "softirq_s": d(6),
+                    "steal_s": d(7),
+                })
+            })
+            .collect()
+    }
+}
+
+pub fn mode_name(mode: Mode) -> &'static str {
+    match mode {
+        Mode::Inline => "inline",
+        Mode::Engine => "engine",
+        Mode::Uring => "uring",
+    }
+}
+
+/// The `/proc/stat` fields read per core, in their order there.
+const FIELDS: [&str; 8] = [
+    "user", "nice", "system", "idle", "iowait", "irq", "softirq", "steal",
+];
+
+/// Cumulative ticks per core from `/proc/stat`.
+fn core_times() -> io::Result<Vec<[u64; FIELDS.len()]>> {
+    let text = std::fs::read_to_string("/proc/stat")?;
+    Ok(text
+        .lines()
+        .filter(|l| l.starts_with("cpu") && l.as_bytes().get(3).is_some_and(u8::is_ascii_digit))
+        .map(|line| {
+            let mut row = [0u64; FIELDS.len()];
+            for (slot, value) in row.iter_mut().zip(line.split_whitespace().skip(1)) {
+                *slot = value.parse().unwrap_or(0);
+            }
+            row
+        })
+        .collect())
+}
+
+fn clock_ticks_per_second() -> f64 {
+    // SAFETY: sysconf has no preconditions.
+    let hz = unsafe { libc::sysconf(libc::_SC_CLK_TCK) };
+    if hz > 0 {
+        hz as f64
+    } else {
+        100.0
+    }
+}
+
+/// Writes the document to `path` through a temporary file and a rename, so a reader
+/// never sees half of it.
+pub fn write_atomic(path: &Path, doc: &Value) -> io::Result<()> {
+    let mut tmp = path.as_os_str().to_owned();
+    tmp.push(format!(".tmp{}", std::process::id()));
+    let tmp = std::path::PathBuf::from(tmp);
+    let text = serde_json::to_vec_pretty(doc).map_err(io::Error::other)?;
+    std::fs::write(&tmp, text)?;
+    std::fs::rename(&tmp, path).inspect_err(|_| {
+        let _ = std::fs::remove_file(&tmp);
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn per_core_times_are_read_for_every_core() {
+        let rows = core_times().unwrap();
+        let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+        assert!(rows.len() >= cores);
+        assert!(
+            rows.iter().all(|r| r[3] > 0),
+            "every core has idled at some point"
+        );
+    }
+
+    #[test]
+    fn the_document_divides_cpu_time_by_requests() {
+        let stats = Stats::new(Mode::Inline, 8080);
+        stats.register_thread("host", None);
+        cpu::burn(0.01);
+        stats.app.requests.store(4, Ordering::Relaxed);
+        stats.count_status(Status::OK);
+        stats.count_status(Status(418));
+        let doc = stats.document(true);
+        let per = doc["per_request"]["host_cpu_s"].as_f64().unwrap();
+        assert!(per >= 0.01 / 4.0, "{per}");
+        assert_eq!(doc["statuses"]["200"], 1);
+        assert_eq!(doc["statuses"]["other"], 1);
+        assert!(doc["per_request"]["engine_cpu_s"].as_f64().unwrap() == 0.0);
+    }
+
+    #[test]
+    fn written_documents_replace_the_old_one_whole() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("stats.json");
+        write_atomic(&path, &json!({"a": 1})).unwrap();
+        write_atomic(&path, &json!({"a": 2})).unwrap();
+        let back: Value = serde_json::from_slice(&std::fs::read(&path).unwrap()).unwrap();
+        assert_eq!(back["a"], 2);
+        assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 1);
+    }
+}

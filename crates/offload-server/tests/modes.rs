@@ -1,0 +1,493 @@
+//! The server as a client sees it, in every mode: byte-exact files of every size class,
+//! keep-alive, pipelining, errors and the connection state after them, limits and
+//! timeouts, accounting, and (engine mode) the host taking over from a failed engine.
+
+use std::io::{Read, Write};
+use std::net::{SocketAddr, TcpStream};
+use std::path::Path;
+use std::sync::Arc;
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+use offload_server::{serve, Config, Control, Fault, Mode};
+use offload_sim::dist::Dist;
+use serde_json::Value;
+
+const MODES: [Mode; 3] = [Mode::Inline, Mode::Engine, Mode::Uring];
+/// Seed 000's classes by their edges: 0 B, 1 KiB, 10 KiB, 100 KiB, 1 MiB, 10 MiB.
+const SIZES: [usize; 6] = [0, 1 << 10, 10 << 10, 100 << 10, 1 << 20, 10 << 20];
+
+fn content(size: usize) -> Vec<u8> {
+    (0..size).map(|i| ((i * 31 + size) % 251) as u8).collect()
+}
+
+struct Server {
+    _dir: tempfile::TempDir,
+    control: Arc<Control>,
+    thread: Option<JoinHandle<Result<Value, String>>>,
+    addr: SocketAddr,
+}
+
+impl Server {
+    fn start(mode: Mode, tweak: impl FnOnce(&mut Config)) -> Server {
+        let dir = tempfile::tempdir().unwrap();
+        for size in SIZES {
+            std::fs::write(dir.path().join(format!("f{size}.bin")), content(size)).unwrap();
+        }
+        std::fs::write(dir.path().join("index.html"), b"<p>hi</p>").unwrap();
+        let mut config = Config::new("127.0.0.1:0".parse().unwrap(), dir.path().to_path_buf());
+        config.mode = mode;
+        tweak(&mut config);
+        let control = Arc::new(Control::new());
+        let thread = {
+            let control = control.clone();
+            std::thread::spawn(move || serve(config, control))
+        };
+        let started = Instant::now();
+        while control.port() == 0 {
+            assert!(
+                !thread.is_finished(),
+                "{mode:?} server failed: {:?}",
+                thread.join().unwrap()
+            );
+            assert!(
+                started.elapsed() < Duration::from_secs(10),
+                "server did not start"
+            );
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        let addr = SocketAddr::from(([127, 0, 0, 1], control.port()));
+        Server {
+            _dir: dir,
+            control,
+            thread: Some(thread),
+            addr,
+        }
+    }
+
+    fn connect(&self) -> TcpStream {
+        let stream = TcpStream::connect(self.addr).unwrap();
+        stream
+            .set_read_timeout(Some(Duration::from_secs(10)))
+            .unwrap();
+        stream
+    }
+
+    /// Stops the server and returns its final stats document.
+    fn stop(mut self) -> Value {
+        self.control.stop();
+        self.thread.take().unwrap().join().unwrap().unwrap()
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        self.control.stop();
+        if let Some(thread) = self.thread.take() {
+            let _ = thread.join();
+        }
+    }
+}
+
+#[derive(Debug)]
+struct Response {
+    status: u16,
+    headers: Vec<(String, String)>,
+    body: Vec<u8>,
+}
+
+impl Response {
+    fn header(&self, name: &str) -> Option<&str> {
+        self.headers
+            .iter()
+            .find(|(n, _)| n.eq_ignore_ascii_case(name))
+            .map(|(_, v)| v.as_str())
+    }
+}
+
+/// Reads one response from `stream`, keeping bytes past it in `carry`.
+fn read_response(stream: &mut TcpStream, carry: &mut Vec<u8>, head_request: bool) -> Response {
+    let mut chunk = [0u8; 64 * 1024];
+    loop {
+        let mut headers = [httparse::EMPTY_HEADER; 32];
+        let mut parsed = httparse::Response::new(&mut headers);
+        if let httparse::Status::Complete(len) = parsed.parse(carry).unwrap() {
+            let status = parsed.code.unwrap();
+            let headers: Vec<(String, String)> = parsed
+                .headers
+                .iter()
+                .map(|h| {
+                    (
+                        h.name.to_string(),
+                        String::from_utf8_lossy(h.value).into_owned(),
+                    )
+                })
+                .collect();
+            let mut response = Response {
+                status,
+                headers,
+                body: Vec::new(),
+            };
+            let length: usize = response.header("Content-Length").unwrap().parse().unwrap();
+            let length = if head_request { 0 } else { length };
+            carry.drain(..len);
+            while carry.len() < length {
+                let n = stream.read(&mut chunk).unwrap();
+                assert!(n > 0, "connection closed inside a body");
+                carry.extend_from_slice(&chunk[..n]);
+            }
+            response.body = carry.drain(..length).collect();
+            return response;
+        }
+        let n = stream.read(&mut chunk).unwrap();
+        assert!(n > 0, "connection closed before a response head");
+        carry.extend_from_slice(&chunk[..n]);
+    }
+}
+
+fn request(stream: &mut TcpStream, text: &str) -> Response {
+    stream.write_all(text.as_bytes()).unwrap();
+    read_response(stream, &mut Vec::new(), text.starts_with("HEAD"))
+}
+
+/// True when the server closes the connection within `within`.
+fn closed_within(stream: &mut TcpStream, within: Duration) -> bool {
+    stream.set_read_timeout(Some(within)).unwrap();
+    let mut byte = [0u8; 1];
+    loop {
+        match stream.read(&mut byte) {
+            Ok(0) => return true,
+            Ok(_) => continue,
+            Err(e) if e.kind() == std::io::ErrorKind::ConnectionReset => return true,
+            Err(_) => return false,
+        }
+    }
+}
+
+#[test]
+fn every_size_class_downloads_byte_exact_over_keep_alive_and_one_connection_each() {
+    for mode in MODES {
+        let server = Server::start(mode, |_| {});
+        let mut kept = server.connect();
+        for size in SIZES {
+            let text = format!("GET /f{size}.bin HTTP/1.1\r\nHost: t\r\n\r\n");
+            let r = request(&mut kept, &text);
+            assert_eq!(
+                (r.status, r.body.len()),
+                (200, size),
+                "{mode:?} keep-alive {size}"
+            );
+            assert!(
+                r.body == content(size),
+                "{mode:?}: bytes of the {size} B file differ"
+            );
+            assert_eq!(r.header("Connection"), Some("keep-alive"));
+
+            let mut once = server.connect();
+            let r = request(&mut once, &format!("GET /f{size}.bin HTTP/1.0\r\n\r\n"));
+            assert!(
+                r.status == 200 && r.body == content(size),
+                "{mode:?} HTTP/1.0 {size}"
+            );
+            assert_eq!(r.header("Connection"), Some("close"));
+            assert!(
+                closed_within(&mut once, Duration::from_secs(5)),
+                "{mode:?}: 1.0 not closed"
+            );
+        }
+        let stats = server.stop();
+        assert_eq!(stats["requests"], 2 * SIZES.len() as u64, "{mode:?}");
+        assert_eq!(stats["statuses"]["200"], 2 * SIZES.len() as u64, "{mode:?}");
+        let bodies: usize = SIZES.iter().sum::<usize>() * 2;
+        assert!(
+            stats["bytes"].as_u64().unwrap() > bodies as u64,
+            "{mode:?}: heads count too"
+        );
+    }
+}
+
+#[test]
+fn head_states_the_length_and_sends_no_body() {
+    for mode in MODES {
+        let server = Server::start(mode, |_| {});
+        let mut s = server.connect();
+        let r = request(&mut s, "HEAD /f102400.bin HTTP/1.1\r\nHost: t\r\n\r\n");
+        assert_eq!(r.status, 200);
+        assert_eq!(r.header("Content-Length"), Some("102400"));
+        // The next response must follow directly: no body bytes in between.
+        let r = request(&mut s, "GET /index.html HTTP/1.1\r\nHost: t\r\n\r\n");
+        assert_eq!(
+            (r.status, r.body.as_slice()),
+            (200, &b"<p>hi</p>"[..]),
+            "{mode:?}"
+        );
+        assert_eq!(r.header("Content-Type"), Some("text/html"));
+    }
+}
+
+#[test]
+fn pipelined_requests_are_answered_in_order() {
+    for mode in MODES {
+        let server = Server::start(mode, |_| {});
+        let mut s = server.connect();
+        let order = [102400, 0, 10240, 1048576, 1024, 10240];
+        let text: String = order
+            .iter()
+            .map(|size| format!("GET /f{size}.bin HTTP/1.1\r\nHost: t\r\n\r\n"))
+            .collect();
+        s.write_all(text.as_bytes()).unwrap();
+        let mut carry = Vec::new();
+        for size in order {
+            let r = read_response(&mut s, &mut carry, false);
+            assert!(
+                r.status == 200 && r.body == content(size),
+                "{mode:?}: answer for {size}"
+            );
+        }
+    }
+}
+
+#[test]
+fn errors_get_their_status_and_the_connection_state_they_call_for() {
+    let long_uri = format!("GET /{} HTTP/1.1\r\nHost: t\r\n\r\n", "a".repeat(5000));
+    let many_headers = format!(
+        "GET / HTTP/1.1\r\nHost: t\r\n{}\r\n",
+        "X-A: b\r\n".repeat(100)
+    );
+    // (request, status, whether the connection stays open)
+    let cases: [(&str, u16, bool); 9] = [
+        ("GET /nothing-here HTTP/1.1\r\nHost: t\r\n\r\n", 404, true),
+        ("POST /index.html HTTP/1.1\r\nHost: t\r\n\r\n", 405, false),
+        ("GET /index.html HTTP/1.1\r\n\r\n", 400, false),
+        (
+            "GET /f0.bin HTTP/1.1\r\nHost: t\r\nContent-Length: 5\r\n\r\nhello",
+            413,
+            false,
+        ),
+        (&long_uri, 414, false),
+        (&many_headers, 431, false),
+        ("GET /index.html HTTP/2.0\r\nHost: t\r\n\r\n", 505, false),
+        // Well framed, refused for its path: the connection may stay.
+        (
+            "GET /../../etc/passwd HTTP/1.1\r\nHost: t\r\n\r\n",
+            400,
+            true,
+        ),
+        (
+            "GET /%2e%2e/%2e%2e/etc/passwd HTTP/1.1\r\nHost: t\r\n\r\n",
+            400,
+            true,
+        ),
+    ];
+    for mode in MODES {
+        let server = Server::start(mode, |_| {});
+        for (text, status, stays_open) in cases {
+            let mut s = server.connect();
+            let r = request(&mut s, text);
+            assert_eq!(
+                r.status,
+                status,
+                "{mode:?}: {}",
+                &text[..text.len().min(40)]
+            );
+            if stays_open {
+                let again = request(&mut s, "GET /index.html HTTP/1.1\r\nHost: t\r\n\r\n");
+                assert_eq!(
+                    again.status, 200,
+                    "{mode:?}: connection kept after {status}"
+                );
+            } else {
+                assert!(
+                    closed_within(&mut s, Duration::from_secs(5)),
+                    "{mode:?}: {status} must close"
+                );
+            }
+        }
+    }
+}
+
+#[test]
+fn symlinks_out_of_the_root_are_refused_and_inside_it_followed() {
+    let outside = tempfile::tempdir().unwrap();
+    std::fs::write(outside.path().join("secret"), b"no").unwrap();
+    for mode in MODES {
+        let server = Server::start(mode, |_| {});
+        let root = server._dir.path();
+        std::os::unix::fs::symlink(outside.path().join("secret"), root.join("out")).unwrap();
+        std::os::unix::fs::symlink(root.join("index.html"), root.join("in")).unwrap();
+        let mut s = server.connect();
+        assert_eq!(
+            request(&mut s, "GET /out HTTP/1.1\r\nHost: t\r\n\r\n").status,
+            404,
+            "{mode:?}"
+        );
+        let r = request(&mut s, "GET /in HTTP/1.1\r\nHost: t\r\n\r\n");
+        assert_eq!(
+            (r.status, r.body.as_slice()),
+            (200, &b"<p>hi</p>"[..]),
+            "{mode:?}"
+        );
+    }
+}
+
+#[test]
+fn connections_beyond_the_limit_get_503() {
+    for mode in MODES {
+        let server = Server::start(mode, |c| c.limits.max_conns = 2);
+        let mut held: Vec<TcpStream> = (0..2).map(|_| server.connect()).collect();
+        // Make sure both are accepted before the third arrives.
+        for s in &mut held {
+            assert_eq!(
+                request(s, "GET /f0.bin HTTP/1.1\r\nHost: t\r\n\r\n").status,
+                200
+            );
+        }
+        let mut third = server.connect();
+        let mut text = String::new();
+        let _ = third.read_to_string(&mut text);
+        assert!(text.starts_with("HTTP/1.1 503"), "{mode:?}: {text:?}");
+        drop(held);
+        assert_eq!(server.stop()["connections"]["refused"], 1, "{mode:?}");
+    }
+}
+
+#[test]
+fn slow_heads_and_idle_connections_are_closed_at_their_timeouts() {
+    for mode in MODES {
+        let server = Server::start(mode, |c| {
+            c.limits.header_timeout = Duration::from_millis(300);
+            c.limits.idle_timeout = Duration::from_millis(600);
+        });
+        let mut slow = server.connect();
+        let started = Instant::now();
+        // A slowloris client: a byte now and then, never the end of the head.
+        for piece in [
+            "GET /index.html HTTP/1.1\r\n",
+            "Host: t\r\n",
+            "X-Slow: 1\r\n",
+        ] {
+            let _ = slow.write_all(piece.as_bytes());
+            std::thread::sleep(Duration::from_millis(120));
+        }
+        assert!(
+            closed_within(&mut slow, Duration::from_secs(3)),
+            "{mode:?}: slowloris kept"
+        );
+        let took = started.elapsed();
+        assert!(
+            took < Duration::from_millis(1500),
+            "{mode:?}: closed after {took:?}"
+        );
+
+        let mut idle = server.connect();
+        assert_eq!(
+            request(&mut idle, "GET /f0.bin HTTP/1.1\r\nHost: t\r\n\r\n").status,
+            200
+        );
+        let quiet = Instant::now();
+        assert!(
+            closed_within(&mut idle, Duration::from_secs(3)),
+            "{mode:?}: idle kept"
+        );
+        assert!(
+            quiet.elapsed() >= Duration::from_millis(500),
+            "{mode:?}: closed too early"
+        );
+        assert!(server.stop()["connections"]["timed_out"].as_u64().unwrap() >= 2);
+    }
+}
+
+/// Host CPU seconds per request over `n` small requests on one connection.
+fn host_cpu_per_request(mode: Mode, work: Option<Dist>, n: usize) -> f64 {
+    let server = Server::start(mode, |c| c.work = work);
+    let mut s = server.connect();
+    for _ in 0..n {
+        assert_eq!(
+            request(&mut s, "GET /f1024.bin HTTP/1.1\r\nHost: t\r\n\r\n").status,
+            200
+        );
+    }
+    let stats = server.stop();
+    stats["per_request"]["host_cpu_s"].as_f64().unwrap()
+}
+
+#[test]
+fn application_work_shows_up_as_host_cpu_per_request() {
+    let w = 0.002;
+    for mode in MODES {
+        let base = host_cpu_per_request(mode, None, 300);
+        let with = host_cpu_per_request(mode, Some(Dist::det(w).unwrap()), 300);
+        let extra = with - base;
+        assert!(
+            (extra - w).abs() < 0.1 * w,
+            "{mode:?}: W = {w}, measured {extra} ({base} base)"
+        );
+    }
+}
+
+fn stalled_or_panicked_engine_is_replaced_by_the_host(fault: Fault) {
+    let server = Server::start(Mode::Engine, |c| c.fault = Some(fault));
+    let mut first = server.connect();
+    let r = request(&mut first, "GET /f1024.bin HTTP/1.1\r\nHost: t\r\n\r\n");
+    assert_eq!(r.status, 200);
+    // The second request trips the fault: its client must see a close, not a hang.
+    first
+        .write_all(b"GET /f1024.bin HTTP/1.1\r\nHost: t\r\n\r\n")
+        .unwrap();
+    let tripped = Instant::now();
+    assert!(
+        closed_within(&mut first, Duration::from_secs(3)),
+        "{fault:?}: in-flight hangs"
+    );
+    assert!(
+        tripped.elapsed() < Duration::from_millis(1500),
+        "{fault:?}: detected too late"
+    );
+    let mut fresh = server.connect();
+    let r = request(&mut fresh, "GET /f1048576.bin HTTP/1.1\r\nHost: t\r\n\r\n");
+    assert!(
+        r.status == 200 && r.body == content(1 << 20),
+        "{fault:?}: served inline after"
+    );
+    let stats = server.stop();
+    assert_eq!(stats["engine"]["failed"], true);
+    assert!(stats["engine"]["takeover_after_s"].as_f64().unwrap() > 0.0);
+}
+
+#[test]
+fn a_stalled_engine_is_replaced_by_the_host_within_a_second() {
+    stalled_or_panicked_engine_is_replaced_by_the_host(Fault::Stall { after: 2 });
+}
+
+#[test]
+fn a_panicked_engine_is_replaced_by_the_host() {
+    stalled_or_panicked_engine_is_replaced_by_the_host(Fault::Panic { after: 2 });
+}
+
+#[test]
+fn engine_mode_counts_commands_and_batches() {
+    let server = Server::start(Mode::Engine, |_| {});
+    let mut s = server.connect();
+    for size in [1024, 1048576] {
+        for _ in 0..10 {
+            let text = format!("GET /f{size}.bin HTTP/1.1\r\nHost: t\r\n\r\n");
+            assert_eq!(request(&mut s, &text).status, 200);
+        }
+    }
+    let stats = server.stop();
+    // One command for a small file, two (head, then sendfile) for a large one.
+    assert_eq!(stats["engine"]["commands"], 30);
+    assert_eq!(stats["engine"]["events"], 20);
+    let batches = stats["engine"]["command_batches"].as_u64().unwrap();
+    assert!((1..=30).contains(&batches), "{batches}");
+}
+
+#[test]
+fn a_bad_document_root_is_an_error_naming_it() {
+    let config = Config::new(
+        "127.0.0.1:0".parse().unwrap(),
+        Path::new("/no/such/dir").into(),
+    );
+    let err = serve(config, Arc::new(Control::new())).unwrap_err();
+    assert!(err.contains("/no/such/dir"), "{err}");
+}
