@@ -3,7 +3,7 @@
 //! event loop (`proto`) decides; this module only does the socket calls.
 
 use std::collections::VecDeque;
-use std::io::{self, Read};
+use std::io;
 use std::os::fd::{AsRawFd, RawFd};
 use std::time::Instant;
 
@@ -101,27 +101,36 @@ impl Conn {
             self.rbuf.drain(..self.start);
             self.start = 0;
         }
+        let fd = self.fd();
         while self.rbuf.len() < cap {
             let len = self.rbuf.len();
-            let want = (cap - len).min(16 * 1024);
-            self.rbuf.resize(len + want, 0);
-            match self.stream.read(&mut self.rbuf[len..]) {
-                Ok(0) => {
-                    self.rbuf.truncate(len);
-                    return Ok(false);
-                }
-                Ok(n) => self.rbuf.truncate(len + n),
-                Err(e) => {
-                    self.rbuf.truncate(len);
-                    if e.kind() == io::ErrorKind::WouldBlock {
+            let want = cap - len;
+            self.rbuf.reserve(want);
+            let spare = &mut self.rbuf.spare_capacity_mut()[..want];
+            // SAFETY: recv writes at most `want` bytes into the reserved spare capacity,
+            // and only the bytes it reports are then marked initialised.
+            let n = unsafe { libc::recv(fd, spare.as_mut_ptr().cast(), want, 0) };
+            if n == 0 {
+                return Ok(false);
+            }
+            if n < 0 {
+                let e = io::Error::last_os_error();
+                match e.kind() {
+                    io::ErrorKind::WouldBlock => {
                         self.readable = false;
                         return Ok(true);
                     }
-                    if e.kind() == io::ErrorKind::Interrupted {
-                        continue;
-                    }
-                    return Err(e);
+                    io::ErrorKind::Interrupted => continue,
+                    _ => return Err(e),
                 }
+            }
+            // SAFETY: recv initialised the first n spare bytes.
+            unsafe { self.rbuf.set_len(len + n as usize) };
+            if (n as usize) < want {
+                // A short read emptied the socket; anything arriving later is a new
+                // edge, so this saves the read that would only say WouldBlock.
+                self.readable = false;
+                return Ok(true);
             }
         }
         Ok(true)

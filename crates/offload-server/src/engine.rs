@@ -34,8 +34,10 @@ use crate::Control;
 
 /// Slots per ring: room for a burst of requests from every connection.
 const RING_SLOTS: usize = 4096;
-/// How long an idle side spins before it sleeps (adaptive wait).
+/// How long an idle engine spins before it sleeps (adaptive wait).
 const SPIN: Duration = Duration::from_micros(50);
+/// Longest stretch of slowdown burned between two heartbeats.
+const BURN_SLICE: f64 = 0.005;
 /// A heartbeat unchanged this long means the engine is stuck.
 pub const STALL: Duration = Duration::from_millis(500);
 
@@ -136,7 +138,7 @@ pub fn run(
         pool: Pool::default(),
         shared: shared.clone(),
     };
-    let outcome = host.serve(&mut host_poll, &host_wake, &engine, config.engine_wait);
+    let outcome = host.serve(&mut host_poll, &host_wake, &engine);
     match outcome {
         Ok(None) => {
             let joined = engine.join();
@@ -232,7 +234,14 @@ fn engine_loop(
         if applied + seen > 0 {
             idle_since = Instant::now();
             if let Some(started) = started {
-                cpu::burn((cpu::thread_seconds() - started) * slowdown);
+                // In slices, beating the heart: a slow engine is not a stuck one.
+                let mut debt = (cpu::thread_seconds() - started) * slowdown;
+                while debt > 0.0 {
+                    cpu::burn(debt.min(BURN_SLICE));
+                    debt -= BURN_SLICE;
+                    beat += 1;
+                    stats.socket.heartbeat.store(beat, Ordering::Relaxed);
+                }
             }
         }
     }
@@ -254,11 +263,9 @@ impl Host {
         poll: &mut Poll,
         wake: &Wake,
         engine: &JoinHandle<io::Result<()>>,
-        wait: EngineWait,
     ) -> io::Result<Option<String>> {
         let stats = self.shared.stats.clone();
         let mut events = Events::with_capacity(4);
-        let mut idle_since = Instant::now();
         let (mut last_beat, mut beat_seen) = (0, Instant::now());
         while !self.shared.control.is_stopped() {
             let (handler, pool, commands) = (&mut self.handler, &mut self.pool, &mut self.commands);
@@ -308,11 +315,9 @@ impl Host {
             if engine.is_finished() {
                 return Ok(Some("the engine thread exited".into()));
             }
-            if handled > 0 || self.commands.backlog() > 0 {
-                idle_since = now;
-            } else if wait == EngineWait::Poll || now.duration_since(idle_since) <= SPIN {
-                std::hint::spin_loop();
-            } else {
+            if handled == 0 && self.commands.backlog() == 0 {
+                // The host does not spin: its CPU is the application's, and CPU spent
+                // waiting would count against it.
                 wake.sleep_begin();
                 if self.events.is_empty() {
                     match poll.poll(&mut events, Some(TICK)) {

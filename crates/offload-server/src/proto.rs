@@ -24,6 +24,8 @@ use crate::stats::Stats;
 
 const LISTENER: Token = Token(usize::MAX - 1);
 const WAKER: Token = Token(usize::MAX - 2);
+/// Connections accepted per turn at most (see `accept_some`).
+const ACCEPT_BATCH: usize = 16;
 /// How often timeouts are checked; also the longest a `turn` sleeps.
 pub const TICK: Duration = Duration::from_millis(100);
 
@@ -85,6 +87,9 @@ pub struct Proto {
     now: Instant,
     last_sweep: Instant,
     sent: u64,
+    /// The listener has connections to accept (an event came, or the last batch
+    /// ended before the backlog was empty).
+    accept_pending: bool,
 }
 
 impl Proto {
@@ -114,6 +119,7 @@ impl Proto {
             now,
             last_sweep: now,
             sent: 0,
+            accept_pending: false,
         })
     }
 
@@ -125,6 +131,12 @@ impl Proto {
     /// One round: wait up to `timeout` for socket events, handle them, and check the
     /// timeouts when due. Returns how many events there were.
     pub fn turn<D: Dispatch>(&mut self, app: &mut D, timeout: Duration) -> io::Result<usize> {
+        // Connections left in the backlog by the last turn are work: do not sleep.
+        let timeout = if self.accept_pending {
+            Duration::ZERO
+        } else {
+            timeout
+        };
         match self.poll.poll(&mut self.events, Some(timeout)) {
             Ok(()) => {}
             Err(e) if e.kind() == io::ErrorKind::Interrupted => return Ok(0),
@@ -140,7 +152,7 @@ impl Proto {
         }));
         for &(token, readable, writable) in &ready {
             match token {
-                LISTENER => self.accept_all(),
+                LISTENER => self.accept_pending = true,
                 WAKER => {}
                 Token(slot) => {
                     if let Some(conn) = self.conns.get_mut(slot) {
@@ -151,8 +163,12 @@ impl Proto {
                 }
             }
         }
-        let n = ready.len();
+        let mut n = ready.len();
         self.ready = ready;
+        // New connections after the ones already open, which get served first.
+        if self.accept_pending {
+            n += self.accept_some();
+        }
         if self.now.duration_since(self.last_sweep) >= TICK {
             self.sweep();
         }
@@ -197,21 +213,30 @@ impl Proto {
         }
     }
 
-    fn accept_all(&mut self) {
-        loop {
+    /// Accepts up to `ACCEPT_BATCH` connections; returns how many calls it made. Under overload the rest wait in the
+    /// kernel's backlog (and beyond it the kernel drops SYNs, which clients retry):
+    /// accepting more than can be served would spend the loop on connections whose
+    /// clients give up, and goodput would collapse (receive livelock).
+    fn accept_some(&mut self) -> usize {
+        for accepted in 0..ACCEPT_BATCH {
             match self.listener.accept() {
                 Ok((stream, _)) => self.admit(stream),
-                Err(e) if e.kind() == io::ErrorKind::WouldBlock => return,
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
+                    self.accept_pending = false;
+                    return accepted;
+                }
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
                 Err(e) if e.kind() == io::ErrorKind::ConnectionAborted => {}
                 Err(e) => {
                     // Out of descriptors or memory: the connection stays in the
                     // backlog and is taken on the next event.
                     self.stats.note_error(&e);
-                    return;
+                    self.accept_pending = false;
+                    return accepted;
                 }
             }
         }
+        ACCEPT_BATCH
     }
 
     fn admit(&mut self, mut stream: TcpStream) {

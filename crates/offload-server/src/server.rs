@@ -21,8 +21,11 @@ use crate::{cpu, engine, uring, Control};
 
 /// Most files kept open at once (each is a descriptor).
 const FILE_CAP: usize = 16 * 1024;
-/// Connections waiting in the kernel to be accepted.
-const BACKLOG: i32 = 4096;
+/// Connections waiting in the kernel to be accepted (nginx's default). Beyond it the
+/// kernel drops SYNs and clients retry later: under sustained overload that bounds the
+/// queueing delay of the connections that do get in (511 / rate), where a deep backlog
+/// would make every client wait past its timeout while the server still serves it.
+const BACKLOG: i32 = 511;
 
 /// Runs a server until `control.stop()`; returns the final stats document. Errors are
 /// messages for the user (a bad root, a busy port, a core that does not exist).

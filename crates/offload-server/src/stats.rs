@@ -164,11 +164,8 @@ impl Stats {
         let per_request = |x: f64| (requests > 0).then(|| x / requests as f64);
         let threads = self.threads.lock().unwrap();
         let role_cpu = |role: &str| -> f64 {
-            threads
-                .iter()
-                .filter(|t| t.role == role)
-                .map(|t| t.seconds)
-                .sum()
+            let times = threads.iter().filter(|t| t.role == role).map(|t| t.seconds);
+            times.fold(0.0, |a, b| a + b) // not sum(): an empty f64 sum is -0.0
         };
         let (host_s, engine_s) = (role_cpu("host"), role_cpu("engine"));
         let commands = relaxed(&self.app.commands);
