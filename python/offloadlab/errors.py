@@ -2,12 +2,18 @@
 :func:`require`, the check that raises it.
 
 The CLI turns it into a message on stderr and exit code 2; everything else that
-goes wrong is a runtime failure (exit code 1).
+goes wrong is a runtime failure (exit code 1), and :class:`RunError` is how code says
+so with a message meant for the user.
 """
 
 
 class InputError(ValueError):
     """Bad input. The message names what is wrong, where, and how to fix it."""
+
+
+class RunError(RuntimeError):
+    """A run failed for a reason other than its input (a busy port, a server that stopped
+    with an error). The message says what happened; the CLI exits with code 1."""
 
 
 def require(ok: bool, message: str) -> None:

@@ -4,6 +4,7 @@
 use pyo3::prelude::*;
 
 mod load;
+mod server;
 mod sim;
 
 #[pymodule]
@@ -11,5 +12,6 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("__version__", offload_sim::VERSION)?;
     sim::register(m)?;
     load::register(m)?;
+    server::register(m)?;
     Ok(())
 }

@@ -16,11 +16,11 @@ pub(crate) fn value_error(message: String) -> PyErr {
     PyValueError::new_err(message)
 }
 
-/// A service-time distribution for the simulator (built by `offloadlab.sim` from an
-/// `offloadlab.dist` value).
+/// A service-time distribution for the simulator and the testbed server's application
+/// work (built by `offloadlab.sim.to_core` from an `offloadlab.dist` value).
 #[pyclass(name = "Dist", frozen, from_py_object, module = "offloadlab._core")]
 #[derive(Clone)]
-struct PyDist(Dist);
+pub(crate) struct PyDist(pub(crate) Dist);
 
 #[pymethods]
 impl PyDist {

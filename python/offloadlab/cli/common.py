@@ -13,7 +13,7 @@ from rich.console import Console
 
 from offloadlab import __version__
 from offloadlab.dist import parse_time
-from offloadlab.errors import InputError
+from offloadlab.errors import InputError, RunError
 
 app = typer.Typer(
     help="OffloadLab: does offloading protocol work to an offload engine help your web server?",
@@ -26,8 +26,8 @@ err = Console(stderr=True)
 
 def user_errors(command):
     """Bad input is reported in one red paragraph and exits with code 2, an operating
-    system error (a folder that cannot be written, a full disk) with code 1; never a
-    traceback."""
+    system error (a folder that cannot be written, a full disk) or a failed run
+    (:class:`~offloadlab.errors.RunError`) with code 1; never a traceback."""
     @functools.wraps(command)
     def wrapper(*args, **kwargs):
         try:
@@ -35,7 +35,7 @@ def user_errors(command):
         except InputError as exc:
             _error(exc)
             raise typer.Exit(2) from None
-        except OSError as exc:
+        except (OSError, RunError) as exc:
             _error(exc)
             raise typer.Exit(1) from None
     return wrapper

@@ -1,11 +1,18 @@
-"""``offload load``: real HTTP load from a stream or a schedule, with live progress."""
+"""``offload load``: real HTTP load from a stream or a schedule, with live progress.
+
+:class:`GeneratedLoad` (the stream ``--rate`` or ``--clients`` makes) and
+:func:`load_progress` (the live status line) are shared with ``offload testbed run``.
+"""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 from rich.live import Live
@@ -14,10 +21,61 @@ from rich.table import Table
 from offloadlab.cli.common import app, err, flag_time, out, user_errors
 from offloadlab.errors import InputError
 from offloadlab.ranges import parse_range
+from offloadlab.report.format import ms as _ms
 from offloadlab.results import write_json
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+    from offloadlab.workload.stream import Stream
 
 # Closed loop: requests drawn per client; a client cycles through them until --duration.
 _PER_CLIENT = 1000
+
+
+@dataclass(frozen=True)
+class GeneratedLoad:
+    """The load ``--rate`` or ``--clients`` generates over a file set, shaped by
+    ``--duration``, ``--keep-alive`` ('no' or requests per connection), ``--class`` and
+    ``--seed``."""
+
+    manifest: pd.DataFrame
+    duration_s: float
+    keep_alive: str = "no"
+    size_class: int | None = None
+    seed: int = 1
+
+    @property
+    def _alive(self) -> str | bool:
+        return False if self.keep_alive == "no" else self.keep_alive
+
+    def poisson(self, rate: float) -> Stream:
+        """Open loop: Poisson connections at ``rate`` per second for the duration."""
+        from offloadlab.workload import stream
+
+        return stream.poisson(self.manifest, rate, duration_s=self.duration_s,
+                              keep_alive=self._alive, size_class=self.size_class,
+                              seed=self.seed)
+
+    def closed(self, clients: int, think: str,
+               max_duration_s: float | None = None) -> tuple[Stream, dict]:
+        """wrk-like closed loop: each client cycles through its requests until the
+        duration (or ``max_duration_s``); also the run options that make it do so."""
+        from offloadlab.workload import stream
+
+        requests = stream.closed(self.manifest, clients, think=think, requests=_PER_CLIENT,
+                                 keep_alive=self._alive, size_class=self.size_class,
+                                 seed=self.seed)
+        return requests, {"repeat": True, "max_duration_s": max_duration_s or self.duration_s}
+
+
+@contextlib.contextmanager
+def load_progress(planned: int, label: str = "") -> Iterator[Callable]:
+    """A live status line on stderr (on a terminal) while a load runs; yields the
+    run's ``progress`` callback."""
+    with Live(console=err, transient=True, refresh_per_second=5,
+              auto_refresh=err.is_terminal) as live:
+        yield _live(live, planned, label)
 
 
 @app.command("load")
@@ -76,15 +134,11 @@ def load_cmd(
     if sum(sources) != 1:
         raise InputError("give one of --stream FILE, --rate R, --steps A:B:C or --clients N")
     manifest = fileset.read_manifest(objects)
-    duration_s = flag_time("--duration", duration)
-    alive = False if keep_alive == "no" else keep_alive
+    shape = GeneratedLoad(manifest, flag_time("--duration", duration), keep_alive, size_class,
+                          seed)
     options = dict(threads=threads, timeout_s=flag_time("--timeout", timeout),
                    max_duration_s=flag_time("--max-duration", max_duration), method=method,
                    verify=verify, records=records is not None, allow_remote=allow_remote)
-
-    def poisson(r: float):
-        return stream.poisson(manifest, r, duration_s=duration_s, keep_alive=alive,
-                              size_class=size_class, seed=seed)
 
     if steps is not None:
         if records is not None:
@@ -93,22 +147,18 @@ def load_cmd(
             rates = parse_range(steps)
         except InputError as exc:
             raise InputError(f"--steps {exc}") from None
-        _run_steps(load, target, manifest, rates, poisson, flag_time("--stop-p99", stop_p99),
-                   stop_errors, options, as_json, out_file)
+        _run_steps(load, target, manifest, rates, shape.poisson,
+                   flag_time("--stop-p99", stop_p99), stop_errors, options, as_json, out_file)
         return
     if stream_file is not None:
         requests = stream.read(stream_file)
     elif rate is not None:
-        requests = poisson(rate)
+        requests = shape.poisson(rate)
     else:
-        # wrk-like: each client cycles through its requests until --duration.
-        requests = stream.closed(manifest, clients, think=think, requests=_PER_CLIENT,
-                                 keep_alive=alive, size_class=size_class, seed=seed)
-        options |= {"repeat": True, "max_duration_s": options["max_duration_s"] or duration_s}
-    with Live(console=err, transient=True, refresh_per_second=5,
-              auto_refresh=err.is_terminal) as live:
-        result = load.run(target, requests, manifest, progress=_live(live, len(requests)),
-                          **options)
+        requests, closed = shape.closed(clients, think, options["max_duration_s"])
+        options |= closed
+    with load_progress(len(requests)) as progress:
+        result = load.run(target, requests, manifest, progress=progress, **options)
     if records is not None:
         load.write_records(result, records)
         err.print(f"{len(result.records):,} request records written to {records}")
@@ -121,12 +171,13 @@ def load_cmd(
         write_json(out_file, doc)
 
 
-def _live(live: Live, planned: int):
+def _live(live: Live, planned: int, label: str = ""):
     started = time.monotonic()
+    prefix = f"{label}: " if label else ""
 
     def show(control) -> None:
         elapsed = time.monotonic() - started
-        live.update(f"sent {control.sent:,}/{planned:,}  done {control.done:,} "
+        live.update(f"{prefix}sent {control.sent:,}/{planned:,}  done {control.done:,} "
                     f"({control.done / elapsed:,.0f}/s)  p99 {control.p99_us / 1e3:.3g} ms  "
                     f"errors {control.errors:,}")
     return show
@@ -156,10 +207,6 @@ def _run_steps(load, target, manifest, rates, make, stop_p99_s, stop_errors, opt
         out.print(table)
     if out_file is not None:
         write_json(out_file, doc)
-
-
-def _ms(seconds: float | None) -> str:
-    return "–" if seconds is None else f"{seconds * 1e3:.3g}"
 
 
 def report_table(result) -> Table:

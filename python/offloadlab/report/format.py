@@ -1,13 +1,22 @@
-"""Number formatting at the edge: seconds shown as milliseconds, bytes in binary units,
-infinities as ∞, values never observed (NaN) as –."""
+"""Number formatting at the edge: seconds shown as milliseconds or microseconds, bytes in
+binary units, infinities as ∞, values never observed (NaN, or None from JSON) as –."""
 
 import math
 
 
-def ms(seconds: float) -> str:
-    if math.isnan(seconds):
+def ms(seconds: float | None) -> str:
+    return _scaled(seconds, 1e3)
+
+
+def us(seconds: float | None) -> str:
+    """Microseconds, e.g. a CPU cost per request."""
+    return _scaled(seconds, 1e6)
+
+
+def _scaled(seconds: float | None, factor: float) -> str:
+    if seconds is None or math.isnan(seconds):
         return "–"
-    return "∞" if math.isinf(seconds) else f"{seconds * 1e3:.3g}"
+    return "∞" if math.isinf(seconds) else f"{seconds * factor:.3g}"
 
 
 def ms_ci(seconds: float, half_width: float) -> str:

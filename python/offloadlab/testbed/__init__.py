@@ -1,5 +1,8 @@
-"""The testbed: real HTTP load against a real server.
+"""The testbed: a real server under real HTTP load.
 
-:mod:`offloadlab.testbed.load` drives the Rust load generator with a request stream.
-The server with its software offload engine comes with the testbed issue.
+:mod:`offloadlab.testbed.server` runs the Rust server (``inline``, ``engine`` with a
+software offload engine, ``uring``) with checked options, in the foreground or on a
+worker thread; :mod:`offloadlab.testbed.load` drives the Rust load generator with a
+request stream; :mod:`offloadlab.testbed.modes` sends the same load to each mode in
+turn and keeps both sides' reports.
 """

@@ -1,0 +1,157 @@
+//! The testbed server's bindings: `serve` runs a server with the GIL released until its
+//! `ServerControl` is stopped and returns the final stats document; the control also
+//! tells the port once the server listens.
+
+use std::net::{IpAddr, SocketAddr};
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use offload_server::{Config, EngineWait, Fault, Limits, Mode};
+use pyo3::exceptions::PyRuntimeError;
+use pyo3::prelude::*;
+
+use crate::sim::{value_error, PyDist};
+
+/// A running server's port (0 until it listens) and its stop switch.
+#[pyclass(frozen, module = "offloadlab._core")]
+struct ServerControl(Arc<offload_server::Control>);
+
+#[pymethods]
+impl ServerControl {
+    #[new]
+    fn new() -> Self {
+        ServerControl(Arc::new(offload_server::Control::new()))
+    }
+
+    #[getter]
+    fn port(&self) -> u16 {
+        self.0.port()
+    }
+
+    #[getter]
+    fn stopped(&self) -> bool {
+        self.0.is_stopped()
+    }
+
+    /// Ask the server to stop: it closes, writes its final stats and `serve` returns.
+    fn stop(&self) {
+        self.0.stop();
+    }
+
+    /// Same as `stop` (the name `offloadlab.background.watched` calls).
+    fn cancel(&self) {
+        self.0.stop();
+    }
+}
+
+fn parse_mode(name: &str) -> PyResult<Mode> {
+    match name {
+        "inline" => Ok(Mode::Inline),
+        "engine" => Ok(Mode::Engine),
+        "uring" => Ok(Mode::Uring),
+        _ => Err(value_error(format!(
+            "mode {name:?}: use inline, engine or uring"
+        ))),
+    }
+}
+
+fn parse_engine_wait(name: &str) -> PyResult<EngineWait> {
+    match name {
+        "poll" => Ok(EngineWait::Poll),
+        "adaptive" => Ok(EngineWait::Adaptive),
+        _ => Err(value_error(format!(
+            "engine_wait {name:?}: use poll or adaptive"
+        ))),
+    }
+}
+
+fn parse_fault(spec: Option<(String, u64)>) -> PyResult<Option<Fault>> {
+    match spec {
+        None => Ok(None),
+        Some((kind, after)) => match kind.as_str() {
+            "stall" => Ok(Some(Fault::Stall { after })),
+            "panic" => Ok(Some(Fault::Panic { after })),
+            _ => Err(value_error(format!("fault {kind:?}: use stall or panic"))),
+        },
+    }
+}
+
+fn seconds(what: &str, s: f64) -> PyResult<Duration> {
+    Duration::try_from_secs_f64(s).map_err(|_| value_error(format!("{what}={s}: use seconds >= 0")))
+}
+
+/// Serve `root` until `control.stop()`; returns the final stats document as JSON text.
+/// The caller has checked the arguments (loopback, cores, limits); a run that fails
+/// (a busy port, a core that cannot be used) raises RuntimeError with the reason.
+#[pyfunction]
+#[pyo3(signature = (host, port, root, mode, host_core, engine_core, sendfile_above, work,
+                    seed, engine_wait, engine_slowdown, max_header_bytes, max_uri_bytes,
+                    max_headers, max_conns, header_timeout_s, idle_timeout_s, stats_path,
+                    stats_interval_s, stats_endpoint, fault, control))]
+#[allow(clippy::too_many_arguments)]
+fn serve(
+    py: Python<'_>,
+    host: &str,
+    port: u16,
+    root: PathBuf,
+    mode: &str,
+    host_core: Option<usize>,
+    engine_core: Option<usize>,
+    sendfile_above: u64,
+    work: Option<PyDist>,
+    seed: u64,
+    engine_wait: &str,
+    engine_slowdown: f64,
+    max_header_bytes: usize,
+    max_uri_bytes: usize,
+    max_headers: usize,
+    max_conns: usize,
+    header_timeout_s: f64,
+    idle_timeout_s: f64,
+    stats_path: Option<PathBuf>,
+    stats_interval_s: f64,
+    stats_endpoint: bool,
+    fault: Option<(String, u64)>,
+    control: &ServerControl,
+) -> PyResult<String> {
+    let ip: IpAddr = host
+        .parse()
+        .map_err(|_| value_error(format!("host {host:?} is not an IP address")))?;
+    let mut config = Config::new(SocketAddr::new(ip, port), root);
+    config.mode = parse_mode(mode)?;
+    config.host_core = host_core;
+    config.engine_core = engine_core;
+    config.sendfile_above = sendfile_above;
+    config.work = work.map(|d| d.0);
+    config.seed = seed;
+    config.engine_wait = parse_engine_wait(engine_wait)?;
+    config.engine_slowdown = engine_slowdown;
+    config.limits = Limits {
+        max_header_bytes,
+        max_uri_bytes,
+        max_headers,
+        max_conns,
+        header_timeout: seconds("header_timeout_s", header_timeout_s)?,
+        idle_timeout: seconds("idle_timeout_s", idle_timeout_s)?,
+    };
+    config.stats_path = stats_path;
+    config.stats_interval = seconds("stats_interval_s", stats_interval_s)?;
+    config.stats_endpoint = stats_endpoint;
+    config.fault = parse_fault(fault)?;
+    // Every connection is a descriptor: lift the soft limit as the load generator does.
+    offload_load::raise_fd_limit();
+    let control = control.0.clone();
+    let served = py.detach(|| offload_server::serve(config, control));
+    served
+        .map(|doc| doc.to_string())
+        .map_err(PyRuntimeError::new_err)
+}
+
+/// Add the server's names to the module.
+pub(crate) fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add_class::<ServerControl>()?;
+    m.add_function(wrap_pyfunction!(serve, m)?)?;
+    m.add("SERVER_VERSION", offload_server::VERSION)?;
+    Ok(())
+}

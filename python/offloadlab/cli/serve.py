@@ -1,0 +1,125 @@
+"""``offload serve``: the testbed's HTTP server in the foreground until Ctrl-C or SIGTERM.
+
+The flags that place and load the server (cores, application work, the engine's
+behaviour) are declared here once and shared with ``offload testbed run``.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from offloadlab.cli.common import app, err, flag_time, out, user_errors
+from offloadlab.report.format import us
+
+Mode = Annotated[str, typer.Option(
+    help="Who makes the socket calls: inline (the host), engine (a software offload engine "
+         "on its own core) or uring (io_uring's SQPOLL thread).")]
+HostCore = Annotated[int | None, typer.Option(
+    help="Pin the host thread to this core (default: not pinned).")]
+EngineCore = Annotated[int | None, typer.Option(
+    help="Pin the engine thread (engine) or the SQPOLL thread (uring) to this core.")]
+Work = Annotated[str | None, typer.Option(
+    help="Application work X_a per request, burned on the host, e.g. exp(mean=50us).")]
+SendfileAbove = Annotated[int, typer.Option(
+    help="Bodies longer than this many bytes go by sendfile; shorter ones are copied.")]
+EngineWait = Annotated[str, typer.Option(
+    help="How an idle engine waits: adaptive (spin, then sleep) or poll (never sleep).")]
+EngineSlowdown = Annotated[float, typer.Option(
+    help="Extra engine CPU per unit of its own work: 3 emulates an engine 4 times slower.")]
+
+
+@app.command("serve")
+@user_errors
+def serve_cmd(
+    root: Annotated[Path, typer.Argument(
+        metavar="ROOT", help="The folder to serve, e.g. a file set from 'offload workload "
+                             "fileset'.")],
+    mode: Mode = "inline",
+    port: Annotated[int, typer.Option(help="Port to listen on (0: any free port).")] = 0,
+    host: Annotated[str, typer.Option(
+        help="Address to listen on (loopback unless --allow-remote).")] = "127.0.0.1",
+    allow_remote: Annotated[bool, typer.Option(
+        "--allow-remote", help="Allow an address other machines can reach.")] = False,
+    host_core: HostCore = None,
+    engine_core: EngineCore = None,
+    work: Work = None,
+    sendfile_above: SendfileAbove = 8000,
+    engine_wait: EngineWait = "adaptive",
+    engine_slowdown: EngineSlowdown = 0.0,
+    max_conns: Annotated[int, typer.Option(
+        help="Open connections at most; one more gets 503 and is closed.")] = 4096,
+    max_header_bytes: Annotated[int, typer.Option(
+        help="Request line plus headers at most (beyond: 431).")] = 8192,
+    max_uri_bytes: Annotated[int, typer.Option(
+        help="Request target at most (beyond: 414).")] = 4096,
+    max_headers: Annotated[int, typer.Option(
+        help="Header fields at most (beyond: 431; 128 at most).")] = 64,
+    header_timeout: Annotated[str, typer.Option(
+        help="Time a client has to send a request head.")] = "10s",
+    idle_timeout: Annotated[str, typer.Option(
+        help="A kept-alive connection with no request is closed after this.")] = "30s",
+    stats: Annotated[Path | None, typer.Option(
+        help="Write the stats document to this file every --stats-interval and at exit.")
+    ] = None,
+    stats_interval: Annotated[str, typer.Option(help="How often --stats is rewritten.")] = "1s",
+    stats_endpoint: Annotated[bool, typer.Option(
+        "--stats-endpoint", help="Answer GET /.offload/stats with the stats document.")
+    ] = False,
+    seed: Annotated[int, typer.Option(help="Seed of the --work draws.")] = 1,
+) -> None:
+    """Serve ROOT over HTTP/1.0 and 1.1 until Ctrl-C or SIGTERM, then print a summary."""
+    from offloadlab import _core
+    from offloadlab.testbed import server
+
+    options = server.ServerOptions(
+        root=root, mode=mode, host=host, port=port, allow_remote=allow_remote,
+        host_core=host_core, engine_core=engine_core, sendfile_above=sendfile_above,
+        work=work, seed=seed, engine_wait=engine_wait, engine_slowdown=engine_slowdown,
+        max_header_bytes=max_header_bytes, max_uri_bytes=max_uri_bytes,
+        max_headers=max_headers, max_conns=max_conns,
+        header_timeout_s=flag_time("--header-timeout", header_timeout),
+        idle_timeout_s=flag_time("--idle-timeout", idle_timeout), stats_path=stats,
+        stats_interval_s=flag_time("--stats-interval", stats_interval),
+        stats_endpoint=stats_endpoint)
+    control = _core.ServerControl()
+    with server.stop_on_signals(control):
+        doc = server.serve(options, control, on_tick=_announce(options))
+    out.print(summary_line(doc), soft_wrap=True, highlight=False)
+    if stats is not None:
+        err.print(f"final stats written to {stats}", soft_wrap=True, highlight=False)
+
+
+def _announce(options):
+    """Prints the URL once, as soon as the server listens."""
+    from offloadlab.testbed.server import url
+
+    shown = False
+
+    def tick(control) -> None:
+        nonlocal shown
+        if control.port and not shown:
+            shown = True
+            out.print(f"serving {options.root} ({options.mode}) at "
+                      f"{url(options.address(), control.port)}  (Ctrl-C to stop)",
+                      soft_wrap=True, highlight=False)
+    return tick
+
+
+def summary_line(doc: dict) -> str:
+    """Requests, time, and host and engine CPU per request from a stats document."""
+    from offloadlab.testbed.server import has_engine
+
+    per = doc["per_request"]
+    engine = doc["engine"]
+    n = doc["requests"]
+    text = (f"{n:,} request{'' if n == 1 else 's'} in {doc['elapsed_s']:.1f} s ({doc['mode']}); "
+            f"host CPU {us(per['host_cpu_s'])} µs/request")
+    if has_engine(doc):
+        text += f", engine CPU {us(per['engine_cpu_s'])} µs/request"
+    if engine["failed"]:
+        text += (f"; the engine failed after {engine['takeover_after_s']:.1f} s "
+                 f"({engine['takeover_reason']}) and the host took over")
+    return text

@@ -1,0 +1,140 @@
+"""``offload testbed run``: the same generated load against the server in each mode, one
+after the other, with a table to compare them by (latency, throughput, and host and
+engine CPU per request)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.markup import escape
+from rich.table import Table
+
+from offloadlab.cli.common import app, err, flag_time, out, user_errors
+from offloadlab.cli.serve import (
+    EngineCore,
+    EngineSlowdown,
+    EngineWait,
+    HostCore,
+    SendfileAbove,
+    Work,
+)
+from offloadlab.cli.testbed import GeneratedLoad, load_progress
+from offloadlab.errors import InputError, RunError
+from offloadlab.report.format import ms, us
+from offloadlab.results import write_json
+
+testbed_app = typer.Typer(
+    help="The testbed: the server in its modes under real HTTP load.",
+    no_args_is_help=True, rich_markup_mode="rich")
+app.add_typer(testbed_app, name="testbed")
+
+
+@testbed_app.command("run")
+@user_errors
+def run_cmd(
+    fileset_dir: Annotated[Path, typer.Option(
+        "--fileset", help="The file set to serve and request (offload workload fileset).")],
+    modes: Annotated[str, typer.Option(
+        "--mode", help="Modes to run in turn, comma-separated: inline, engine, uring.")
+    ] = "inline,engine",
+    rate: Annotated[float | None, typer.Option(
+        help="Open loop: Poisson connections started per second.")] = None,
+    clients: Annotated[int | None, typer.Option(help="Closed loop: clients.")] = None,
+    think: Annotated[str, typer.Option(
+        help="Closed loop: think time, e.g. exp(mean=100ms); det(0) is saturation.")
+    ] = "det(0)",
+    duration: Annotated[str, typer.Option(help="Length of the load in each mode.")] = "5s",
+    keep_alive: Annotated[str, typer.Option(
+        help="'no' (HTTP/1.0) or requests per connection, e.g. 10 or geom(mean=5).")
+    ] = "no",
+    size_class: Annotated[int | None, typer.Option(
+        "--class", help="Only objects of this size class (0-4).")] = None,
+    seed: Annotated[int, typer.Option(help="Seed of the stream and of the --work draws.")] = 1,
+    work: Work = None,
+    host_core: HostCore = None,
+    engine_core: EngineCore = None,
+    sendfile_above: SendfileAbove = 8000,
+    engine_wait: EngineWait = "adaptive",
+    engine_slowdown: EngineSlowdown = 0.0,
+    threads: Annotated[int | None, typer.Option(
+        help="Load generator threads (default: one per core).")] = None,
+    timeout: Annotated[str, typer.Option(help="Per-request timeout.")] = "5s",
+    json_out: Annotated[Path | None, typer.Option(
+        "--json", help="Write every mode's results to this file (atomically).")] = None,
+) -> None:
+    """Serve a file set in each mode in turn under the same load and compare them."""
+    from offloadlab.testbed import modes as testbed_modes
+    from offloadlab.testbed.server import ServerOptions
+    from offloadlab.workload import fileset
+
+    names = parse_modes(modes)
+    if (rate is None) == (clients is None):
+        raise InputError("give one of --rate R (open loop) or --clients N (closed loop)")
+    options = ServerOptions(
+        root=fileset_dir, host_core=host_core, engine_core=engine_core,
+        sendfile_above=sendfile_above, work=work, seed=seed, engine_wait=engine_wait,
+        engine_slowdown=engine_slowdown)
+    testbed_modes.check_modes(options, names)
+    manifest = fileset.read_manifest(fileset_dir)
+    shape = GeneratedLoad(manifest, flag_time("--duration", duration), keep_alive, size_class,
+                          seed)
+    load_options: dict = dict(threads=threads, timeout_s=flag_time("--timeout", timeout))
+    if rate is not None:
+        requests = shape.poisson(rate)
+        what = f"Poisson {rate:g} connections/s"
+    else:
+        requests, closed = shape.closed(clients, think)
+        load_options |= closed
+        what = f"{clients} clients"
+    runs, entries = [], []
+    for name in names:
+        try:
+            with load_progress(len(requests), name) as progress:
+                run = testbed_modes.run_mode(options.replace(mode=name), requests, manifest,
+                                             progress=progress, **load_options)
+        except RunError as exc:  # the other modes still run; the exit code says it
+            err.print(f"[bold red]{name} failed:[/] {escape(str(exc))}")
+            entries.append({"mode": name, "error": str(exc)})
+            continue
+        err.print(f"{name}: {run.server['requests']:,} requests served", highlight=False)
+        runs.append(run)
+        entries.append(run.to_json())
+    if runs:
+        out.print(modes_table(runs, f"testbed on {fileset_dir}: {what}, {duration} per mode"))
+    if json_out is not None:
+        write_json(json_out, {"fileset": str(fileset_dir), "stream": requests.describe(),
+                              "modes": entries})
+    if len(runs) < len(names):
+        raise typer.Exit(1)
+
+
+def parse_modes(text: str) -> list[str]:
+    from offloadlab.testbed.server import MODES
+
+    names = [m.strip() for m in text.split(",") if m.strip()]
+    bad = [m for m in names if m not in MODES]
+    if not names or bad:
+        raise InputError(f"--mode {text!r}: give modes from {', '.join(MODES)}, "
+                         "comma-separated, e.g. inline,engine")
+    return names
+
+
+def modes_table(runs, title: str) -> Table:
+    """One row per mode: what the client saw and what the server spent."""
+    table = Table("mode", "req/s", "p50 ms", "p99 ms", "errors", "host µs", "engine µs",
+                  "cmds", "batch", title=title,
+                  caption="req/s: responses completed per second; host, engine µs: CPU "
+                          "per request; cmds: host → engine commands per request; batch: "
+                          "mean commands per batch")
+    for run in runs:
+        s = run.summary()
+        table.add_row(s["mode"], _number(s["throughput"], ",.0f"), ms(s["p50_s"]), ms(s["p99_s"]),
+                      f"{s['failed']:,}", us(s["host_cpu_s"]), us(s["engine_cpu_s"]),
+                      _number(s["commands"], ".3g"), _number(s["batch_mean"], ".3g"))
+    return table
+
+
+def _number(x: float | None, spec: str) -> str:
+    return "–" if x is None else format(x, spec)

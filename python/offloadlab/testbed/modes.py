@@ -1,0 +1,74 @@
+"""The same load against each server mode in turn (``offload testbed run``).
+
+For each mode, :func:`run_mode` starts the server in this process on the file set,
+sends the request stream with the load generator (every response checked against the
+manifest), stops the server, and keeps both sides' reports: the generator's latencies
+and the server's final stats document. From the server side come the service demands
+the model needs: host and engine CPU seconds per request; from the engine's rings,
+commands per request and the mean batch.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+import pandas as pd
+
+from offloadlab.testbed import load
+from offloadlab.testbed.server import ServerOptions, has_engine, running
+from offloadlab.workload.stream import Stream
+
+
+@dataclass(frozen=True)
+class ModeRun:
+    """One mode's run: the load generator's result and the server's final stats."""
+
+    mode: str
+    load: load.LoadResult
+    server: dict
+
+    def summary(self) -> dict:
+        """The numbers to compare modes by (seconds; None where nothing was measured)."""
+        r, per = self.load.report, self.server["per_request"]
+        engine = has_engine(self.server)
+        return {
+            "mode": self.mode,
+            "throughput": r["throughput"],
+            "p50_s": r["total"]["p50_s"],
+            "p99_s": r["total"]["p99_s"],
+            "failed": r["failed"],
+            "requests": self.server["requests"],
+            "host_cpu_s": per["host_cpu_s"],
+            "engine_cpu_s": per["engine_cpu_s"] if engine else None,
+            "commands": per["commands"] if engine else None,
+            "batch_mean": per["batch_mean"],
+        }
+
+    def to_json(self) -> dict:
+        return {"mode": self.mode, "summary": self.summary(), "load": self.load.to_json(),
+                "server": self.server}
+
+
+def run_mode(options: ServerOptions, requests: Stream, manifest: pd.DataFrame,
+             progress: Callable | None = None, **load_options) -> ModeRun:
+    """Serve ``options.root`` in ``options.mode`` while ``requests`` are sent to it.
+    ``load_options`` go to :func:`offloadlab.testbed.load.run`."""
+    with running(options) as server:
+        result = load.run(server.url, requests, manifest, progress=progress, **load_options)
+    assert server.final is not None  # set as the server stopped
+    return ModeRun(options.mode, result, server.final)
+
+
+def run_modes(options: ServerOptions, modes: Sequence[str], requests: Stream,
+              manifest: pd.DataFrame, **load_options) -> list[ModeRun]:
+    """:func:`run_mode` for each mode, after checking every mode's options first (so a
+    bad one fails before any run)."""
+    check_modes(options, modes)
+    return [run_mode(options.replace(mode=m), requests, manifest, **load_options)
+            for m in modes]
+
+
+def check_modes(options: ServerOptions, modes: Sequence[str]) -> None:
+    for mode in modes:
+        options.replace(mode=mode).check()

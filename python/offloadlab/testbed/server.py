@@ -1,0 +1,316 @@
+"""Run the testbed's HTTP server (``crates/offload-server``) from Python.
+
+:class:`ServerOptions` holds everything a run is told and checks it at the edge (every
+message names the field and the fix); the Rust side trusts what it gets. Two ways to
+run it:
+
+- :func:`serve` in the foreground until its control is stopped (``offload serve``);
+  :func:`stop_on_signals` turns Ctrl-C and SIGTERM into that stop;
+- :func:`running`, a context manager that serves on a worker thread of this process
+  while the body sends load, then stops the server and keeps its final stats.
+
+Both return or keep the server's *stats document* (requests, statuses, connections, CPU
+seconds per thread and per core, host and engine CPU seconds per request); its fields
+are listed in ``docs/testbed.md``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import http.client
+import ipaddress
+import json
+import math
+import os
+import signal
+import socket
+import time
+from collections.abc import Callable, Iterator
+from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+
+from offloadlab import _core, dist
+from offloadlab.background import watched
+from offloadlab.errors import InputError, RunError, require
+from offloadlab.sim.run import to_core
+
+MODES = ("inline", "engine", "uring")
+ENGINE_WAITS = ("poll", "adaptive")
+FAULTS = ("stall", "panic")
+# Where the server answers with its stats document when the endpoint is on.
+STATS_ENDPOINT = "/.offload/stats"
+START_TIMEOUT_S = 10.0
+_POLL_S = 0.1
+
+
+@dataclass(frozen=True)
+class ServerOptions:
+    """One server run. Defaults are the Rust server's (``Config::new``).
+
+    ``work`` is the application work X_a burned on the host thread per request (a
+    distribution or its spec, e.g. ``"exp(mean=50us)"``). ``fault`` injects an engine
+    failure, ``("stall", n)`` or ``("panic", n)`` after n requests, to exercise the
+    host's takeover (engine mode only). Times are in seconds.
+    """
+
+    root: Path
+    mode: str = "inline"
+    host: str = "127.0.0.1"
+    port: int = 0
+    allow_remote: bool = False
+    host_core: int | None = None
+    engine_core: int | None = None
+    sendfile_above: int = 8000
+    work: str | dist.Dist | None = None
+    seed: int = 1
+    engine_wait: str = "adaptive"
+    engine_slowdown: float = 0.0
+    max_header_bytes: int = 8192
+    max_uri_bytes: int = 4096
+    max_headers: int = 64
+    max_conns: int = 4096
+    header_timeout_s: float = 10.0
+    idle_timeout_s: float = 30.0
+    stats_path: Path | None = None
+    stats_interval_s: float = 1.0
+    stats_endpoint: bool = False
+    fault: tuple[str, int] | None = None
+
+    def check(self) -> None:
+        """Raise :class:`InputError` for the first field that cannot work."""
+        require(self.mode in MODES, f"mode {self.mode!r}: use one of {', '.join(MODES)}")
+        require(self.engine_wait in ENGINE_WAITS,
+                f"engine_wait {self.engine_wait!r}: use poll (busy-poll, a NIC processor) "
+                "or adaptive (spin, then sleep)")
+        root = Path(self.root)
+        require(root.is_dir(), f"root {str(root)!r} is not a directory; give the folder to "
+                               "serve, e.g. a file set from 'offload workload fileset'")
+        self.address()
+        require(_is_int(self.port) and 0 <= self.port <= 65535,
+                f"port {self.port!r}: use 0 (any free port) to 65535")
+        self._check_cores()
+        self._check_numbers()
+        self.work_dist()
+        self._check_stats_path()
+        self._check_fault()
+
+    def address(self) -> str:
+        """The IP address to listen on (a host name resolved); loopback unless allowed."""
+        ip = _resolve(self.host)
+        require(ip.is_loopback or self.allow_remote,
+                f"host {self.host!r} is not a loopback address, so other machines could "
+                "reach the server; use 127.0.0.1 or allow it (allow_remote, --allow-remote)")
+        return str(ip)
+
+    def work_dist(self) -> dist.Dist | None:
+        """``work`` as a distribution (None: no application work)."""
+        if self.work is None or isinstance(self.work, dist.Dist):
+            return self.work
+        try:
+            return dist.parse(self.work)
+        except InputError as exc:
+            raise InputError(f"work: {exc}") from None
+
+    def _check_cores(self) -> None:
+        cores = os.cpu_count() or 1
+        for name in ("host_core", "engine_core"):
+            core = getattr(self, name)
+            require(core is None or (_is_int(core) and 0 <= core < cores),
+                    f"{name}={core!r}: this machine has cores 0 to {cores - 1}; pick one of "
+                    "them or leave it unpinned")
+        require(self.mode == "inline" or self.host_core is None
+                or self.host_core != self.engine_core,
+                f"host_core and engine_core are both {self.host_core}: in {self.mode} mode "
+                "host and engine would share one core and take turns on it, which is not "
+                "offload; pin them to different cores")
+
+    def _check_numbers(self) -> None:
+        require(_is_int(self.sendfile_above) and self.sendfile_above >= 0,
+                f"sendfile_above={self.sendfile_above!r}: use a size in bytes >= 0")
+        require(_is_int(self.seed) and 0 <= self.seed < 2**64,
+                f"seed={self.seed!r}: use a whole number >= 0")
+        require(_finite(self.engine_slowdown) and self.engine_slowdown >= 0,
+                f"engine_slowdown={self.engine_slowdown!r}: use a factor >= 0 (0: the "
+                "engine's own speed, 3: an engine 4 times slower)")
+        for name in ("max_header_bytes", "max_uri_bytes", "max_headers", "max_conns"):
+            value = getattr(self, name)
+            require(_is_int(value) and value >= 1, f"{name}={value!r}: use a whole number >= 1")
+        for name in ("header_timeout_s", "idle_timeout_s", "stats_interval_s"):
+            value = getattr(self, name)
+            require(_finite(value) and value > 0, f"{name}={value!r}: use a time > 0, e.g. 1s")
+
+    def _check_stats_path(self) -> None:
+        if self.stats_path is None:
+            return
+        path = Path(self.stats_path)
+        require(path.parent.is_dir(), f"stats_path {str(path)!r}: folder {str(path.parent)!r} "
+                                      "does not exist; create it or write the stats elsewhere")
+        require(not path.is_dir(), f"stats_path {str(path)!r} is a folder; give a file name, "
+                                   "e.g. stats.json")
+
+    def _check_fault(self) -> None:
+        if self.fault is None:
+            return
+        kind, after = self.fault
+        require(kind in FAULTS, f"fault {kind!r}: use stall or panic")
+        require(_is_int(after) and after >= 1,
+                f"fault after {after!r} requests: use a whole number >= 1")
+        require(self.mode == "engine", f"fault: faults are injected into the engine; use "
+                                       f"mode 'engine', not {self.mode!r}")
+
+    def core_args(self) -> dict:
+        """The checked options as the arguments of ``_core.serve`` (without ``control``)."""
+        self.check()
+        work = self.work_dist()
+        return dict(
+            host=self.address(), port=self.port, root=str(self.root), mode=self.mode,
+            host_core=self.host_core, engine_core=self.engine_core,
+            sendfile_above=self.sendfile_above, work=None if work is None else to_core(work),
+            seed=self.seed, engine_wait=self.engine_wait,
+            engine_slowdown=float(self.engine_slowdown),
+            max_header_bytes=self.max_header_bytes, max_uri_bytes=self.max_uri_bytes,
+            max_headers=self.max_headers, max_conns=self.max_conns,
+            header_timeout_s=float(self.header_timeout_s),
+            idle_timeout_s=float(self.idle_timeout_s),
+            stats_path=None if self.stats_path is None else str(self.stats_path),
+            stats_interval_s=float(self.stats_interval_s), stats_endpoint=self.stats_endpoint,
+            fault=self.fault)
+
+    def replace(self, **changes) -> ServerOptions:
+        return dataclasses.replace(self, **changes)
+
+
+def _is_int(x: object) -> bool:
+    return isinstance(x, int) and not isinstance(x, bool)
+
+
+def _finite(x: object) -> bool:
+    return isinstance(x, int | float) and not isinstance(x, bool) and math.isfinite(x)
+
+
+def _resolve(host: str) -> ipaddress.IPv4Address | ipaddress.IPv6Address:
+    try:
+        return ipaddress.ip_address(host)
+    except ValueError:
+        pass
+    try:
+        info = socket.getaddrinfo(host, None, type=socket.SOCK_STREAM)
+    except OSError as exc:
+        raise InputError(f"host {host!r}: cannot resolve it ({exc}); give an IP address, "
+                         "e.g. 127.0.0.1") from None
+    return ipaddress.ip_address(info[0][4][0])
+
+
+def _serve_core(control: _core.ServerControl, **args) -> dict:
+    """``_core.serve`` with its errors in OffloadLab's terms and its document parsed."""
+    try:
+        return json.loads(_core.serve(**args, control=control))
+    except ValueError as exc:  # arguments the checks above should have caught
+        raise InputError(str(exc)) from None
+    except RuntimeError as exc:
+        raise RunError(str(exc)) from None
+
+
+def serve(options: ServerOptions, control: _core.ServerControl | None = None,
+          on_tick: Callable[[_core.ServerControl], None] | None = None) -> dict:
+    """Serve until ``control.stop()`` (or Ctrl-C, which stops it too, then re-raises) and
+    return the final stats document. ``on_tick(control)`` is called every 0.1 s;
+    ``control.port`` turns non-zero once the server listens."""
+    args = options.core_args()
+    return watched(_serve_core, args, control or _core.ServerControl(), on_tick, _POLL_S)
+
+
+@contextlib.contextmanager
+def stop_on_signals(control: _core.ServerControl,
+                    signals: tuple[int, ...] = (signal.SIGINT, signal.SIGTERM)) -> Iterator[None]:
+    """While inside, Ctrl-C and SIGTERM stop the server cleanly instead of raising
+    (main thread only). The previous handlers are put back on exit."""
+    previous = {s: signal.signal(s, lambda *_: control.stop()) for s in signals}
+    try:
+        yield
+    finally:
+        for s, handler in previous.items():
+            signal.signal(s, handler)
+
+
+@dataclass
+class Running:
+    """A server running in this process: where it listens and, once it has stopped, its
+    final stats document."""
+
+    host: str
+    port: int
+    stats_endpoint: bool
+    final: dict | None = None
+
+    @property
+    def url(self) -> str:
+        return url(self.host, self.port)
+
+    def stats(self, timeout_s: float = 5.0) -> dict | None:
+        """The live stats document from ``GET /.offload/stats`` (that request counts as
+        one), or None when the endpoint is off."""
+        if not self.stats_endpoint:
+            return None
+        conn = http.client.HTTPConnection(self.host, self.port, timeout=timeout_s)
+        try:
+            conn.request("GET", STATS_ENDPOINT)
+            response = conn.getresponse()
+            body = response.read()
+        finally:
+            conn.close()
+        if response.status != 200:
+            raise RunError(f"{STATS_ENDPOINT} answered {response.status} {response.reason}")
+        return json.loads(body)
+
+
+def url(host: str, port: int) -> str:
+    """The server's base URL (an IPv6 address in brackets)."""
+    return f"http://[{host}]:{port}/" if ":" in host else f"http://{host}:{port}/"
+
+
+def has_engine(doc: dict) -> bool:
+    """Whether a stats document accounts an engine thread (engine or uring mode)."""
+    return any(t["role"] == "engine" for t in doc["threads"])
+
+
+@contextlib.contextmanager
+def running(options: ServerOptions,
+            start_timeout_s: float = START_TIMEOUT_S) -> Iterator[Running]:
+    """Serve on a worker thread while the body runs; always stop and join the server,
+    even when the body raises. ``final`` holds the stats document after the block.
+
+    Raises :class:`RunError` if the server fails (at start, while serving, or when
+    stopped; this error wins over one the body raised) or does not listen within
+    ``start_timeout_s``."""
+    args = options.core_args()
+    control = _core.ServerControl()
+    with ThreadPoolExecutor(1, thread_name_prefix="offload-server") as pool:
+        future = pool.submit(_serve_core, control, **args)
+        try:
+            port = _wait_listening(future, control, start_timeout_s)
+            server = Running(args["host"], port, options.stats_endpoint)
+            yield server
+        finally:
+            control.stop()
+            pool.shutdown(wait=True)  # joined: the stats document is complete
+            failure = future.exception()
+            if failure is not None:
+                # The server's reason, rather than the body's symptom of it (e.g. a
+                # refused connection), with the symptom kept as the context.
+                raise failure
+        server.final = future.result()
+
+
+def _wait_listening(future: Future, control: _core.ServerControl, timeout_s: float) -> int:
+    deadline = time.monotonic() + timeout_s
+    while control.port == 0:
+        if future.done():
+            future.result()  # the reason it did not start
+            raise RunError("the server stopped before it listened")
+        if time.monotonic() > deadline:
+            raise RunError(f"the server did not listen within {timeout_s:g} s")
+        time.sleep(0.005)
+    return control.port
