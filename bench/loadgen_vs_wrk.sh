@@ -23,52 +23,22 @@ runs=${4:-5}
 here=$(cd "$(dirname "$0")" && pwd)
 root=$(cd "$here/.." && pwd)
 
-if ! command -v nginx >/dev/null || ! command -v wrk >/dev/null; then
-  apt-get update -qq && apt-get install -y -qq nginx wrk >/dev/null
-fi
-NGINX=$(command -v nginx || echo /usr/sbin/nginx)
+source "$here/nginx.sh"
+need_nginx_wrk
 
 (cd "$root" && cargo build --release -q -p offload-load)
 ours="$root/target/release/offload-load"
 
 dir=$(mktemp -d)
-chmod 755 "$dir"   # nginx's worker runs as another user
-port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
-mkdir -p "$dir/www" "$dir/tmp"
+port=$(free_port)
+mkdir -p "$dir/www"
 head -c 1024 /dev/urandom >"$dir/www/1k.bin"
 head -c 102400 /dev/urandom >"$dir/www/100k.bin"
-cat >"$dir/nginx.conf" <<CONF
-worker_processes 1;
-daemon off;
-pid $dir/nginx.pid;
-error_log $dir/error.log warn;
-events { worker_connections 4096; }
-http {
-    access_log off;
-    sendfile on;
-    client_body_temp_path $dir/tmp;
-    proxy_temp_path $dir/tmp;
-    fastcgi_temp_path $dir/tmp;
-    uwsgi_temp_path $dir/tmp;
-    scgi_temp_path $dir/tmp;
-    server { listen 127.0.0.1:$port; root $dir/www; }
-}
-CONF
+trap 'stop_nginx; rm -rf "$dir"' EXIT
 # Server and client on cores of their own (when there are two), so that neither steals
 # the other's CPU and the runs vary less.
-server_cpu=() client_cpu=()
-if command -v taskset >/dev/null && [ "$(nproc)" -ge 2 ]; then
-  server_cpu=(taskset -c 0) client_cpu=(taskset -c 1-$(($(nproc) - 1)))
-fi
-"${server_cpu[@]}" "$NGINX" -c "$dir/nginx.conf" -p "$dir" &
-nginx_pid=$!
-trap 'kill "$nginx_pid" 2>/dev/null; wait "$nginx_pid" 2>/dev/null; rm -rf "$dir"' EXIT
-up=
-for _ in $(seq 50); do
-  curl -sf -o /dev/null "http://127.0.0.1:$port/1k.bin" && { up=1; break; }
-  sleep 0.1
-done
-[ -n "$up" ] || { echo "nginx did not serve $dir/www (see $dir/error.log)" >&2; exit 1; }
+pin_split
+start_nginx "$dir" "$port" "${server_cpu[*]:+0}"
 
 # Each prints "req/s client-CPU-µs-per-request" (user + system time of the client).
 cpu_file=$dir/cpu
@@ -88,7 +58,6 @@ our_rate() {
     python3 -c 'import json,sys; print(json.load(sys.stdin)["throughput"])')
   echo "$r $(per_request_us "$r")"
 }
-median() { sort -g | awk '{v[NR]=$1} END {print (NR%2 ? v[(NR+1)/2] : (v[NR/2]+v[NR/2+1])/2)}'; }
 
 echo "threads $threads, connections $conns, ${secs}s per run, $runs runs each"
 ratios=()

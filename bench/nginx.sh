@@ -1,0 +1,72 @@
+# Shared by the benchmarks that measure against nginx; source it, do not run it.
+#
+#   need_nginx_wrk              install nginx and wrk with apt-get when missing (as root)
+#   free_port                   print a free loopback port
+#   start_nginx DIR PORT [CPU]  serve DIR/www on 127.0.0.1:PORT: 1 worker, sendfile on,
+#                               access log off; pinned with taskset to CPU if given;
+#                               sets nginx_pid and waits until it answers
+#   stop_nginx                  stop it
+#   pin_split                   set server_cpu / client_cpu to taskset prefixes giving
+#                               server and client cores of their own (when there are two)
+
+need_nginx_wrk() {
+  if ! command -v nginx >/dev/null || ! command -v wrk >/dev/null; then
+    apt-get update -qq && apt-get install -y -qq nginx wrk >/dev/null
+  fi
+  NGINX=$(command -v nginx || echo /usr/sbin/nginx)
+}
+
+free_port() {
+  python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'
+}
+
+start_nginx() {
+  local dir=$1 port=$2 cpu=${3:-}
+  chmod 755 "$dir"   # nginx's worker runs as another user
+  mkdir -p "$dir/tmp"
+  cat >"$dir/nginx.conf" <<CONF
+worker_processes 1;
+daemon off;
+pid $dir/nginx.pid;
+error_log $dir/error.log warn;
+events { worker_connections 4096; }
+http {
+    access_log off;
+    sendfile on;
+    client_body_temp_path $dir/tmp;
+    proxy_temp_path $dir/tmp;
+    fastcgi_temp_path $dir/tmp;
+    uwsgi_temp_path $dir/tmp;
+    scgi_temp_path $dir/tmp;
+    server { listen 127.0.0.1:$port; root $dir/www; }
+}
+CONF
+  local prefix=()
+  [ -n "$cpu" ] && command -v taskset >/dev/null && prefix=(taskset -c "$cpu")
+  "${prefix[@]}" "$NGINX" -c "$dir/nginx.conf" -p "$dir" &
+  nginx_pid=$!
+  wait_http "http://127.0.0.1:$port/" || { echo "nginx did not start (see $dir/error.log)" >&2; return 1; }
+}
+
+stop_nginx() {
+  [ -n "${nginx_pid:-}" ] && { kill "$nginx_pid" 2>/dev/null; wait "$nginx_pid" 2>/dev/null || true; }
+  nginx_pid=
+}
+
+# Waits up to 5 s for URL to answer at all (any status).
+wait_http() {
+  for _ in $(seq 50); do
+    curl -s -o /dev/null "$1" && return 0
+    sleep 0.1
+  done
+  return 1
+}
+
+pin_split() {
+  server_cpu=() client_cpu=()
+  if command -v taskset >/dev/null && [ "$(nproc)" -ge 2 ]; then
+    server_cpu=(taskset -c 0) client_cpu=(taskset -c 1-$(($(nproc) - 1)))
+  fi
+}
+
+median() { sort -g | awk '{v[NR]=$1} END {print (NR%2 ? v[(NR+1)/2] : (v[NR/2]+v[NR/2+1])/2)}'; }
