@@ -25,7 +25,7 @@ use crate::stats::Stats;
 const LISTENER: Token = Token(usize::MAX - 1);
 const WAKER: Token = Token(usize::MAX - 2);
 /// Connections accepted per turn at most (see `accept_some`).
-const ACCEPT_BATCH: usize = 16;
+pub(crate) const ACCEPT_BATCH: usize = 16;
 /// How often timeouts are checked; also the longest a `turn` sleeps.
 pub const TICK: Duration = Duration::from_millis(100);
 
@@ -240,6 +240,7 @@ impl Proto {
     }
 
     fn admit(&mut self, mut stream: TcpStream) {
+        // TCP_NODELAY comes from the listener (see `server::bind`).
         if self.conns.len() >= self.limits.max_conns {
             let mut buf = self.pool.take();
             refuse(&stream, &mut self.date, &mut buf);
@@ -248,8 +249,6 @@ impl Proto {
             self.stats.count_status(Status::UNAVAILABLE);
             return;
         }
-        // Small answers must not wait for Nagle; heads before a file use MSG_MORE.
-        let _ = stream.set_nodelay(true);
         let entry = self.conns.vacant_entry();
         let slot = entry.key();
         let interest = Interest::READABLE | Interest::WRITABLE;
@@ -403,6 +402,19 @@ impl Proto {
                 .bytes
                 .fetch_add(self.sent, Ordering::Relaxed);
             self.sent = 0;
+        }
+    }
+}
+
+impl Drop for Proto {
+    /// Connections close with the loop (also when an engine thread unwinds): their
+    /// descriptors must leave the table first, or a host taking over could shut down
+    /// whatever reuses the numbers.
+    fn drop(&mut self) {
+        if let Some(fds) = &self.open_fds {
+            for (slot, _) in self.conns.iter() {
+                fds[slot].store(-1, Ordering::Release);
+            }
         }
     }
 }

@@ -107,7 +107,30 @@ fn bind(addr: SocketAddr) -> io::Result<std::net::TcpListener> {
         return Err(io::Error::last_os_error());
     }
     listener.set_nonblocking(true)?;
+    set_nodelay(listener.as_raw_fd())?;
     Ok(listener)
+}
+
+/// TCP_NODELAY on a listener: accepted sockets inherit it, which spares a system call
+/// per connection. Small answers must not wait for Nagle; a head followed by a file is
+/// sent with MSG_MORE, so they still share segments.
+fn set_nodelay(fd: std::os::fd::RawFd) -> io::Result<()> {
+    let on: libc::c_int = 1;
+    let size = std::mem::size_of::<libc::c_int>() as libc::socklen_t;
+    // SAFETY: setsockopt reads `size` bytes from the live local `on`.
+    let rc = unsafe {
+        libc::setsockopt(
+            fd,
+            libc::IPPROTO_TCP,
+            libc::TCP_NODELAY,
+            (&on as *const libc::c_int).cast(),
+            size,
+        )
+    };
+    if rc != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(())
 }
 
 /// `inline`: the host answers each request itself, in the socket loop.
@@ -136,4 +159,18 @@ pub(crate) fn serve_inline(
         proto.turn(&mut app, TICK)?;
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn accepted_sockets_inherit_nodelay_from_the_listener() {
+        let listener = bind("127.0.0.1:0".parse().unwrap()).unwrap();
+        let _client = std::net::TcpStream::connect(listener.local_addr().unwrap()).unwrap();
+        listener.set_nonblocking(false).unwrap();
+        let (accepted, _) = listener.accept().unwrap();
+        assert!(accepted.nodelay().unwrap());
+    }
 }

@@ -124,8 +124,10 @@ fn open(target: &Target, rate: f64, secs: f64) -> (f64, Vec<u64>, offload_load::
     let plan = open_loop(objects(), &times, 4096, 1);
     let options = Options {
         records: true,
-        timeout_s: 10.0,
-        max_duration_s: secs + 15.0,
+        // Patient clients: a SYN the full backlog dropped is retried after 1, 3, 7, 15 s,
+        // and a client that gives up while the server serves it wastes the engine's work.
+        timeout_s: 30.0,
+        max_duration_s: secs + 35.0,
         threads: 1,
         ..Options::default()
     };
