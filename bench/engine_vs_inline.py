@@ -17,6 +17,7 @@ inline mode (host CPU per request, then throughput with work). Needs the package
 installed in .venv (README) and about 200 MB of temporary disk for the file set.
 
     .venv/bin/python bench/engine_vs_inline.py [--runs 5] [--duration 3s] [--clients 32]
+                                               [--work 'det(200us)'] [--classes 0,1,2,3,4]
 """
 
 from __future__ import annotations
@@ -30,7 +31,6 @@ import tempfile
 from pathlib import Path
 
 OFFLOAD = Path(sys.executable).with_name("offload")
-CLASSES = range(5)
 
 
 def testbed(fileset: Path, cls: int, args, work: str | None) -> dict[str, dict]:
@@ -59,9 +59,11 @@ def main() -> None:
     parser.add_argument("--duration", default="3s")
     parser.add_argument("--clients", type=int, default=32)
     parser.add_argument("--work", default="det(200us)")
+    parser.add_argument("--classes", default="0,1,2,3,4", help="Size classes to run.")
     parser.add_argument("--no-pin", dest="pin", action="store_false",
                         help="Do not pin host and engine (default: cores 0 and 1).")
     args = parser.parse_args()
+    classes = [int(c) for c in args.classes.split(",")]
     cpu_ratios, rate_ratios = [], []
     with tempfile.TemporaryDirectory() as tmp:
         subprocess.run([str(OFFLOAD), "workload", "fileset", "--preset", "seed000",
@@ -71,7 +73,8 @@ def main() -> None:
               f"{args.duration} per mode; medians")
         print("class  host µs/req inline  engine  ratio   cmds/req  batch  "
               "host ns/cmd  engine ns/cmd   req/s with work inline  engine  ratio")
-        for cls, fileset in zip(CLASSES, sets, strict=True):
+        for cls in classes:
+            fileset = sets[cls]
             plain = [testbed(fileset, cls, args, None) for _ in range(args.runs)]
             loaded = [testbed(fileset, cls, args, args.work) for _ in range(args.runs)]
             h_in, h_en = (medians(plain, m, "host_cpu_s") for m in ("inline", "engine"))
@@ -85,9 +88,9 @@ def main() -> None:
                   f"{cmds:8.2f}  {batch:5.1f}  {h_en / cmds * 1e9:11.0f}  "
                   f"{e_en / cmds * 1e9:13.0f}   {r_in:22.0f}  {r_en:6.0f}  {r_en / r_in:5.2f}")
     print("ratio ours/peer host-cpu-per-request "
-          + " ".join(f"c{c}={r:.2f}" for c, r in zip(CLASSES, cpu_ratios, strict=True))
+          + " ".join(f"c{c}={r:.2f}" for c, r in zip(classes, cpu_ratios, strict=True))
           + " throughput-with-work "
-          + " ".join(f"c{c}={r:.2f}" for c, r in zip(CLASSES, rate_ratios, strict=True)))
+          + " ".join(f"c{c}={r:.2f}" for c, r in zip(classes, rate_ratios, strict=True)))
 
 
 if __name__ == "__main__":
