@@ -54,6 +54,31 @@ pub struct Limits {
     pub idle_timeout: Duration,
 }
 
+/// What an open connection waits for, which decides its timeout.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Awaiting {
+    /// The client's request head; `between` once a request was answered and nothing of
+    /// the next one has come yet (a kept-alive connection at rest).
+    Head { between: bool },
+    /// The client to read the answer being written.
+    ClientRead,
+    /// The server itself (the application, an operation in flight): no timeout.
+    Server,
+}
+
+impl Limits {
+    /// How long a connection may wait for `awaiting`: the header timeout while a head
+    /// is incomplete (slowloris), the idle timeout between requests and while a client
+    /// does not read its answer.
+    pub fn timeout(&self, awaiting: Awaiting) -> Option<Duration> {
+        match awaiting {
+            Awaiting::Head { between: false } => Some(self.header_timeout),
+            Awaiting::Head { between: true } | Awaiting::ClientRead => Some(self.idle_timeout),
+            Awaiting::Server => None,
+        }
+    }
+}
+
 impl Default for Limits {
     fn default() -> Self {
         Limits {
@@ -118,5 +143,24 @@ impl Config {
             stats_endpoint: false,
             fault: None,
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn each_wait_has_its_timeout() {
+        let limits = Limits::default();
+        let head = limits.timeout(Awaiting::Head { between: false });
+        assert_eq!(head, Some(limits.header_timeout));
+        let rest = limits.timeout(Awaiting::Head { between: true });
+        assert_eq!(rest, Some(limits.idle_timeout));
+        assert_eq!(
+            limits.timeout(Awaiting::ClientRead),
+            Some(limits.idle_timeout)
+        );
+        assert_eq!(limits.timeout(Awaiting::Server), None);
     }
 }

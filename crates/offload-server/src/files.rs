@@ -209,11 +209,6 @@ impl Files {
     pub fn is_empty(&self) -> bool {
         self.open.is_empty()
     }
-
-    /// The document root files are resolved in.
-    pub fn root(&self) -> &DocRoot {
-        &self.root
-    }
 }
 
 impl Open {

@@ -8,6 +8,7 @@
 //! requests wait, parsed in order as each answer is written, so answers keep their order.
 
 use std::io;
+use std::os::fd::RawFd;
 use std::sync::atomic::{AtomicI32, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -16,7 +17,7 @@ use mio::net::{TcpListener, TcpStream};
 use mio::{Events, Interest, Poll, Token, Waker};
 use slab::Slab;
 
-use crate::config::Limits;
+use crate::config::{Awaiting, Limits};
 use crate::conn::{Conn, FileRange, Flushed, Segment, State};
 use crate::http::{self, Head, Parsed, Status};
 use crate::pool::Pool;
@@ -242,12 +243,9 @@ impl Proto {
     fn admit(&mut self, mut stream: TcpStream) {
         // TCP_NODELAY comes from the listener (see `server::bind`).
         if self.conns.len() >= self.limits.max_conns {
-            let mut buf = self.pool.take();
-            refuse(&stream, &mut self.date, &mut buf);
-            self.pool.give(buf);
-            self.stats.socket.refused.fetch_add(1, Ordering::Relaxed);
-            self.stats.count_status(Status::UNAVAILABLE);
-            return;
+            let fd = std::os::fd::AsRawFd::as_raw_fd(&stream);
+            refuse(fd, &mut self.date, &mut self.pool, &self.stats);
+            return; // dropping the stream closes it
         }
         let entry = self.conns.vacant_entry();
         let slot = entry.key();
@@ -360,23 +358,22 @@ impl Proto {
         }
     }
 
-    /// Closes connections past their timeout: the header timeout while a request head
-    /// is incomplete (slowloris), the idle timeout between requests and while a client
-    /// does not read its answer. A connection with the application has none.
+    /// Closes connections past their timeout (`Limits::timeout`).
     fn sweep(&mut self) {
         self.last_sweep = self.now;
-        let (header, idle) = (self.limits.header_timeout, self.limits.idle_timeout);
         let expired: Vec<usize> = self
             .conns
             .iter()
             .filter(|(_, c)| {
-                let limit = match c.state {
-                    State::Waiting => return false,
-                    State::Reading if c.pending().is_empty() && c.served > 0 => idle,
-                    State::Reading => header,
-                    State::Draining { .. } => idle,
+                let awaiting = match c.state {
+                    State::Waiting => Awaiting::Server,
+                    State::Reading => Awaiting::Head {
+                        between: c.pending().is_empty() && c.served > 0,
+                    },
+                    State::Draining { .. } => Awaiting::ClientRead,
                 };
-                self.now.duration_since(c.since) > limit
+                let limit = self.limits.timeout(awaiting);
+                limit.is_some_and(|limit| self.now.duration_since(c.since) > limit)
             })
             .map(|(slot, _)| slot)
             .collect();
@@ -419,18 +416,16 @@ impl Drop for Proto {
     }
 }
 
-/// Tells a client over the connection limit to come back later, without waiting on it.
-fn refuse(stream: &TcpStream, date: &mut http::Date, buf: &mut Vec<u8>) {
-    buf.clear();
-    http::response::error(buf, Status::UNAVAILABLE, false, false, date.now());
-    let fd = std::os::fd::AsRawFd::as_raw_fd(stream);
-    // SAFETY: `buf` is live; a short or failed write only loses this courtesy answer.
-    unsafe {
-        libc::send(
-            fd,
-            buf.as_ptr().cast(),
-            buf.len(),
-            libc::MSG_NOSIGNAL | libc::MSG_DONTWAIT,
-        )
-    };
+/// Tells a client over the connection limit to come back later, without waiting on it
+/// (a short or failed write only loses this courtesy answer), and counts it. The caller
+/// closes the connection.
+pub(crate) fn refuse(fd: RawFd, date: &mut http::Date, pool: &mut Pool, stats: &Stats) {
+    let mut buf = pool.take();
+    http::response::error(&mut buf, Status::UNAVAILABLE, false, false, date.now());
+    let flags = libc::MSG_NOSIGNAL | libc::MSG_DONTWAIT;
+    // SAFETY: `buf` is live and send reads at most its length.
+    unsafe { libc::send(fd, buf.as_ptr().cast(), buf.len(), flags) };
+    pool.give(buf);
+    stats.socket.refused.fetch_add(1, Ordering::Relaxed);
+    stats.count_status(Status::UNAVAILABLE);
 }

@@ -246,7 +246,7 @@ impl Stats {
     }
 }
 
-pub fn mode_name(mode: Mode) -> &'static str {
+fn mode_name(mode: Mode) -> &'static str {
     match mode {
         Mode::Inline => "inline",
         Mode::Engine => "engine",

@@ -44,11 +44,11 @@ use io_uring::{opcode, IoUring};
 use slab::Slab;
 
 use crate::app::Handler;
-use crate::config::{Config, EngineWait};
+use crate::config::{Awaiting, Config, EngineWait};
 use crate::conn::FileRange;
-use crate::http::{self, Parsed, Status};
+use crate::http::{self, Parsed};
 use crate::pool::Pool;
-use crate::proto::{ACCEPT_BATCH, TICK};
+use crate::proto::{self, ACCEPT_BATCH, TICK};
 use crate::stats::Stats;
 use crate::Control;
 
@@ -432,20 +432,11 @@ impl Uring<'_> {
         }
     }
 
-    /// Tells a client over the connection limit to come back later and closes, here and
-    /// now as `proto` does: a courtesy that never waits on the client.
+    /// Answers 503 and closes here and now, as `proto` does.
     fn refuse(&mut self, fd: RawFd) {
-        let mut buf = self.pool.take();
-        http::response::error(&mut buf, Status::UNAVAILABLE, false, false, self.date.now());
-        let flags = libc::MSG_NOSIGNAL | libc::MSG_DONTWAIT;
-        // SAFETY: `buf` is live; `fd` was just accepted and nothing is in flight on it.
-        unsafe {
-            libc::send(fd, buf.as_ptr().cast(), buf.len(), flags);
-            libc::close(fd);
-        }
-        self.pool.give(buf);
-        add(&self.stats.socket.refused, 1);
-        self.stats.count_status(Status::UNAVAILABLE);
+        proto::refuse(fd, &mut self.date, &mut self.pool, self.stats);
+        // SAFETY: `fd` was just accepted and nothing is in flight on it.
+        unsafe { libc::close(fd) };
     }
 
     fn admit(&mut self, fd: RawFd) {
@@ -601,23 +592,22 @@ impl Uring<'_> {
         }
     }
 
-    /// Closes connections past their timeout, with the rules of `Proto::sweep`.
+    /// Closes connections past their timeout (`Limits::timeout`).
     fn sweep(&mut self) {
         self.last_sweep = self.now;
         self.accept_paused = false;
-        let (header, idle) = (
-            self.config.limits.header_timeout,
-            self.config.limits.idle_timeout,
-        );
+        let limits = &self.config.limits;
         let mut expired = std::mem::take(&mut self.expired);
         expired.clear();
         expired.extend(self.conns.iter().filter_map(|(slot, c)| {
-            let limit = match c.phase {
-                Phase::Closing => return None,
-                Phase::Reading if c.start == c.rbuf.len() && c.served > 0 => idle,
-                Phase::Reading => header,
-                Phase::Answering => idle,
+            let awaiting = match c.phase {
+                Phase::Closing => Awaiting::Server,
+                Phase::Reading => Awaiting::Head {
+                    between: c.start == c.rbuf.len() && c.served > 0,
+                },
+                Phase::Answering => Awaiting::ClientRead,
             };
+            let limit = limits.timeout(awaiting)?;
             (self.now.duration_since(c.since) > limit).then_some(slot)
         }));
         for &slot in &expired {
