@@ -53,7 +53,9 @@ impl Handler {
     /// The answer to one request, built in `buf` (an empty recycled buffer).
     pub fn respond(&mut self, head: Head, path: &[u8], mut buf: Vec<u8>) -> Reply {
         if let Some(work) = &self.work {
-            cpu::burn(work.sample(&mut self.rng));
+            let used = cpu::burn(work.sample(&mut self.rng));
+            let app = &self.stats.app;
+            app.work_ns.fetch_add((used * 1e9) as u64, Ordering::Relaxed);
         }
         self.stats.app.requests.fetch_add(1, Ordering::Relaxed);
         buf.clear();

@@ -19,13 +19,19 @@ fn clock_seconds(clock: libc::clockid_t) -> Option<f64> {
 }
 
 /// Spins until the calling thread has used `seconds` more CPU time. Measured on the
-/// thread's own clock, so time spent preempted does not count as work done.
-pub fn burn(seconds: f64) {
+/// thread's own clock, so time spent preempted does not count as work done. Returns
+/// the CPU time used, which overshoots `seconds` by at most one clock read.
+pub fn burn(seconds: f64) -> f64 {
     if seconds <= 0.0 {
-        return;
+        return 0.0;
     }
-    let until = thread_seconds() + seconds;
-    while thread_seconds() < until {
+    let start = thread_seconds();
+    let until = start + seconds;
+    loop {
+        let now = thread_seconds();
+        if now >= until {
+            return now - start;
+        }
         std::hint::spin_loop();
     }
 }

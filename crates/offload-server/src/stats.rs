@@ -44,6 +44,8 @@ pub struct App {
     /// Host → engine commands and the batches they went in.
     pub commands: AtomicU64,
     pub command_batches: AtomicU64,
+    /// Application work X_a burned, nanoseconds of host thread CPU time.
+    pub work_ns: AtomicU64,
 }
 
 const CODES: [u16; 11] = [200, 400, 404, 405, 413, 414, 431, 500, 503, 505, 0];
@@ -212,6 +214,7 @@ impl Stats {
             },
             "per_request": {
                 "host_cpu_s": per_request(host_s),
+                "app_cpu_s": per_request(relaxed(&self.app.work_ns) as f64 * 1e-9),
                 "engine_cpu_s": per_request(engine_s),
                 "commands": per_request(commands as f64),
                 "batch_mean": (batches > 0).then(|| commands as f64 / batches as f64),

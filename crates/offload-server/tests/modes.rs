@@ -397,8 +397,9 @@ fn slow_heads_and_idle_connections_are_closed_at_their_timeouts() {
     }
 }
 
-/// Host CPU seconds per request over `n` small requests on one connection.
-fn host_cpu_per_request(mode: Mode, work: Option<Dist>, n: usize) -> f64 {
+/// Host CPU seconds per request over `n` small requests on one connection, in all and
+/// as application work.
+fn host_cpu_per_request(mode: Mode, work: Option<Dist>, n: usize) -> (f64, f64) {
     let server = Server::start(mode, |c| c.work = work);
     let mut s = server.connect();
     for _ in 0..n {
@@ -407,21 +408,24 @@ fn host_cpu_per_request(mode: Mode, work: Option<Dist>, n: usize) -> f64 {
             200
         );
     }
-    let stats = server.stop();
-    stats["per_request"]["host_cpu_s"].as_f64().unwrap()
+    let per = &server.stop()["per_request"];
+    (per["host_cpu_s"].as_f64().unwrap(), per["app_cpu_s"].as_f64().unwrap())
 }
 
 #[test]
 fn application_work_shows_up_as_host_cpu_per_request() {
     let w = 0.002;
     for mode in MODES {
-        let base = host_cpu_per_request(mode, None, 300);
-        let with = host_cpu_per_request(mode, Some(Dist::det(w).unwrap()), 300);
+        let (base, no_app) = host_cpu_per_request(mode, None, 300);
+        let (with, app) = host_cpu_per_request(mode, Some(Dist::det(w).unwrap()), 300);
         let extra = with - base;
         assert!(
             (extra - w).abs() < 0.1 * w,
             "{mode:?}: W = {w}, measured {extra} ({base} base)"
         );
+        // The application's own account: what it burned, overshooting by a clock read.
+        assert_eq!(no_app, 0.0, "{mode:?}");
+        assert!((w..1.01 * w).contains(&app), "{mode:?}: W = {w}, accounted {app}");
     }
 }
 
