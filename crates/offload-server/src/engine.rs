@@ -205,7 +205,11 @@ fn engine_loop(
     let stats = &shared.stats;
     let mut beat = 0u64;
     let mut idle_since = Instant::now();
+    // CPU clock when the engine last found nothing to do. Read only while idle, so a
+    // busy engine pays no clock reads for this account.
+    let mut idle_from: Option<f64> = None;
     while !shared.engine_must_stop() {
+        let turn_start = idle_from.map(|_| cpu::thread_seconds());
         beat += 1;
         stats.socket.heartbeat.store(beat, Ordering::Relaxed);
         let started = (slowdown > 0.0).then(cpu::thread_seconds);
@@ -232,6 +236,9 @@ fn engine_loop(
             stats.socket.event_batches.fetch_add(1, Ordering::Relaxed);
         }
         if applied + seen > 0 {
+            if let (Some(from), Some(start)) = (idle_from.take(), turn_start) {
+                add_idle(stats, start - from);
+            }
             idle_since = Instant::now();
             if let Some(started) = started {
                 // In slices, beating the heart: a slow engine is not a stuck one.
@@ -243,9 +250,19 @@ fn engine_loop(
                     stats.socket.heartbeat.store(beat, Ordering::Relaxed);
                 }
             }
+        } else if idle_from.is_none() {
+            idle_from = Some(cpu::thread_seconds());
         }
     }
+    if let Some(from) = idle_from {
+        add_idle(stats, cpu::thread_seconds() - from);
+    }
     Ok(())
+}
+
+fn add_idle(stats: &Stats, seconds: f64) {
+    let ns = (seconds.max(0.0) * 1e9) as u64;
+    stats.socket.idle_poll_ns.fetch_add(ns, Ordering::Relaxed);
 }
 
 struct Host {

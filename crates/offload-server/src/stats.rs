@@ -33,6 +33,9 @@ pub struct Socket {
     pub event_batches: AtomicU64,
     /// Advanced by the engine on every loop turn: the host's proof of life.
     pub heartbeat: AtomicU64,
+    /// Engine CPU spent polling with nothing to do (adaptive or busy-poll wait), in
+    /// nanoseconds: part of its CPU time, not of its service demand.
+    pub idle_poll_ns: AtomicU64,
 }
 
 /// Counters of the application (the host thread).
@@ -170,6 +173,7 @@ impl Stats {
             times.fold(0.0, |a, b| a + b) // not sum(): an empty f64 sum is -0.0
         };
         let (host_s, engine_s) = (role_cpu("host"), role_cpu("engine"));
+        let idle_poll_s = relaxed(&self.socket.idle_poll_ns) as f64 * 1e-9;
         let commands = relaxed(&self.app.commands);
         let batches = relaxed(&self.app.command_batches);
         let statuses: serde_json::Map<String, Value> = CODES
@@ -208,6 +212,7 @@ impl Stats {
                 "command_batches": batches,
                 "events": relaxed(&self.socket.events),
                 "event_batches": relaxed(&self.socket.event_batches),
+                "idle_poll_s": idle_poll_s,
                 "failed": self.engine_failed(),
                 "takeover_after_s": takeover.as_ref().map(|t| t.0),
                 "takeover_reason": takeover.map(|t| t.1),
@@ -216,6 +221,7 @@ impl Stats {
                 "host_cpu_s": per_request(host_s),
                 "app_cpu_s": per_request(relaxed(&self.app.work_ns) as f64 * 1e-9),
                 "engine_cpu_s": per_request(engine_s),
+                "engine_busy_cpu_s": per_request((engine_s - idle_poll_s).max(0.0)),
                 "commands": per_request(commands as f64),
                 "batch_mean": (batches > 0).then(|| commands as f64 / batches as f64),
             },

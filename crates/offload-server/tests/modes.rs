@@ -9,7 +9,7 @@ use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-use offload_server::{serve, Config, Control, Fault, Mode};
+use offload_server::{serve, Config, Control, EngineWait, Fault, Mode};
 use offload_sim::dist::Dist;
 use serde_json::Value;
 
@@ -494,4 +494,32 @@ fn a_bad_document_root_is_an_error_naming_it() {
     );
     let err = serve(config, Arc::new(Control::new())).unwrap_err();
     assert!(err.contains("/no/such/dir"), "{err}");
+}
+
+#[test]
+fn a_polling_engine_accounts_its_idle_polling_apart_from_its_work() {
+    let server = Server::start(Mode::Engine, |c| c.engine_wait = EngineWait::Poll);
+    let mut s = server.connect();
+    for _ in 0..100 {
+        assert_eq!(
+            request(&mut s, "GET /f1024.bin HTTP/1.1\r\nHost: t\r\n\r\n").status,
+            200
+        );
+    }
+    std::thread::sleep(Duration::from_millis(300));
+    let stats = server.stop();
+    let engine_s: f64 = stats["threads"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|t| t["role"] == "engine")
+        .map(|t| t["cpu_s"].as_f64().unwrap())
+        .sum();
+    let idle = stats["engine"]["idle_poll_s"].as_f64().unwrap();
+    let busy = stats["per_request"]["engine_busy_cpu_s"].as_f64().unwrap() * 100.0;
+    // A busy-polling engine spends almost all of an idle 300 ms polling: none of it is
+    // work, so what is left per request is small next to the polling.
+    assert!(idle > 0.2 && idle <= engine_s, "idle {idle} of {engine_s} s");
+    assert!(busy > 0.0 && busy < 0.25 * idle, "busy {busy} s, idle {idle} s");
+    assert!((busy + idle - engine_s).abs() < 1e-6, "{busy} + {idle} != {engine_s}");
 }
