@@ -5,6 +5,7 @@ schedule, keep-alive, coordinated omission, errors, and `offload load`."""
 import contextlib
 import functools
 import json
+import os
 import shutil
 import threading
 import time
@@ -130,6 +131,25 @@ def test_a_corrupt_file_is_caught_by_its_checksum(site, tmp_path):
         r = load.run(corrupt, s, one)
         assert r["errors"]["bad_content"] == 20
         assert load.run(corrupt, s, one, verify="length")["failed"] == 0
+
+
+def test_generator_threads_run_on_the_cores_given(server, site):
+    target, _ = server
+    core = max(os.sched_getaffinity(0))
+    others = {int(t) for t in os.listdir("/proc/self/task")}
+    pinned = set()
+
+    def look(_control):  # while the run goes on: which new threads sit on `core` alone
+        for tid in {int(t) for t in os.listdir("/proc/self/task")} - others:
+            with contextlib.suppress(OSError):
+                if os.sched_getaffinity(tid) == {core}:
+                    pinned.add(tid)
+
+    s = stream.poisson(site, 200, duration_s=1.0, seed=2)
+    r = load.run(target, s, site, threads=2, cores=[core], progress=look)
+    assert r["failed"] == 0 and len(pinned) >= 2
+    with pytest.raises(InputError, match="may run on cores"):
+        load.run(target, s, site, cores=[100_000])
 
 
 def test_bad_targets_and_streams_are_refused(site):

@@ -77,9 +77,17 @@ pub fn run(
         let handles: Vec<_> = prepared
             .per_thread
             .iter()
-            .map(|lanes| {
+            .enumerate()
+            .map(|(i, lanes)| {
                 let shared = &shared;
-                s.spawn(move || Worker::new(shared, lanes)?.run())
+                let core =
+                    (!options.cores.is_empty()).then(|| options.cores[i % options.cores.len()]);
+                s.spawn(move || {
+                    if let Some(core) = core {
+                        pin(core)?;
+                    }
+                    Worker::new(shared, lanes)?.run()
+                })
             })
             .collect();
         handles
@@ -485,4 +493,24 @@ fn io_of<'a>(sh: &'a Shared<'a>, registry: &'a mio::Registry, scratch: &'a mut [
         head_request: sh.options.method == Method::Head,
         scratch,
     }
+}
+
+/// Pins the calling thread to `core`.
+fn pin(core: usize) -> io::Result<()> {
+    // SAFETY: a zeroed cpu_set_t is a valid empty set; CPU_SET stays within it for
+    // core < CPU_SETSIZE, checked first.
+    unsafe {
+        if core >= libc::CPU_SETSIZE as usize {
+            return Err(io::Error::other(format!("core {core} does not exist")));
+        }
+        let mut set: libc::cpu_set_t = std::mem::zeroed();
+        libc::CPU_SET(core, &mut set);
+        if libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set) != 0 {
+            let err = io::Error::last_os_error();
+            return Err(io::Error::other(format!(
+                "cannot pin to core {core}: {err}"
+            )));
+        }
+    }
+    Ok(())
 }

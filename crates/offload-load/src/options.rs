@@ -60,6 +60,9 @@ pub struct Options {
     /// on loopback, at the price of a whole core per engine thread: use it only where
     /// the load generator has cores of its own.
     pub busy_poll_s: f64,
+    /// Pin the event-loop threads to these cores, round robin (empty: not pinned), so
+    /// that on a small machine the generator stays off the cores being measured.
+    pub cores: Vec<usize>,
 }
 
 impl Default for Options {
@@ -74,6 +77,7 @@ impl Default for Options {
             http10_for_single: true,
             repeat: false,
             busy_poll_s: 0.0,
+            cores: Vec::new(),
         }
     }
 }

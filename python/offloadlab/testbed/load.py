@@ -85,7 +85,7 @@ class LoadResult:
 def run(target: str | Target, requests: Stream, objects, *, threads: int | None = None,
         timeout_s: float = 5.0, max_duration_s: float | None = None, method: str = "GET",
         verify: str = "checksum", records: bool = False, allow_remote: bool = False,
-        busy_poll_s: float = 0.0, repeat: bool = False,
+        busy_poll_s: float = 0.0, repeat: bool = False, cores: Sequence[int] = (),
         progress: Callable[[_core.LoadControl], None] | None = None) -> LoadResult:
     """Send ``requests`` to ``target`` and measure them.
 
@@ -95,7 +95,8 @@ def run(target: str | Target, requests: Stream, objects, *, threads: int | None 
     itself after ``max_duration_s`` (default: the stream's span or stated duration plus
     twice the timeout, or 600 s for a closed stream of unknown length). With ``repeat``
     (closed streams), each client starts its requests over until ``max_duration_s``:
-    a saturation run bounded by time alone, as wrk does. Loopback only unless
+    a saturation run bounded by time alone, as wrk does. ``cores`` pins the generator's
+    threads (round robin) to keep it off the cores being measured. Loopback only unless
     ``allow_remote``. ``progress(control)`` is called every 0.2 s.
     """
     target = parse_target(target) if isinstance(target, str) else target
@@ -105,6 +106,10 @@ def run(target: str | Target, requests: Stream, objects, *, threads: int | None 
         raise InputError(f"verify {verify!r}: use one of {', '.join(VERIFY)}")
     if not (timeout_s > 0 and math.isfinite(timeout_s)):
         raise InputError(f"timeout {timeout_s!r}: use a time > 0, e.g. 5s")
+    allowed = os.sched_getaffinity(0)
+    if any(c not in allowed for c in cores):
+        raise InputError(f"cores {list(cores)}: this process may run on cores "
+                         f"{sorted(allowed)} only; pick from those")
     manifest = objects if isinstance(objects, pd.DataFrame) else fileset.read_manifest(objects)
     frame = requests.frame
     index = pd.Index(manifest["path"]).get_indexer(frame["object"].astype(str))
@@ -129,7 +134,8 @@ def run(target: str | Target, requests: Stream, objects, *, threads: int | None 
         client=frame["client"].to_numpy(np.int64).tolist(), closed=closed,
         threads=threads or os.cpu_count() or 1, timeout_s=float(timeout_s),
         max_duration_s=float(max_duration_s), method=method.upper(), verify=verify,
-        records=records, busy_poll_s=float(busy_poll_s), repeat=repeat)
+        records=records, busy_poll_s=float(busy_poll_s), repeat=repeat,
+        cores=[int(c) for c in cores])
     try:
         out = watched(_core.load, args, _core.LoadControl(), progress, _POLL_S)
     except ValueError as exc:  # the generator's own checks (e.g. a remote target)
