@@ -55,7 +55,8 @@ impl Handler {
         if let Some(work) = &self.work {
             let used = cpu::burn(work.sample(&mut self.rng));
             let app = &self.stats.app;
-            app.work_ns.fetch_add((used * 1e9) as u64, Ordering::Relaxed);
+            app.work_ns
+                .fetch_add((used * 1e9) as u64, Ordering::Relaxed);
         }
         self.stats.app.requests.fetch_add(1, Ordering::Relaxed);
         buf.clear();

@@ -409,7 +409,10 @@ fn host_cpu_per_request(mode: Mode, work: Option<Dist>, n: usize) -> (f64, f64) 
         );
     }
     let per = &server.stop()["per_request"];
-    (per["host_cpu_s"].as_f64().unwrap(), per["app_cpu_s"].as_f64().unwrap())
+    (
+        per["host_cpu_s"].as_f64().unwrap(),
+        per["app_cpu_s"].as_f64().unwrap(),
+    )
 }
 
 #[test]
@@ -425,7 +428,10 @@ fn application_work_shows_up_as_host_cpu_per_request() {
         );
         // The application's own account: what it burned, overshooting by a clock read.
         assert_eq!(no_app, 0.0, "{mode:?}");
-        assert!((w..1.01 * w).contains(&app), "{mode:?}: W = {w}, accounted {app}");
+        assert!(
+            (w..1.01 * w).contains(&app),
+            "{mode:?}: W = {w}, accounted {app}"
+        );
     }
 }
 
@@ -519,7 +525,16 @@ fn a_polling_engine_accounts_its_idle_polling_apart_from_its_work() {
     let busy = stats["per_request"]["engine_busy_cpu_s"].as_f64().unwrap() * 100.0;
     // A busy-polling engine spends almost all of an idle 300 ms polling: none of it is
     // work, so what is left per request is small next to the polling.
-    assert!(idle > 0.2 && idle <= engine_s, "idle {idle} of {engine_s} s");
-    assert!(busy > 0.0 && busy < 0.25 * idle, "busy {busy} s, idle {idle} s");
-    assert!((busy + idle - engine_s).abs() < 1e-6, "{busy} + {idle} != {engine_s}");
+    assert!(
+        idle > 0.2 && idle <= engine_s,
+        "idle {idle} of {engine_s} s"
+    );
+    assert!(
+        busy > 0.0 && busy < 0.25 * idle,
+        "busy {busy} s, idle {idle} s"
+    );
+    assert!(
+        (busy + idle - engine_s).abs() < 1e-6,
+        "{busy} + {idle} != {engine_s}"
+    );
 }
