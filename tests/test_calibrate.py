@@ -1,0 +1,107 @@
+"""Calibration: the fits recover known costs, the K-S test reproduces seed 000's
+Table 4-2, the error measures are what they say."""
+
+import math
+
+import numpy as np
+import pytest
+
+from offloadlab import dist
+from offloadlab.calibrate import fit
+
+MSS = 1448
+
+
+@pytest.mark.parametrize("n, k, p", [
+    (11, 3, 0.8326),  # TOE class 4
+    (11, 2, 0.9970),  # TOE class 1
+    (14, 2, 0.9996),  # Non-TOE class 0
+    (14, 3, 0.9205),  # Non-TOE class 3
+    (12, 2, 0.9985),  # Non-TOE and TOE class 2
+    (12, 3, 0.8690),  # Non-TOE class 4
+    (13, 3, 0.8978),  # TOE class 3
+])
+def test_ks_reproduces_table_4_2_with_the_exact_distribution(n, k, p):
+    # Two curves of n points whose empirical CDFs differ by at most k/n.
+    a = np.arange(n, dtype=float)
+    D, pvalue = fit.ks(a, a + k - 0.5)
+    assert pytest.approx(k / n) == D
+    assert pvalue == pytest.approx(p, abs=1.5e-4)  # the table has 4 decimals
+
+
+def test_ks_ignores_points_a_curve_does_not_have():
+    D, p = fit.ks([1.0, 2.0, math.inf, math.nan], [1.0, 2.0])
+    assert (D, p) == (0.0, 1.0)
+    assert all(math.isnan(x) for x in fit.ks([], [1.0]))
+
+
+def test_mape_scores_only_comparable_points():
+    assert fit.mape([1.1, 1.8, 5.0, math.inf], [1.0, 2.0, 0.0, 3.0]) == pytest.approx(0.1)
+    assert math.isnan(fit.mape([1.0], [math.nan]))
+
+
+def _sizes(mean: float, n: int = 2000, seed: int = 0) -> np.ndarray:
+    return np.random.default_rng(seed).lognormal(np.log(mean) - 0.125, 0.5, n)
+
+
+def test_cost_model_recovers_per_request_packet_and_byte_costs():
+    c0, c_pkt, c_byte = 20e-6, 1.5e-6, 0.4e-9
+    sizes = [_sizes(m, seed=i) for i, m in enumerate((500, 5e3, 50e3, 500e3))]
+    means = [np.mean(c0 + c_pkt * fit.packets(s, MSS) + c_byte * s) for s in sizes]
+    m = fit.fit_cost_model("inline", "host_proto", ["c0", "c1", "c2", "c3"], means, sizes, MSS)
+    assert (m.c0, m.c_pkt, m.c_byte) == pytest.approx((c0, c_pkt, c_byte), rel=0.02)
+    assert m.r2 == pytest.approx(1.0) and m.note == ""
+
+
+def test_cost_model_with_two_classes_leaves_packets_out_and_says_so():
+    sizes = [_sizes(500), _sizes(200e3)]
+    means = [30e-6, 30e-6 + 0.5e-9 * np.mean(sizes[1]) - 0.5e-9 * np.mean(sizes[0])]
+    m = fit.fit_cost_model("engine", "engine", ["c0", "c3"], means, sizes, MSS)
+    assert m.c_pkt == 0 and "three or more" in m.note
+    assert m.c_byte == pytest.approx(0.5e-9, rel=1e-6)
+    assert math.isnan(m.r2)  # two points, two parameters: nothing left to score
+
+
+def test_shaped_costs_keep_the_mean_and_follow_the_sizes():
+    sizes = _sizes(100e3)
+    model = fit.CostModel("inline", "host_proto", 10e-6, 0.0, 1e-9, 1.0, ("c3",))
+    costs = fit.shaped(50e-6, sizes, model, MSS)
+    assert costs.mean() == pytest.approx(50e-6)
+    assert np.corrcoef(costs, sizes)[0, 1] == pytest.approx(1.0)
+    assert np.all(fit.shaped(50e-6, sizes, None, MSS) == 50e-6)
+
+
+def test_with_moments_keeps_both_moments():
+    assert fit.with_moments(40e-6, 40e-6**2) == dist.Deterministic(40e-6)
+    d = fit.with_moments(40e-6, 3 * 40e-6**2)
+    assert (d.mean, d.m2) == pytest.approx((40e-6, 3 * 40e-6**2))
+
+
+def test_fits_recover_a_lognormal_and_a_pareto():
+    rng = np.random.default_rng(1)
+    lognormal, _ = fit.fits(rng.lognormal(-10, 0.3, 20_000))
+    d = dist.parse(lognormal)
+    assert (d.nu, d.sigma) == pytest.approx((-10, 0.3), rel=0.02)
+    _, pareto = fit.fits(5e-6 * (1 + rng.pareto(3.0, 20_000)))
+    p = dist.parse(pareto)
+    assert (p.alpha, p.k) == pytest.approx((3.0, 5e-6), rel=0.03)
+    assert fit.fits(np.full(10, 1e-5)) == ("", "")
+
+
+def _run(mode, host_s, app_s, engine_s=math.nan, requests=1000, mean_size=1000.0):
+    return fit.Run("c1", mode, 100.0, 100.0, requests, host_s, app_s, engine_s, 1e-3,
+                   _sizes(mean_size, 500))
+
+
+def test_fit_class_splits_host_and_engine_demand():
+    inline = fit.fit_class([_run("inline", 150e-6, 100e-6, requests=1000),
+                            _run("inline", 130e-6, 100e-6, requests=3000)], MSS)
+    # Utilisation law over both runs: (1000 * 150 + 3000 * 130) / 4000 = 135 us.
+    assert (inline.EXa, inline.EXp) == pytest.approx((100e-6, 35e-6))
+    assert inline.saturation == pytest.approx(1 / 135e-6)
+    engine_model = fit.CostModel("engine", "engine", 12e-6, 0.0, 1e-9, 1.0, ("c1",))
+    off = fit.fit_class([_run("engine", 108e-6, 100e-6, engine_s=30e-6)], MSS,
+                        engine_model=engine_model)
+    assert (off.EXo, off.EXc, off.EXq) == pytest.approx((8e-6, 12e-6, 18e-6))
+    assert off.EXq_m2 > off.EXq**2  # the sizes spread X_q
+    assert off.bottleneck == "host" and off.saturation == pytest.approx(1 / 108e-6)
