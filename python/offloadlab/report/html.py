@@ -1,0 +1,324 @@
+"""The study report as one self-contained HTML page, readable offline.
+
+Figures are embedded as base64 data URIs and also linked to their PNG files by
+relative path; CSS is inline; there is no script and no external link. Every piece
+of text from the tables is escaped. Numbers are shown with 3 significant digits, times
+in ms or µs, NaN as – and inf as ∞.
+"""
+
+from __future__ import annotations
+
+import base64
+import html
+import math
+import numbers
+from collections.abc import Callable, Iterable
+from datetime import datetime
+from pathlib import Path
+from urllib.parse import quote
+
+import pandas as pd
+
+from offloadlab.report.study import FIGURES, MAPE_CUT, write_figures
+from offloadlab.results import write_atomic
+from offloadlab.study.tables import StudyTables
+
+MISSING = "–"
+VERDICT_STYLES = ("helps", "hurts", "neutral")  # CSS classes of the same names
+CSS = """
+body { font: 15px/1.45 system-ui, sans-serif; color: #222; margin: 2em auto; max-width: 1200px;
+       padding: 0 1.5em; }
+h1 { font-size: 1.6em; margin-bottom: 0.2em; }
+h2 { font-size: 1.25em; margin-top: 2em; border-bottom: 1px solid #ccc; }
+table { border-collapse: collapse; margin: 0.5em 0 1em; font-size: 0.9em; }
+th, td { border: 1px solid #ddd; padding: 0.25em 0.6em; vertical-align: top; }
+th { background: #f3f3f3; text-align: left; }
+td.num { text-align: right; font-variant-numeric: tabular-nums; white-space: nowrap; }
+table.meta th { background: none; border: none; padding-left: 0; }
+table.meta td { border: none; }
+code { background: #f3f3f3; padding: 0.1em 0.3em; }
+.helps, .yes { color: #176a1d; font-weight: bold; }
+.hurts, .no { color: #b00020; font-weight: bold; }
+.neutral { color: #8a6d00; font-weight: bold; }
+.notes { border: 2px solid #b00020; border-left-width: 8px; background: #fff4e5;
+         padding: 0.5em 1em; margin: 1em 0; }
+.notes h2 { margin-top: 0.3em; border: none; color: #b00020; }
+.caption { color: #555; font-size: 0.9em; }
+figure { margin: 1.5em 0; }
+figure img { max-width: 100%; height: auto; border: 1px solid #eee; }
+figcaption { color: #444; font-size: 0.92em; margin-top: 0.3em; }
+"""
+
+# A cell: plain text, or text with a CSS class (e.g. "num", "yes").
+Cell = str | tuple[str, str]
+
+
+def write_report(tables: StudyTables, out_dir: str | Path) -> Path:
+    """Write the figures to ``out_dir/figures/`` and ``out_dir/report.html``; return the
+    path of report.html."""
+    out_dir = Path(out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    figures = write_figures(tables, out_dir / "figures")
+    meta = tables.meta
+    title = _esc(str(meta.get("title", "offload study")))
+    body = [f"<h1>{title}</h1>",
+            _meta_table(meta, out_dir),
+            _section("Verdicts", _verdicts(tables.verdicts),
+                     "Does offloading help each class? The model's verdict at the operating "
+                     "rate, the recommended offload fraction f, and whether the testbed agrees."),
+            _notes(meta.get("notes") or []),
+            _section("Model accuracy", _accuracy(tables.accuracy),
+                     f"MAPE over validation points below {MAPE_CUT:.0%} utilisation; two-sample "
+                     "Kolmogorov-Smirnov D and p between predicted and measured curves. A "
+                     "target is met when the MAPE is within it and p > 0.2."),
+            _section("Saturation", _saturation(tables.saturation),
+                     "Closed-loop saturation with zero think time against the model's 1/E[S] "
+                     "of the bottleneck; connections per minute, connection set-up time and "
+                     "goodput from the same run."),
+            _section("Fitted service costs", _costs(tables.costs),
+                     "Means in µs of the model's service times fitted on the calibration runs "
+                     "(CV: coefficient of variation), the fitted distributions, and d0, the "
+                     "fixed delay outside host and engine."),
+            _section("Structural cost model", _cost_model(tables.cost_model),
+                     "E[X](size) = c0 + c_pkt · packets + c_byte · bytes per side, fitted "
+                     "over the classes listed; R² says how much of the variation it explains."),
+            _figures(figures, out_dir)]
+    page = ("<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n"
+            f"<title>{title}</title>\n"
+            f"<style>{CSS}</style>\n</head>\n<body>\n" + "\n".join(body) + "\n</body>\n</html>\n")
+    path = out_dir / "report.html"
+    write_atomic(path, lambda tmp: tmp.write_text(page, encoding="utf-8"))
+    return path
+
+
+# ---------------------------------------------------------------------------------------
+# Sections
+
+
+def _meta_table(meta: dict, out_dir: Path) -> str:
+    files = []
+    for name in meta.get("scenario_files") or []:
+        # Only files that are there get a link: a broken link is worse than a name.
+        if (out_dir / name).is_file():
+            files.append(f'<a href="{_esc(quote(name))}">{_esc(name)}</a>')
+        else:
+            files.append(_esc(name))
+    rows = [("Command", f"<code>{_esc(str(meta['command']))}</code>" if meta.get("command")
+             else MISSING),
+            ("Started", _esc(_when(meta.get("started")))),
+            ("Duration", _esc(_duration(meta.get("duration_s")))),
+            ("Budget", _esc(_budget(meta.get("budget")))),
+            ("Machine", _esc(_text(meta.get("machine")))),
+            ("Workload", _esc(_text(meta.get("workload")))),
+            ("Modes", _esc(", ".join(map(str, meta.get("modes") or [])) or MISSING)),
+            ("Classes", _esc(", ".join(map(str, meta.get("classes") or [])) or MISSING)),
+            ("Scenario files", ", ".join(files) or MISSING)]
+    cells = "\n".join(f"<tr><th>{key}</th><td>{value}</td></tr>" for key, value in rows)
+    return f'<table class="meta">\n{cells}\n</table>'
+
+
+def _notes(notes: Iterable[str]) -> str:
+    """Missed targets and broken assumptions, boxed so nobody reads past them."""
+    notes = list(notes)
+    if not notes:
+        return ""
+    items = "\n".join(f"<li>{_esc(str(n))}</li>" for n in notes)
+    return f'<div class="notes">\n<h2>Notes: read these first</h2>\n<ul>\n{items}\n</ul>\n</div>'
+
+
+def _verdicts(v: pd.DataFrame) -> str:
+    rows = []
+    for d in v.to_dict("records"):
+        verdict = _text(d["verdict"])
+        model = (f"E[X_p] {us(d['EXp'])} µs, E[X_o] {us(d['EXo'])} µs; "
+                 f"T {ms(d['T_noe'])} → {ms(d['T'])} ms at {_sig(d['rate'])}/s")
+        measured = (f"saturation ×{_sig(d['measured_saturation_ratio'])}, "
+                    f"delay ×{_sig(d['measured_delay_ratio'])}")
+        rows.append([_text(d["class"]), _text(d["mode"]),
+                     (verdict, verdict if verdict in VERDICT_STYLES else ""),
+                     _text(d["reason"]), (_pct(d["f"]), "num"), model, measured,
+                     _yes_no(d["agree"])])
+    return _table(("class", "mode", "verdict", "reason (model)", "recommended f",
+                   "model at the operating rate", "measured (mode / inline)", "agree"), rows)
+
+
+def _accuracy(a: pd.DataFrame) -> str:
+    rows = []
+    for d in a.to_dict("records"):
+        met = _yes_no(d["met"])
+        if met[1] == "no" and not pd.isna(d["why"]):
+            met = (f"no: {d['why']}", "no")
+        rows.append([_text(d["class"]), _text(d["mode"]), _text(d["metric"]),
+                     _text(d["source"]), (_pct(d["mape"]), "num"), (_int(d["n"]), "num"),
+                     (_sig(d["ks_D"]), "num"), (_sig(d["ks_p"], 2), "num"),
+                     (f"{_int(d['ks_n'])} / {_int(d['ks_m'])}", "num"),
+                     (_pct(d["target"]), "num"), met])
+    return _table(("class", "mode", "metric", "source", "MAPE", "n", "K-S D", "K-S p",
+                   "K-S points (pred. / meas.)", "target", "met"), rows)
+
+
+def _saturation(s: pd.DataFrame) -> str:
+    rows = []
+    for d in s.to_dict("records"):
+        rows.append([_text(d["class"]), _text(d["mode"]), (_sig(d["measured"]), "num"),
+                     (_sig(d["model"]), "num"), _text(d["bottleneck"]),
+                     (_pct(d["error"], signed=True), "num"), (_pct(d["host_util"]), "num"),
+                     (_sig(d["conn_per_min"]), "num"), (ms(d["connect_s"]), "num"),
+                     (_sig(_f(d["goodput_Bps"]) / 1e6), "num")])
+    return _table(("class", "mode", "measured (req/s)", "model (req/s)", "bottleneck",
+                   "model error", "host busy", "connections/min", "connect (ms)",
+                   "goodput (MB/s)"), rows)
+
+
+def _costs(c: pd.DataFrame) -> str:
+    rows = []
+    for d in c.to_dict("records"):
+        rows.append([_text(d["class"]), _text(d["mode"]),
+                     *((us(d[k]), "num") for k in ("EXa", "EXp")),
+                     (_sig(_cv(d["EXp"], d["EXp_m2"])), "num"),
+                     *((us(d[k]), "num") for k in ("EXo", "EXc", "EXq")),
+                     (_sig(_cv(d["EXq"], d["EXq_m2"])), "num"),
+                     _text(d["lognormal"]), _text(d["pareto"]), (us(d["d0"]), "num")])
+    return _table(("class", "mode", "E[X_a] (µs)", "E[X_p] (µs)", "CV X_p", "E[X_o] (µs)",
+                   "E[X_c] (µs)", "E[X_q] (µs)", "CV X_q", "lognormal fit", "Pareto fit",
+                   "d0 (µs)"), rows)
+
+
+def _cost_model(c: pd.DataFrame) -> str:
+    rows = []
+    for d in c.to_dict("records"):
+        rows.append([_text(d["mode"]), _text(d["side"]), (us(d["c0"]), "num"),
+                     (us(d["c_pkt"]), "num"), (_sig(_f(d["c_byte"]) * 1e9), "num"),
+                     (_sig(d["r2"]), "num"), _text(d["classes"]), _text(d["note"])])
+    return _table(("mode", "side", "c0 (µs)", "c_pkt (µs/packet)", "c_byte (ns/byte)", "R²",
+                   "classes", "note"), rows)
+
+
+def _figures(figures: dict[str, Path], out_dir: Path) -> str:
+    if not figures:
+        return "<h2>Figures</h2>\n<p>No table had data to draw.</p>"
+    parts = ["<h2>Figures</h2>"]
+    for name, path in figures.items():
+        data = base64.b64encode(path.read_bytes()).decode("ascii")
+        href = quote(path.relative_to(out_dir).as_posix())
+        caption = FIGURES[name].caption
+        parts.append(f'<figure>\n<a href="{_esc(href)}"><img src="data:image/png;base64,'
+                     f'{data}" alt="{_esc(name)} figure"></a>\n'
+                     f"<figcaption>{_esc(caption)} "
+                     f'<a href="{_esc(href)}">PNG</a></figcaption>\n</figure>')
+    return "\n".join(parts)
+
+
+def _section(title: str, content: str, caption: str) -> str:
+    return f'<h2>{_esc(title)}</h2>\n<p class="caption">{_esc(caption)}</p>\n{content}'
+
+
+def _table(headers: Iterable[str], rows: list[list[Cell]]) -> str:
+    if not rows:
+        return "<p>No rows: this part of the study did not run.</p>"
+    head = "".join(f"<th>{_esc(h)}</th>" for h in headers)
+    body = "\n".join("<tr>" + "".join(_cell(c) for c in row) + "</tr>" for row in rows)
+    return f"<table>\n<thead><tr>{head}</tr></thead>\n<tbody>\n{body}\n</tbody>\n</table>"
+
+
+def _cell(cell: Cell) -> str:
+    text, css = cell if isinstance(cell, tuple) else (cell, "")
+    attr = f' class="{_esc(css)}"' if css else ""
+    return f"<td{attr}>{_esc(text)}</td>"
+
+
+# ---------------------------------------------------------------------------------------
+# Values for humans
+
+
+def _esc(text: str) -> str:
+    return html.escape(text, quote=True)
+
+
+def _f(value) -> float:
+    """A table value as a float; missing (None, NaN, pd.NA) is NaN."""
+    return math.nan if pd.isna(value) else float(value)
+
+
+def _text(value) -> str:
+    return MISSING if pd.isna(value) else str(value)
+
+
+def _fmt(value, show: Callable[[float], str]) -> str:
+    x = _f(value)
+    if math.isnan(x):
+        return MISSING
+    return ("∞" if x > 0 else "−∞") if math.isinf(x) else show(x)
+
+
+def _sig(value, digits: int = 3) -> str:
+    """``0.0123``, ``4.5``, ``3,720`` (not ``3.72e+03``): ``digits`` significant digits."""
+    return _fmt(value, lambda x: _digits(x, digits))
+
+
+def _digits(x: float, digits: int) -> str:
+    if x == 0:
+        return "0"
+    rounded = round(x, digits - 1 - math.floor(math.log10(abs(x))))
+    return f"{rounded:,.0f}" if abs(rounded) >= 10 ** (digits - 1) else f"{x:.{digits}g}"
+
+
+def ms(seconds) -> str:
+    return _sig(_f(seconds) * 1e3)
+
+
+def us(seconds) -> str:
+    return _sig(_f(seconds) * 1e6)
+
+
+def _pct(value, signed: bool = False) -> str:
+    return _fmt(value, lambda x: f"{'+' if signed and x > 0 else ''}{_digits(x * 100, 3)}%")
+
+
+def _int(value) -> str:
+    return _fmt(value, lambda x: f"{x:.0f}")
+
+
+def _yes_no(value) -> tuple[str, str]:
+    if pd.isna(value):
+        return MISSING, ""
+    return ("yes", "yes") if bool(value) else ("no", "no")
+
+
+def _cv(mean, m2) -> float:
+    """Coefficient of variation from the first two moments; NaN where they cannot be
+    one distribution's (a second moment below the squared mean)."""
+    mean, m2 = _f(mean), _f(m2)
+    if not (math.isfinite(mean) and math.isfinite(m2) and mean > 0 and m2 >= mean**2):
+        return math.nan
+    return math.sqrt(m2 / mean**2 - 1)
+
+
+def _when(started) -> str:
+    """An ISO time as ``2025-03-14 09:26:53+00:00``; anything else as given."""
+    if pd.isna(started):
+        return MISSING
+    try:
+        t = datetime.fromisoformat(str(started))
+    except ValueError:
+        return str(started)
+    return t.isoformat(sep=" ", timespec="seconds")
+
+
+def _duration(seconds) -> str:
+    """``1 h 23 min 45 s``, ``12.3 s``."""
+    s = _f(seconds)
+    if not math.isfinite(s):
+        return MISSING
+    if s < 60:
+        return f"{s:.3g} s"
+    h, rest = divmod(round(s), 3600)
+    m, s = divmod(rest, 60)
+    return " ".join(f"{v} {u}" for v, u in ((h, "h"), (m, "min"), (s, "s")) if v)
+
+
+def _budget(budget) -> str:
+    """A budget in seconds is shown as a duration; a spec string like "2h" as given."""
+    if isinstance(budget, numbers.Real) and not isinstance(budget, bool):
+        return _duration(budget)
+    return _text(budget)

@@ -1,0 +1,96 @@
+"""What a study hands to its report: plain tables, one per kind of evidence.
+
+Times are in seconds, rates in requests/s, utilisations and shares as fractions.
+Classes are named ``c0`` … ``c4`` (the file set's size classes); modes are the
+testbed's (``inline``, ``engine``, ``uring``). A value that was not measured or does
+not apply is NaN (None in text columns).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import pandas as pd
+
+# Each table's columns, in order; ``StudyTables.check`` holds the frames to them.
+COLUMNS: dict[str, tuple[str, ...]] = {
+    # One row per (source, mode, class, rate). source: model | sim | testbed. The model's
+    # T is seed 000's max(T_cpu, T_oe) variant (T_noe in inline mode) and T_sum the tandem
+    # sum; both include the fixed network and client time d0 fitted in calibration.
+    # T_lo, T_hi: 95% interval of T (sim: replications or batch means; testbed: batch
+    # means over the run); U_*_lo/_hi likewise for the sim. use: "calibration" for the
+    # testbed runs the model was fitted on, "validation" for the sweep, "prediction"
+    # for model and sim rows. A saturated model point has T = inf.
+    "points": ("source", "mode", "class", "rate", "U_host", "U_host_lo", "U_host_hi",
+               "U_engine", "U_engine_lo", "U_engine_hi", "T", "T_sum", "T_lo", "T_hi",
+               "throughput", "p99", "errors", "use"),
+    # One row per (class, mode). measured: closed-loop throughput with zero think time;
+    # model: 1 / E[S] of the bottleneck (host or engine). error = model / measured - 1.
+    # host_util: busy share of the host thread during the saturation run. The seed's
+    # Tables 4-3 and 4-4: connections per minute, mean connection set-up, goodput (B/s).
+    "saturation": ("class", "mode", "measured", "model", "bottleneck", "error", "host_util",
+                   "conn_per_min", "connect_s", "goodput_Bps"),
+    # One row per (class, mode, core) from the saturation run: shares of the core's wall
+    # time (they add up to about 1). role: "host", "engine" or "shared".
+    "cpu": ("class", "mode", "core", "role", "user", "system", "softirq", "irq", "idle"),
+    # Per-request total times (at most 5000 per curve) of one sweep rate per (class,
+    # mode), for latency CDFs.
+    "latency": ("class", "mode", "rate", "total_s"),
+    # One row per (class, mode, metric, source): metric U_host | U_engine | T; source
+    # model | model_sum | sim. mape over the validation points below 80% utilisation
+    # (n of them); two-sample Kolmogorov-Smirnov D and exact p between the predicted
+    # and measured curve (ks_n, ks_m points); target: the MAPE bound, met: whether
+    # both it and p > 0.2 hold; why: the broken assumption when not.
+    "accuracy": ("class", "mode", "metric", "source", "mape", "n", "ks_D", "ks_p", "ks_n",
+                 "ks_m", "target", "met", "why"),
+    # One row per (class, mode != inline): the verdict helps | hurts | neutral with the
+    # reason in the model's terms at the operating rate, the multi-class optimiser's
+    # recommended fraction f, and the measured evidence (saturation ratio mode/inline,
+    # mean delay ratio at the common sweep rate) and whether it agrees with the model.
+    "verdicts": ("class", "mode", "verdict", "reason", "f", "EXp", "EXo", "rate",
+                 "T_noe", "T", "measured_saturation_ratio", "measured_delay_ratio",
+                 "agree"),
+    # One row per (class, mode): the fitted means (and second moments) of the model's
+    # service times, the fitted distribution specs of X_p (inline) or X_q (offload
+    # modes), and d0, the fixed delay outside host and engine (network and client).
+    "costs": ("class", "mode", "EXa", "EXp", "EXp_m2", "EXo", "EXc", "EXq", "EXq_m2",
+              "lognormal", "pareto", "d0"),
+    # The structural cost model E[X](size) = c0 + c_pkt * packets + c_byte * bytes per
+    # side (host_proto, host_overhead, engine), with the fit's R² over its classes.
+    "cost_model": ("mode", "side", "c0", "c_pkt", "c_byte", "r2", "classes", "note"),
+}
+
+
+@dataclass
+class StudyTables:
+    """Everything the report shows. ``meta`` carries: title, command, started (ISO
+    time), duration_s, budget, modes, classes, workload (a sentence), machine (a
+    sentence), scenario_files (names in the output folder) and notes (sentences the
+    reader must see, e.g. a missed accuracy target and why)."""
+
+    points: pd.DataFrame
+    saturation: pd.DataFrame
+    cpu: pd.DataFrame
+    latency: pd.DataFrame
+    accuracy: pd.DataFrame
+    verdicts: pd.DataFrame
+    costs: pd.DataFrame
+    cost_model: pd.DataFrame
+    meta: dict = field(default_factory=dict)
+
+    def check(self) -> StudyTables:
+        """Every table has exactly its documented columns, in order."""
+        for name, columns in COLUMNS.items():
+            frame = getattr(self, name)
+            if tuple(frame.columns) != columns:
+                raise ValueError(f"study table {name}: columns {list(frame.columns)}, "
+                                 f"expected {list(columns)}")
+        return self
+
+    def frames(self) -> dict[str, pd.DataFrame]:
+        return {name: getattr(self, name) for name in COLUMNS}
+
+
+def empty(name: str) -> pd.DataFrame:
+    """A table with its columns and no rows."""
+    return pd.DataFrame(columns=list(COLUMNS[name]))

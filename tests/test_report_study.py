@@ -1,0 +1,210 @@
+"""The study report: each figure from synthetic study tables and their edge cases, the
+HTML page's offline self-containment, and a real browser (headless Chromium) showing it."""
+
+import base64
+import re
+from html.parser import HTMLParser
+from pathlib import Path
+from urllib.parse import unquote, urlparse
+
+import numpy as np
+import pytest
+from matplotlib.figure import Figure
+from study_samples import study_tables
+
+from offloadlab.report import study
+from offloadlab.report.html import write_report
+from offloadlab.study.tables import empty
+
+PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
+CHROMIUM, CHROMEDRIVER = Path("/usr/bin/chromium"), Path("/usr/bin/chromedriver")
+NOTE = "U_engine <b>not</b> measured & ignored"
+
+
+def drawn(fig: Figure) -> int:
+    """Artists carrying data across the figure's axes: lines, collections, patches."""
+    return sum(len(ax.lines) + len(ax.collections) + len(ax.patches) for ax in fig.axes)
+
+
+@pytest.fixture(scope="module")
+def tables():
+    return study_tables()
+
+
+@pytest.fixture(scope="module")
+def report(tmp_path_factory):
+    """report.html of the sample, with a note holding markup and one scenario file that
+    exists and one that does not."""
+    out = tmp_path_factory.mktemp("study")
+    t = study_tables()
+    t.meta["notes"] = [*t.meta["notes"], NOTE]
+    t.meta["scenario_files"] = ["study.toml", "missing.toml"]
+    (out / "study.toml").write_text("# the study's scenario\n")
+    return write_report(t, out)
+
+
+class Page(HTMLParser):
+    """The img sources, link targets and text of a page."""
+
+    def __init__(self, text: str):
+        super().__init__()
+        self.srcs, self.hrefs, self.text = [], [], []
+        self.feed(text)
+
+    def handle_starttag(self, tag, attrs):
+        a = dict(attrs)
+        if tag == "img":
+            self.srcs.append(a["src"])
+        if tag == "a" and "href" in a:
+            self.hrefs.append(a["href"])
+
+    def handle_data(self, data):
+        self.text.append(data)
+
+
+@pytest.mark.parametrize("name", list(study.FIGURES))
+def test_every_figure_draws_the_sample(tables, name):
+    kind = study.FIGURES[name]
+    fig = kind.draw(getattr(tables, kind.table))
+    assert isinstance(fig, Figure)
+    assert fig.axes and drawn(fig) > 0
+    assert len(fig.legends) + sum(ax.get_legend() is not None for ax in fig.axes) > 0
+
+
+def test_utilisation_panels_are_per_class_with_model_sim_and_testbed(tables):
+    fig = study.utilisation_figure(tables.points)
+    panels = [ax for ax in fig.axes if ax.get_title()]
+    assert [ax.get_title() for ax in panels] == ["class c0", "class c2", "class c3"]
+    for ax in panels:
+        styles = {line.get_linestyle() for line in ax.lines}
+        assert {"-", "--"} <= styles  # model host and engine lines
+        assert ax.collections  # simulator bands
+        # Calibration points are hollow, validation points filled.
+        faces = {str(line.get_markerfacecolor()) for line in ax.lines if line.get_marker() == "o"}
+        assert "white" in faces and len(faces) >= 2
+
+
+def test_delay_figure_leaves_out_saturated_points(tables):
+    fig = study.delay_figure(tables.points)
+    for ax in fig.axes:
+        assert ax.get_yscale() == "log"
+        for line in ax.lines:
+            assert np.isfinite(np.asarray(line.get_ydata(), dtype=float)).all()
+
+
+def test_error_figure_relative_error_at_testbed_points(tables):
+    """The model's U_host at a testbed rate over the measured one, minus 1, in %."""
+    p = tables.points
+    bed = p[(p["source"] == "testbed") & (p["mode"] == "inline") & (p["class"] == "c2")]
+    model = p[(p["source"] == "model") & (p["mode"] == "inline") & (p["class"] == "c2")]
+    expect = np.interp(bed["rate"], model["rate"], model["U_host"]) / bed["U_host"] - 1
+    fig = study.error_figure(p)
+    ax = fig.axes[1]  # U_host row, class c2
+    got = np.concatenate([line.get_ydata() for line in ax.lines if line.get_marker() == "o"])
+    for e in expect * 100:
+        assert np.isclose(got, e).any()
+
+
+def test_inline_only_single_class(tmp_path):
+    t = study_tables(classes=("c2",), modes=("inline",))
+    assert t.points.loc[t.points["source"] == "model", "U_engine"].isna().all()
+    written = study.write_figures(t, tmp_path)
+    assert list(written) == list(study.FIGURES)
+    fig = study.utilisation_figure(t.points)
+    assert not [line for ax in fig.axes for line in ax.lines if line.get_linestyle() == "--"]
+
+
+def test_empty_tables_skip_their_figures(tmp_path):
+    t = study_tables(classes=("c0",))
+    for name in ("latency", "cpu", "saturation"):
+        setattr(t, name, empty(name))
+    assert study.latency_figure(t.latency) is None
+    assert list(study.write_figures(t, tmp_path)) == ["utilisation", "delay", "error"]
+    t.points = empty("points")
+    assert study.write_figures(t, tmp_path / "none") == {}
+    assert write_report(t, tmp_path / "html").is_file()
+
+
+def test_missing_and_infinite_values_do_not_break_figures(tmp_path):
+    """None in object columns, an all-NaN column, inf measurements: left out, no warning
+    (pytest turns RuntimeWarnings into errors)."""
+    t = study_tables(classes=("c0", "c3"))
+    points = t.points.astype(object)
+    points["U_engine"] = None
+    points.loc[points["source"] == "testbed", "T"] = np.inf
+    t.points = points
+    t.latency = t.latency.assign(total_s=np.where(np.arange(len(t.latency)) % 7, t.latency[
+        "total_s"], np.nan))
+    assert len(study.write_figures(t, tmp_path)) == len(study.FIGURES)
+
+
+def test_report_is_self_contained(report):
+    text = report.read_text(encoding="utf-8")
+    page = Page(text)
+    assert not re.search(r"https?://", text)
+    assert "<script" not in text.lower()
+    figures = sorted((report.parent / "figures").glob("*.png"))
+    assert len(page.srcs) == len(figures) == len(study.FIGURES)
+    for src in page.srcs:
+        head, data = src.split(",", 1)
+        assert head == "data:image/png;base64"
+        assert base64.b64decode(data).startswith(PNG_MAGIC)
+    for href in page.hrefs:
+        assert not urlparse(href).scheme, href
+        assert (report.parent / unquote(href)).is_file(), href
+    assert "missing.toml" in "".join(page.text) and "missing.toml" not in page.hrefs
+
+
+def test_report_escapes_text_and_orders_sections(report):
+    text = report.read_text(encoding="utf-8")
+    assert "<b>not</b>" not in text
+    assert "U_engine &lt;b&gt;not&lt;/b&gt; measured &amp; ignored" in text
+    headings = re.findall(r"<h2>([^<]+)</h2>", text)
+    assert headings == ["Verdicts", "Notes: read these first", "Model accuracy", "Saturation",
+                        "Fitted service costs", "Structural cost model", "Figures"]
+    # 3 significant digits, no exponents: c0's model saturation 1/250 µs = 4,000/s.
+    shown = "".join(Page(text).text)
+    assert "4,000" in shown and "e+0" not in shown
+
+
+def test_report_in_a_real_browser(report, tmp_path):
+    """Headless Chromium loads the page offline: every image decodes, every link opens a
+    file, and a full-page screenshot is a PNG."""
+    missing = [str(p) for p in (CHROMIUM, CHROMEDRIVER) if not p.exists()]
+    if missing:
+        pytest.fail(f"{', '.join(missing)} not found; run `apt-get install chromium "
+                    "chromium-driver` (CI installs them)")
+    try:
+        from selenium import webdriver
+        from selenium.webdriver.chrome.service import Service
+    except ImportError:
+        pytest.fail("selenium is not installed; run `.venv/bin/pip install -e '.[test]'`")
+    options = webdriver.ChromeOptions()
+    options.binary_location = str(CHROMIUM)
+    for arg in ("--headless=new", "--no-sandbox", "--disable-dev-shm-usage", "--disable-gpu",
+                "--window-size=1280,1000"):
+        options.add_argument(arg)
+    # Explicit paths: selenium-manager never looks for a driver on the network.
+    driver = webdriver.Chrome(service=Service(executable_path=str(CHROMEDRIVER)),
+                              options=options)
+    try:
+        driver.set_page_load_timeout(30)
+        driver.get(report.as_uri())
+        images = driver.execute_script(
+            "return Array.from(document.images, i => "
+            "[i.complete, i.naturalWidth, i.naturalHeight]);")
+        assert len(images) == len(list((report.parent / "figures").glob("*.png")))
+        assert all(done and w > 0 and h > 0 for done, w, h in images), images
+        links = driver.execute_script(
+            "return Array.from(document.querySelectorAll('a[href]'), a => a.href);")
+        assert links
+        for link in links:
+            url = urlparse(link)
+            assert url.scheme == "file" and Path(unquote(url.path)).is_file(), link
+        height = driver.execute_script("return document.documentElement.scrollHeight;")
+        driver.set_window_size(1280, min(height, 20_000))
+        shot = tmp_path / "report.png"
+        assert driver.save_screenshot(str(shot))
+        assert shot.stat().st_size > 0 and shot.read_bytes().startswith(PNG_MAGIC)
+    finally:
+        driver.quit()
