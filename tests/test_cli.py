@@ -28,7 +28,7 @@ def test_help_lists_every_verb_with_a_description():
     result = run("--help")
     assert result.exit_code == 0
     assert "model" in result.output and "host alone" in result.output
-    assert "demo" in result.output and "example" in result.output
+    assert "demo" in result.output and "study" in result.output
 
 
 def test_version_matches_the_package_and_the_rust_extension():
@@ -89,17 +89,6 @@ def test_failed_plot_leaves_nothing_behind(tmp_path):
     result = run("model", "examples/large-files.toml", "--plot", bad)
     assert result.exit_code != 0
     assert list(tmp_path.iterdir()) == []
-
-
-def test_demo_prints_both_verdicts():
-    result = run("demo")
-    assert result.exit_code == 0, result.output
-    assert "helps" in result.output and "hurts" in result.output
-    for name in ("large files", "small files", "five classes"):
-        assert name in result.output
-    # Each example is checked by the simulator: "sim: T alone 22.3±0.58 ms (model 22), ..."
-    checks = [line for line in result.output.splitlines() if line.startswith("sim: ")]
-    assert len(checks) == 3 and all("±" in line and "(model " in line for line in checks)
 
 
 @pytest.mark.parametrize("args, fragment", [

@@ -1,4 +1,4 @@
-"""The commands that weigh the evidence: ``model``, ``sim``, ``sweep`` and ``demo``."""
+"""The commands that weigh the model's evidence: ``model``, ``sim`` and ``sweep``."""
 
 from __future__ import annotations
 
@@ -14,13 +14,11 @@ from offloadlab import model, scenario
 from offloadlab.cli.common import app, err, note, out, user_errors
 from offloadlab.errors import InputError
 from offloadlab.ranges import parse_range
-from offloadlab.report.format import ms, ms_ci
 from offloadlab.report.plots import plot_model
-from offloadlab.report.tables import model_table, sim_table, verdict_table
+from offloadlab.report.tables import model_table, sim_table
 from offloadlab.results import Result, write_json
 
 _PLOT_POINTS = 200
-_DEMO_REQUESTS = 200_000
 
 
 def parse_rates(text: str) -> np.ndarray:
@@ -149,37 +147,6 @@ def example_files() -> list[Path]:
     """The scenario files shipped with the package (also at ``examples/`` in the source tree)."""
     folder = resources.files("offloadlab") / "examples"
     return sorted(Path(str(p)) for p in folder.iterdir() if p.name.endswith(".toml"))
-
-
-@app.command()
-@user_errors
-def demo() -> None:
-    """Run the model on the shipped examples, check it by simulation, say where offload helps."""
-    from offloadlab import sim
-
-    out.print("Does offloading protocol work to an engine help? Seed 000's model on the\n"
-              "example workloads. Cells read host alone → host + engine; f is the fraction\n"
-              "sent to the engine, λ* the rate at which the system saturates. Below each\n"
-              f"table the simulator ({_DEMO_REQUESTS:,} requests, ± 95% intervals) checks\n"
-              "the model's delays; where they differ, the model's approximations show\n"
-              "(docs/sim.md).\n")
-    files = example_files()
-    for path in files:
-        sc = scenario.load(path)
-        result = model.evaluate(sc)
-        out.print(verdict_table(result))
-        for text in result.notes:
-            note(text)
-        check = sim.run(sc, requests=_DEMO_REQUESTS).rows()[0]
-        predicted = result.rows()[0]
-        out.print("sim: " + ", ".join(
-            f"{label} {ms_ci(check[key], check[f'{key}_hw'])} ms (model {ms(predicted[key])})"
-            for label, key in (("T alone", "T_noe"), ("T", "T"))) + "\n")
-    out.print(f"Scenario files: {files[0].parent} (copy one to describe your workload).\n"
-              "Next: sweep one and plot it, or simulate it, e.g.\n"
-              f"  offload model {files[0].parent / 'large-files.toml'} --rates 10:280:10 "
-              "--plot large.png\n"
-              f"  offload sim {files[0].parent / 'large-files.toml'} --rates 25,50,75")
 
 
 @app.command("sweep")

@@ -70,38 +70,9 @@ def sim_table(result: Result) -> Table:
     return table
 
 
-def verdict_table(result: Result) -> Table:
-    """Each class at the scenario's own rate: host alone -> with the engine, the verdict,
-    and below the table the reason for each verdict in the model's terms."""
-    s = result.scenario
-    title = f"[bold]{s.name}[/]" + (f": {s.description}" if s.description else "")
-    if any(c.auto for c in s.classes):
-        title += f" [dim](f chosen for {s.options.objective}, caps {s.options.util_cap:g})[/]"
-    table = _table(title, ("class", "rate/s", "f", "U host", "U eng", "T ms", "λ* /s", "offload"))
-    reasons = []
-    for row in result.rows():
-        if row["class"] == "all":
-            if len(s.classes) > 1:
-                _verdict_row(table, row, "", style="bold")
-            continue
-        label, why = _verdict_of(s, row)
-        _verdict_row(table, row, f"[{_STYLE[label]}]{label}[/]")
-        reasons.append(f"{row['class']}: {why}")
-    table.caption = "\n".join(reasons)
-    return table
-
-
 def _verdict_of(s: Scenario, row: dict) -> tuple[str, str]:
     cls = s.classes[s.class_names.index(row["class"])]
     return verdict(row, cls.host_proto.mean, cls.host_overhead.mean)
-
-
-def _verdict_row(table: Table, row: dict, label: str, style: str | None = None) -> None:
-    offloaded_star = min(row["lam_star_cpu"], row["lam_star_oe"])
-    table.add_row(row["class"], rate(row["lam"]), f"{row['f']:.2f}",
-                  f"{util(row['U_noe'])} → {util(row['U_cpu'])}", util(row["U_oe"]),
-                  f"{ms(row['T_noe'])} → {ms(row['T'])}",
-                  f"{rate(row['lam_star_noe'])} → {rate(offloaded_star)}", label, style=style)
 
 
 def _table(title: str, headers: tuple[str, ...]) -> Table:

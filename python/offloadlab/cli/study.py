@@ -1,0 +1,211 @@
+"""``offload study`` and ``offload demo``: does offload help this workload, for which
+classes, and by how much — calibrated on the testbed, predicted, measured, reported."""
+
+from __future__ import annotations
+
+import datetime
+import os
+import platform
+import shlex
+import sys
+import time
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.progress import BarColumn, Progress, TextColumn, TimeRemainingColumn
+from rich.table import Table
+
+from offloadlab import dist, scenario
+from offloadlab.cli.common import app, err, flag_time, out, user_errors
+from offloadlab.cli.serve import EngineCore, HostCore
+from offloadlab.errors import InputError
+from offloadlab.report.format import ms, us
+from offloadlab.results import jsonable, write_atomic, write_json
+
+DEFAULT_WORK = "exp(mean=100us)"
+
+
+@app.command("study")
+@user_errors
+def study_cmd(
+    out_dir: Annotated[Path, typer.Option(
+        "--out", help="Folder for report.html, figures, results.parquet, the fitted "
+                      "scenarios and summary.json (created; files in it are replaced).")
+    ] = Path("study"),
+    fileset_dir: Annotated[Path | None, typer.Option(
+        "--fileset", help="Serve and request this file set (offload workload fileset); "
+                          "default: seed 000's classes, written under OUT/fileset.")] = None,
+    classes: Annotated[str | None, typer.Option(
+        help="Size classes to study, one run each as in seed 000, e.g. 0,3 "
+             "(default: 0,1,2,3,4, or every class the --fileset has).")] = None,
+    modes: Annotated[str, typer.Option(help="Modes: inline and one or more of engine, uring.")
+                     ] = "inline,engine",
+    budget: Annotated[str, typer.Option(
+        help="quick | standard | thorough: run lengths and sweep points.")] = "quick",
+    work: Annotated[str, typer.Option(
+        help="Application work X_a per request on the host, e.g. exp(mean=100us), or "
+             "det(0) for none.")] = DEFAULT_WORK,
+    run_length: Annotated[str | None, typer.Option(
+        help="Override the budget's length of every run, e.g. 1s.")] = None,
+    seed: Annotated[int, typer.Option(help="Seed of the file sets, streams and work.")] = 1,
+    host_core: HostCore = None,
+    engine_core: EngineCore = None,
+) -> None:
+    """Calibrate the model on the testbed, predict with model and simulator, measure the
+    rate sweep, and report whether offload helps, per class."""
+    chosen = None if classes is None else _plan().parse_classes(classes)
+    study(out_dir, fileset_dir, chosen, modes, budget, work, run_length, seed, host_core,
+          engine_core)
+
+
+@app.command()
+@user_errors
+def demo(
+    out_dir: Annotated[Path, typer.Option("--out", help="Folder for the report.")
+                       ] = Path("offload-demo"),
+) -> None:
+    """A quick study on the embedded defaults: a small and a large file class (seed 000's
+    classes 0 and 3), inline against engine mode, in a few minutes."""
+    study(out_dir, None, (0, 3), "inline,engine", "quick", DEFAULT_WORK, None, 1, None, None)
+
+
+def _plan():
+    from offloadlab.study import plan
+
+    return plan
+
+
+def study(out_dir: Path, fileset_dir: Path | None, classes, modes: str, budget: str,
+          work: str, run_length: str | None, seed: int, host_core, engine_core) -> None:
+    from offloadlab.report.html import write_report
+    from offloadlab.study import compare, run
+
+    plan = _plan()
+    names = plan.parse_modes(modes)
+    chosen_budget = plan.with_budget_override(plan.budget(budget),
+                                              flag_time("--run-length", run_length))
+    try:
+        work_dist = dist.parse(work)
+    except InputError as exc:
+        raise InputError(f"--work {exc}") from None
+    cores = plan.default_cores()
+    host_core = cores[0] if host_core is None else host_core
+    engine_core = cores[1] if engine_core is None else engine_core
+    started = time.time()
+    what = "one class per run, HTTP/1.0 Poisson arrivals"
+    if fileset_dir is not None:
+        loads = plan.folder_classes(fileset_dir, classes)
+        workload = f"file set {fileset_dir}"
+    out_dir.mkdir(parents=True, exist_ok=True)
+    if fileset_dir is None:
+        err.print("writing seed 000's file sets …")
+        loads = plan.preset_classes(classes or tuple(range(5)), out_dir / "fileset", seed)
+        workload = "seed 000's file sets"
+    workload += f", classes {', '.join(load.name for load in loads)}, {what}"
+    the_plan = plan.Plan(loads, names, chosen_budget, work_dist if work_dist.mean > 0 else None,
+                         host_core, engine_core, seed, workload)
+    load_s = chosen_budget.load_seconds(len(loads), len(names))
+    err.print(f"study: {len(loads)} classes × {len(names)} modes, about {load_s / 60:.1f} "
+              "minutes of load", highlight=False)
+    columns = (TextColumn("{task.description:12}"), BarColumn(),
+               TextColumn("{task.percentage:>3.0f}%"), TimeRemainingColumn())
+    with Progress(*columns, console=err, disable=not err.is_terminal) as bar:
+        tasks: dict = {}
+
+        def progress(phase: str, done: float, total: float) -> None:
+            if phase not in tasks:
+                tasks[phase] = bar.add_task(phase, total=total)
+            bar.update(tasks[phase], completed=done, total=total)
+
+        result = run.run(the_plan, progress)
+    meta = {
+        "title": f"Offload study: {', '.join(load.name for load in loads)} in "
+                 f"{', '.join(names)} mode",
+        "command": shlex.join(["offload", *sys.argv[1:]]),
+        "started": datetime.datetime.fromtimestamp(started).isoformat(timespec="seconds"),
+        "duration_s": time.time() - started, "budget": chosen_budget.name,
+        "modes": list(names), "classes": [load.name for load in loads], "workload": workload,
+        "machine": _machine(host_core, engine_core, work_dist),
+        "scenario_files": [f"scenario-{m}.toml" for m in the_plan.offload_modes],
+        "notes": [],
+    }
+    tables = compare.tables(result, meta)
+    for mode, sc in result.fitted.scenarios.items():
+        text = scenario.dumps(sc)
+        write_atomic(out_dir / f"scenario-{mode}.toml", lambda tmp, t=text: tmp.write_text(t))
+    write_atomic(out_dir / "results.parquet",
+                 lambda tmp: results_frame(tables, seed).to_parquet(tmp, index=False))
+    write_json(out_dir / "summary.json", summary(tables))
+    report = write_report(tables, out_dir)
+    tables.meta["duration_s"] = time.time() - started
+    out.print(verdict_table(tables))
+    out.print(accuracy_table(tables))
+    for text in tables.meta["notes"]:
+        err.print(f"[yellow]note:[/] {text}", highlight=False)
+    out.print(f"report: {report}\nscenarios: "
+              + ", ".join(str(out_dir / f) for f in meta["scenario_files"])
+              + f" (try: offload model {out_dir / meta['scenario_files'][0]})")
+
+
+def _machine(host_core, engine_core, work) -> str:
+    cores = len(os.sched_getaffinity(0))
+    return (f"{platform.node()}: {cores} cores ({platform.processor() or platform.machine()}),"
+            f" Linux {platform.release()}; host thread on core {host_core}, engine on core "
+            f"{engine_core}, load generator unpinned; application work {work}")
+
+
+def results_frame(tables, seed: int):
+    """The points in the shared result schema: the host-alone columns (U_noe, T_noe)
+    on inline rows, the offload columns (U_cpu, U_oe, T, T_sum) on the others."""
+    frame = tables.points.copy()
+    inline = frame["mode"] == "inline"
+    frame["U_noe"] = frame["U_host"].where(inline)
+    frame["T_noe"] = frame["T"].where(inline)
+    frame["U_cpu"] = frame["U_host"].where(~inline)
+    frame["U_oe"] = frame["U_engine"].where(~inline)
+    frame["T"] = frame["T"].where(~inline)
+    frame["seed"] = seed
+    return frame
+
+
+def summary(tables) -> dict:
+    return jsonable({
+        "meta": tables.meta,
+        "verdicts": tables.verdicts.to_dict("records"),
+        "saturation": tables.saturation.to_dict("records"),
+        "accuracy": tables.accuracy.to_dict("records"),
+        "costs": tables.costs.to_dict("records"),
+        "cost_model": tables.cost_model.to_dict("records"),
+    })
+
+
+def verdict_table(tables) -> Table:
+    t = Table("class", "mode", "verdict", "f", "host µs alone → mode", "delay at ½λ*",
+              "saturation ×", "measured delay ×", "agree", title="Does offload help?",
+              caption="model verdict at half the host-alone saturation rate; f: fraction "
+                      "the optimiser sends to the engine for the fitted mix; × : measured "
+                      "mode / inline")
+    costs = tables.costs.set_index(["class", "mode"])
+    for v in tables.verdicts.itertuples():
+        base, off = costs.loc[(v[1], "inline")], costs.loc[(v[1], v.mode)]
+        t.add_row(v[1], v.mode, v.verdict, f"{v.f:.2f}",
+                  f"{us(base.EXa + base.EXp)} → {us(off.EXa + off.EXo)}",
+                  f"{ms(v.T_noe)} → {ms(v.T)} ms", f"{v.measured_saturation_ratio:.2f}",
+                  _ratio(v.measured_delay_ratio), "yes" if v.agree else "no")
+    return t
+
+
+def accuracy_table(tables) -> Table:
+    t = Table("class", "mode", "metric", "source", "MAPE", "K-S D", "K-S p", "target met",
+              title="Model and simulator against the testbed",
+              caption="MAPE over stable points below 80% utilisation; K-S: exact two-sample "
+                      "test between predicted and measured curves (p > 0.2 passes)")
+    for a in tables.accuracy.itertuples():
+        t.add_row(a[1], a.mode, a.metric, a.source, f"{a.mape:.1%}", f"{a.ks_D:.3f}",
+                  f"{a.ks_p:.3f}", "yes" if a.met else "[red]no[/]")
+    return t
+
+
+def _ratio(x: float) -> str:
+    return "–" if x != x else f"{x:.2f}"

@@ -1,0 +1,148 @@
+"""The study's testbed runs: one server per run, in the mode asked, under one load.
+
+Three kinds of run per class and mode: a closed-loop saturation run (zero think time,
+HTTP/1.0 as in seed 000) for capacity, connections per minute, connection set-up and
+goodput; open-loop Poisson calibration runs; and the open-loop validation sweep.
+:class:`Measured` keeps what the comparison needs from each.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+from scipy import stats
+
+from offloadlab.calibrate.fit import Run
+from offloadlab.errors import RunError
+from offloadlab.study.plan import SATURATION_CLIENTS, ClassLoad, Plan
+from offloadlab.testbed import modes as testbed_modes
+from offloadlab.testbed.server import ServerOptions
+from offloadlab.workload import stream
+
+_TIMEOUT_S = 5.0
+# One generator thread, on the engine's core, with length checks only. On a small
+# machine the generator must share a core: the engine's keeps the host's core to the
+# host, which is what the model queues, in every mode alike. Hashing every large body
+# (SHA-256 runs near 1-2 GB/s) would make the generator the bottleneck; the testbed's
+# own tests check content byte for byte.
+_LOAD = {"threads": 1, "verify": "length"}
+_BATCHES = 10
+LATENCY_SAMPLE = 5000
+
+
+@dataclass(frozen=True)
+class Measured:
+    """One testbed run, reduced: ``run`` for calibration, the rest for comparison."""
+
+    run: Run
+    use: str                 # saturation | calibration | validation
+    U_host: float
+    U_engine: float
+    T_lo: float
+    T_hi: float
+    p99: float
+    errors: int
+    error_rate: float
+    connections_per_s: float
+    connect_s: float
+    goodput_Bps: float
+    cores: tuple[dict, ...]
+    latency: np.ndarray      # per-request total times (a sample)
+
+
+def options(plan: Plan, load: ClassLoad, mode: str) -> ServerOptions:
+    return ServerOptions(root=load.root, mode=mode, host_core=plan.host_core,
+                         engine_core=plan.engine_core, work=plan.work, seed=plan.seed)
+
+
+def measure(plan: Plan, load: ClassLoad, mode: str, use: str, rate: float,
+            progress: Callable | None = None) -> Measured:
+    """One run of ``load``'s class in ``mode``: Poisson at ``rate`` for the budget's run
+    length, or (``use`` = "saturation") closed-loop clients with zero think time."""
+    seed = plan.seed + int(rate * 1000) % 100_000
+    if use == "saturation":
+        requests = stream.closed(load.manifest, SATURATION_CLIENTS, think="det(0)",
+                                 requests=1000, size_class=load.cls, seed=seed)
+        extra = {"repeat": True, "max_duration_s": plan.budget.saturation_s}
+    else:
+        requests = stream.poisson(load.manifest, rate, duration_s=plan.budget.run_s,
+                                  size_class=load.cls, seed=seed)
+        extra = {}
+    try:
+        done = testbed_modes.run_mode(options(plan, load, mode), requests, load.manifest,
+                                      progress=progress, timeout_s=_TIMEOUT_S, records=True,
+                                      cores=_generator_cores(plan), **_LOAD, **extra)
+    except RunError as exc:
+        raise RunError(f"class {load.name}, {mode} mode, {use} run at {rate:g}/s: {exc}"
+                       ) from None
+    return _reduce(load, mode, use, rate, requests.frame["size_bytes"].to_numpy(), done)
+
+
+def _generator_cores(plan: Plan) -> list[int]:
+    return [] if plan.engine_core is None else [plan.engine_core]
+
+
+def _reduce(load: ClassLoad, mode: str, use: str, rate: float, sizes: np.ndarray,
+            done: testbed_modes.ModeRun) -> Measured:
+    report, server = done.load.report, done.server
+    per = server["per_request"]
+    seconds = report["duration_s"]
+    served = server["requests"]
+    host_cpu = (per["host_cpu_s"] or 0.0) * served
+    engine_busy = per.get("engine_busy_cpu_s")
+    engine = math.nan if mode == "inline" or engine_busy is None else engine_busy
+    records = done.load.records
+    total = records.loc[records["error"] == "", "total_s"].to_numpy(float)
+    total = total[np.isfinite(total)]
+    lo, hi = _batch_interval(total)
+    run = Run(cls=load.name, mode=mode, rate=rate if use != "saturation" else math.nan,
+              throughput=report["throughput"], requests=served,
+              host_s=per["host_cpu_s"] or math.nan, app_s=per.get("app_cpu_s") or 0.0,
+              engine_s=engine, T=float(total.mean()) if len(total) else math.nan,
+              sizes=sizes)
+    rng = np.random.default_rng(0)
+    sample = total if len(total) <= LATENCY_SAMPLE else rng.choice(total, LATENCY_SAMPLE,
+                                                                   replace=False)
+    return Measured(
+        run=run, use=use,
+        U_host=host_cpu / seconds if seconds > 0 else math.nan,
+        U_engine=engine * served / seconds if seconds > 0 else math.nan,
+        T_lo=lo, T_hi=hi, p99=report["total"]["p99_s"] or math.nan,
+        errors=report["failed"], error_rate=done.load.error_rate,
+        connections_per_s=report["connections"] / seconds if seconds > 0 else math.nan,
+        connect_s=report["connect_mean_s"], goodput_Bps=report["goodput_Bps"],
+        cores=tuple(server["cores"]), latency=np.sort(sample))
+
+
+def _batch_interval(values: np.ndarray) -> tuple[float, float]:
+    """95% interval of the mean from batch means (consecutive requests are correlated
+    under load, so the plain standard error would be too narrow)."""
+    if len(values) < 2 * _BATCHES:
+        return math.nan, math.nan
+    means = np.array([b.mean() for b in np.array_split(values, _BATCHES)])
+    half = stats.t.ppf(0.975, _BATCHES - 1) * means.std(ddof=1) / math.sqrt(_BATCHES)
+    return float(values.mean() - half), float(values.mean() + half)
+
+
+def cpu_rows(cls: str, mode: str, m: Measured, plan: Plan) -> list[dict]:
+    """Per-core shares of wall time in a run (the seed's CPU breakdown figures)."""
+    rows = []
+    for core in m.cores:
+        parts = {k: core.get(f"{k}_s", 0.0) for k in ("user", "system", "softirq", "irq",
+                                                       "idle")}
+        wall = sum(parts.values())
+        if wall <= 0:
+            continue
+        role = ("host" if core["core"] == plan.host_core else
+                "engine" if core["core"] == plan.engine_core and mode != "inline" else "shared")
+        rows.append({"class": cls, "mode": mode, "core": int(core["core"]), "role": role,
+                     **{k: v / wall for k, v in parts.items()}})
+    return rows
+
+
+def frame(rows: list[dict], columns: tuple[str, ...]) -> pd.DataFrame:
+    return pd.DataFrame(rows, columns=list(columns))

@@ -1,0 +1,157 @@
+"""What a study will do: its workload (which classes, served from where), the modes,
+and the budget that sets run lengths and sweep points. Everything is checked here,
+before any server starts."""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import dataclass, replace
+from pathlib import Path
+
+import pandas as pd
+
+from offloadlab import dist
+from offloadlab.errors import InputError
+from offloadlab.workload import fileset, presets
+from offloadlab.workload.classes import CLASSES, class_name
+
+
+@dataclass(frozen=True)
+class Budget:
+    """Run lengths (seconds of load) and sweep points. Sweep rates are fractions of the
+    calibrated model's saturation rate of each class and mode; calibration runs at
+    fractions of the capacity measured with zero think time, the first light enough
+    that its delay is nearly all fixed path time (d0)."""
+
+    name: str
+    run_s: float
+    saturation_s: float
+    calibration: tuple[float, ...]
+    sweep: tuple[float, ...]
+    sim_requests: int
+
+    def load_seconds(self, classes: int, modes: int) -> float:
+        """Seconds of load the testbed phases plan (without server start-up)."""
+        per = self.saturation_s + self.run_s * (len(self.calibration) + len(self.sweep))
+        return classes * modes * per
+
+
+BUDGETS = {b.name: b for b in (
+    Budget("quick", 2.0, 2.0, (0.1, 0.3, 0.6), (0.1, 0.25, 0.4, 0.55, 0.7, 0.8, 0.9, 1.0),
+           20_000),
+    Budget("standard", 5.0, 5.0, (0.1, 0.3, 0.6), tuple(round(0.1 * i, 2) for i in range(1, 12)),
+           100_000),
+    Budget("thorough", 10.0, 10.0, (0.1, 0.2, 0.4, 0.6),
+           (0.05, 0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.65, 0.7, 0.75, 0.8, 0.85, 0.9, 0.95, 1.0,
+            1.05), 200_000),
+)}
+
+MODES = ("inline", "engine", "uring")
+# A sweep stops after the first point whose p99 passes this many times the model's
+# mean service time at the host (or the absolute bound), or whose errors pass 1%.
+STOP_P99_S = 0.2
+STOP_ERROR_RATE = 0.01
+# Closed-loop clients of the saturation runs (HTTP/1.0, zero think time): enough to
+# keep the engine path full too (32 left host and engine both idle at times).
+SATURATION_CLIENTS = 128
+
+
+@dataclass(frozen=True)
+class ClassLoad:
+    """One size class: the folder served and the manifest rows requested."""
+
+    cls: int
+    root: Path
+    manifest: pd.DataFrame
+
+    @property
+    def name(self) -> str:
+        return class_name(self.cls)
+
+
+@dataclass(frozen=True)
+class Plan:
+    classes: tuple[ClassLoad, ...]
+    modes: tuple[str, ...]
+    budget: Budget
+    work: dist.Dist | None
+    host_core: int | None
+    engine_core: int | None
+    seed: int
+    workload: str
+
+    @property
+    def offload_modes(self) -> tuple[str, ...]:
+        return tuple(m for m in self.modes if m != "inline")
+
+
+def parse_modes(text: str) -> tuple[str, ...]:
+    names = tuple(dict.fromkeys(m.strip() for m in text.split(",") if m.strip()))
+    bad = [m for m in names if m not in MODES]
+    if bad or "inline" not in names or len(names) < 2:
+        raise InputError(f"--modes {text!r}: give inline (the baseline) and at least one "
+                         f"of engine, uring, comma-separated, e.g. inline,engine")
+    return names
+
+
+def parse_classes(text: str) -> tuple[int, ...]:
+    try:
+        numbers = tuple(dict.fromkeys(int(c) for c in text.split(",") if c.strip()))
+    except ValueError:
+        numbers = ()
+    if not numbers or any(c not in CLASSES for c in numbers):
+        raise InputError(f"--classes {text!r}: give size classes 0-4, comma-separated, "
+                         "e.g. 0,3")
+    return numbers
+
+
+def budget(name: str) -> Budget:
+    if name not in BUDGETS:
+        raise InputError(f"--budget {name!r}: use one of {', '.join(BUDGETS)}")
+    return BUDGETS[name]
+
+
+def default_cores() -> tuple[int | None, int | None]:
+    """Host on the first allowed core, engine on the second; unpinned on one core."""
+    allowed = sorted(os.sched_getaffinity(0))
+    return (allowed[0], allowed[1]) if len(allowed) >= 2 else (None, None)
+
+
+def preset_classes(classes: tuple[int, ...], folder: Path, seed: int) -> tuple[ClassLoad, ...]:
+    """Seed 000's file sets for ``classes``, written under ``folder`` (kept if already
+    there from an earlier study with the same seed)."""
+    specs = {int(s.name.rsplit("c", 1)[1]): s for s in presets.preset("seed000", seed)}
+    loads = []
+    for c in classes:
+        root = folder / specs[c].name
+        if not _same_set(root, specs[c]):
+            fileset.materialise(fileset.generate(specs[c]), root)
+        loads.append(ClassLoad(c, root, fileset.read_manifest(root)))
+    return tuple(loads)
+
+
+def _same_set(root: Path, spec) -> bool:
+    try:
+        info = fileset.read_info(root)
+    except (InputError, OSError):
+        return False
+    spec_data = json.loads(json.dumps(fileset.spec_to_dict(spec)))  # as the info file has it
+    return info.get("status") == "complete" and info.get("spec") == spec_data
+
+
+def folder_classes(root: Path, classes: tuple[int, ...] | None) -> tuple[ClassLoad, ...]:
+    """The size classes of an existing file set (all that it has, or ``classes``)."""
+    manifest = fileset.read_manifest(root)
+    present = sorted(int(c) for c in manifest["class"].unique())
+    chosen = classes or tuple(present)
+    missing = [c for c in chosen if c not in present]
+    if missing:
+        raise InputError(f"--fileset {root}: has no files of class {missing[0]} (it has "
+                         f"classes {', '.join(map(str, present))}); pick from those")
+    return tuple(ClassLoad(c, root, manifest) for c in chosen)
+
+
+def with_budget_override(b: Budget, run_s: float | None) -> Budget:
+    """``--run-length`` replaces every run's length."""
+    return b if run_s is None else replace(b, run_s=run_s, saturation_s=run_s)

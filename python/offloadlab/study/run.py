@@ -1,0 +1,174 @@
+"""``offload study`` end to end: measure capacity, calibrate, predict, sweep, compare.
+
+Phases, each reported to ``progress(phase, done, total)`` in seconds of planned load:
+
+1. saturation: a closed-loop run per class and mode (capacity, Tables 4-3/4-4 analogs);
+2. calibration: Poisson runs at fractions of that capacity, then the fit
+   (:mod:`offloadlab.calibrate.fit`) and one fitted scenario per offload mode;
+3. measure: the Poisson sweep at fractions of the model's saturation rate, stopping
+   after a point whose p99 or error rate passes its bound;
+4. predict and compare: model (both delay variants) and simulator at the swept rates.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import replace
+
+import numpy as np
+import pandas as pd
+
+from offloadlab import model, scenario, sim
+from offloadlab.calibrate import fit
+from offloadlab.scenario import Scenario, TrafficClass
+from offloadlab.study import compare
+from offloadlab.study.measure import Measured, measure
+from offloadlab.study.plan import STOP_ERROR_RATE, STOP_P99_S, Plan
+
+Progress = Callable[[str, float, float], None]
+# Points on each model line of the figures, from 0 to a little past saturation.
+_LINE_POINTS = 40
+
+
+def run(plan: Plan, progress: Progress | None = None) -> compare.Study:
+    """Run the study; returns everything the report and the summary need."""
+    tick = progress or (lambda phase, done, total: None)
+    pairs = [(load, mode) for load in plan.classes for mode in plan.modes]
+    budget = plan.budget
+
+    total = len(pairs) * budget.saturation_s
+    saturation: dict = {}
+    for i, (load, mode) in enumerate(pairs):
+        tick("saturation", i * budget.saturation_s, total)
+        saturation[load.name, mode] = measure(plan, load, mode, "saturation", 0.0)
+    tick("saturation", total, total)
+
+    total = len(pairs) * budget.run_s * len(budget.calibration)
+    calibration: dict = {}
+    done = 0.0
+    for load, mode in pairs:
+        capacity = saturation[load.name, mode].run.throughput
+        runs = []
+        for share in budget.calibration:
+            tick("calibration", done, total)
+            runs.append(measure(plan, load, mode, "calibration", share * capacity))
+            done += budget.run_s
+        calibration[load.name, mode] = runs
+    tick("calibration", total, total)
+    fitted = calibrate(plan, calibration)
+
+    total = len(pairs) * budget.run_s * len(budget.sweep)
+    sweeps: dict = {}
+    done = 0.0
+    for load, mode in pairs:
+        top = fitted.fits[load.name, mode].saturation
+        sweeps[load.name, mode] = []
+        for share in budget.sweep:
+            tick("measure", done, total)
+            m = measure(plan, load, mode, "validation", share * top)
+            done += budget.run_s
+            sweeps[load.name, mode].append(m)
+            if _stop(m):
+                break
+    tick("measure", total, total)
+
+    tick("predict", 0, len(pairs))
+    predictions = {}
+    for i, (load, mode) in enumerate(pairs):
+        rates = np.array([m.run.rate for m in sweeps[load.name, mode]])
+        predictions[load.name, mode] = predict(fitted, load.name, mode, rates,
+                                               budget.sim_requests, plan.seed)
+        tick("predict", i + 1, len(pairs))
+    return compare.Study(plan, fitted, saturation, calibration, sweeps, predictions)
+
+
+def _stop(m: Measured) -> bool:
+    """The sweep has passed saturation: p99 or errors past their bounds, or the server
+    fell clearly behind the offered rate."""
+    return (not m.p99 <= STOP_P99_S or not m.error_rate <= STOP_ERROR_RATE
+            or m.run.throughput < 0.9 * m.run.rate)
+
+
+def calibrate(plan: Plan, calibration: dict) -> compare.Fitted:
+    """Fits per class and mode, the structural cost models, one scenario per offload
+    mode, and d0 (the delay outside host and engine) per class and mode."""
+    mss = fit.loopback_mss()
+    names = [load.name for load in plan.classes]
+
+    def side(mode: str, field: str, label: str, less_app: bool = True) -> fit.CostModel:
+        runs = [[m.run for m in calibration[c, mode]] for c in names]
+        means = [fit.demand(r, field) - (fit.demand(r, "app_s") if less_app else 0.0)
+                 for r in runs]
+        sizes = [np.concatenate([x.sizes for x in r]) for r in runs]
+        return fit.fit_cost_model(mode, label, names, means, sizes, mss)
+
+    models = [side("inline", "host_s", "host_proto")]
+    fits = {}
+    for c in names:
+        fits[c, "inline"] = fit.fit_class([m.run for m in calibration[c, "inline"]], mss,
+                                          host_model=models[0])
+    for mode in plan.offload_modes:
+        overhead = side(mode, "host_s", "host_overhead")
+        engine = side(mode, "engine_s", "engine", less_app=False)
+        models += [overhead, engine]
+        for c in names:
+            fits[c, mode] = fit.fit_class([m.run for m in calibration[c, mode]], mss,
+                                          engine_model=engine)
+    scenarios = {mode: build_scenario(plan, fits, mode) for mode in plan.offload_modes}
+    fitted = compare.Fitted(fits, tuple(models), scenarios)
+    for (c, mode), runs in calibration.items():
+        # d0 from the lightest run: queueing there is small and so is the noise that
+        # rare stalls put into mean delays at higher loads.
+        light = min(runs, key=lambda m: m.run.throughput).run
+        column = "T_noe" if mode == "inline" else "T"
+        predicted = _model_rows(fitted, c, mode, np.array([light.throughput]))[column][0]
+        fits[c, mode] = replace(fits[c, mode], d0=float(light.T - predicted))
+    return fitted
+
+
+def build_scenario(plan: Plan, fits: dict, mode: str) -> Scenario:
+    """The fitted scenario of one offload mode: every class with its own costs, equal
+    shares of a total rate at half the host-alone capacity of that mix, and offload
+    left to the optimiser. X_a keeps the shape of the configured work."""
+    work_scv = plan.work.scv if plan.work is not None else 0.0
+    names = [load.name for load in plan.classes]
+    inline_demand = np.mean([fits[c, "inline"].host for c in names])
+    rate = 0.5 / inline_demand / len(names)
+    classes = []
+    for c in names:
+        base, off = fits[c, "inline"], fits[c, mode]
+        classes.append(TrafficClass(
+            c, rate,
+            app=fit.with_moments(base.EXa, base.EXa**2 * (1 + work_scv)),
+            host_proto=fit.with_moments(base.EXp, base.EXp_m2),
+            host_overhead=fit.with_moments(off.EXo, off.EXo**2),
+            engine_overhead=fit.with_moments(off.EXc, off.EXc**2),
+            engine_proto=fit.with_moments(off.EXq, off.EXq_m2),
+            offload="auto"))
+    return Scenario(f"fitted-{mode}", tuple(classes),
+                    scenario.Options(system_delay="max", cpu_queue="mg1"),
+                    f"Fitted by offload study on the testbed ({mode} mode, "
+                    f"{plan.workload}); equal class shares at half the host-alone capacity")
+
+
+def _model_rows(fitted: compare.Fitted, cls: str, mode: str, rates: np.ndarray) -> dict:
+    result = model.evaluate(fitted.single(cls, mode), rates, fractions=[1.0])
+    return {k: v[:, 0] for k, v in result.per_class.items()}
+
+
+def predict(fitted: compare.Fitted, cls: str, mode: str, rates: np.ndarray,
+            requests: int, seed: int) -> dict[str, pd.DataFrame]:
+    """Model at the swept rates and on a line up to past saturation; the simulator at
+    the swept rates below saturation. Frames in the points table's columns."""
+    f = fitted.fits[cls, mode]
+    line = np.linspace(0, 1.05 * f.saturation, _LINE_POINTS)[1:]
+    at = compare.model_points(_model_rows(fitted, cls, mode, rates), rates, cls, mode, f.d0)
+    drawn = compare.model_points(_model_rows(fitted, cls, mode, line), line, cls, mode, f.d0)
+    stable = rates[(rates > 0) & (rates < 0.98 * f.saturation)]
+    sims = pd.DataFrame()
+    if len(stable):
+        result = sim.run(fitted.single(cls, mode), rates=stable, fractions=[1.0],
+                         requests=requests, seed=seed)
+        sims = compare.sim_points(result, stable, cls, mode, f.d0)
+    return {"at": at, "line": drawn, "sim": sims}
+

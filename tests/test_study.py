@@ -1,0 +1,122 @@
+"""``offload study`` end to end on the real testbed (short runs), its outputs, a re-run's
+agreement, and bad input. Each study starts and stops its servers itself; every run is
+bounded by the budget's run length."""
+
+import json
+import math
+
+import pandas as pd
+import pytest
+from typer.testing import CliRunner
+
+from offloadlab import model, scenario
+from offloadlab.cli import app
+from offloadlab.study import plan
+from offloadlab.study.tables import COLUMNS
+
+runner = CliRunner()
+ARGS = ["study", "--classes", "0,3", "--modes", "inline,engine", "--run-length", "1.5s"]
+
+
+@pytest.fixture(scope="module")
+def studies(tmp_path_factory):
+    """The same study twice, sharing the file sets (the second finds them in place)."""
+    first = tmp_path_factory.mktemp("study")
+    results = []
+    for out in (first, first / "again"):
+        result = runner.invoke(app, [*ARGS, "--out", str(out)])
+        assert result.exit_code == 0, result.output
+        results.append((out, result.output))
+    return results
+
+
+def test_a_study_writes_its_report_results_scenarios_and_summary(studies):
+    out, text = studies[0]
+    assert (out / "report.html").stat().st_size > 0
+    assert len(list((out / "figures").glob("*.png"))) >= 5
+    assert "Does offload help?" in text and str(out / "report.html") in text
+    frame = pd.read_parquet(out / "results.parquet")
+    assert set(frame["source"]) == {"model", "sim", "testbed"}
+    assert set(frame["class"]) == {"c0", "c3"} and set(frame["mode"]) == {"inline", "engine"}
+    # The shared schema: host-alone columns on inline rows, offload columns on the others.
+    inline = frame[frame["mode"] == "inline"]
+    assert inline["U_noe"].notna().all() and inline["U_cpu"].isna().all()
+    engine = frame[(frame["mode"] == "engine") & (frame["source"] == "testbed")]
+    assert (engine["U_oe"] > 0).all() and engine["U_noe"].isna().all()
+    summary = json.loads((out / "summary.json").read_text())
+    assert {(v["class"], v["mode"]) for v in summary["verdicts"]} == {("c0", "engine"),
+                                                                      ("c3", "engine")}
+    assert set(summary["accuracy"][0]) == set(COLUMNS["accuracy"])
+
+
+def test_the_fitted_scenario_is_reusable_and_matches_the_costs(studies):
+    out, _ = studies[0]
+    sc = scenario.load(out / "scenario-engine.toml")
+    summary = json.loads((out / "summary.json").read_text())
+    costs = {(c["class"], c["mode"]): c for c in summary["costs"]}
+    for cls in sc.classes:
+        base, off = costs[cls.name, "inline"], costs[cls.name, "engine"]
+        assert cls.app.mean == pytest.approx(base["EXa"])
+        assert cls.host_proto.mean == pytest.approx(base["EXp"])
+        assert cls.host_overhead.mean == pytest.approx(off["EXo"])
+        assert (cls.engine_overhead.mean + cls.engine_proto.mean
+                == pytest.approx(off["EXc"] + off["EXq"]))
+        # Application work is about the configured exp(mean=100us), measured.
+        assert 90e-6 < cls.app.mean < 115e-6
+        assert 0 < cls.host_overhead.mean < cls.host_proto.mean
+    assert model.evaluate(sc).rows()  # the model solves it as written
+
+
+def test_the_model_tracks_measured_host_utilisation_and_capacity(studies):
+    """Loose bounds (the machine is shared and noisy): they catch a broken fit, a unit
+    slip or a wrong utilisation law, not the accuracy the report scores."""
+    summary = json.loads(((studies[0][0]) / "summary.json").read_text())
+    host = [a for a in summary["accuracy"] if a["metric"] == "U_host" and a["source"] == "model"]
+    assert len(host) == 4 and all(a["mape"] < 0.25 for a in host), host
+    for s in summary["saturation"]:
+        assert abs(s["error"]) < 0.5, s
+        assert s["conn_per_min"] == pytest.approx(60 * s["measured"], rel=0.05)
+
+
+def test_a_rerun_agrees_on_verdicts_and_saturation(studies):
+    (a, _), (b, _) = studies
+    first, second = (json.loads((x / "summary.json").read_text()) for x in (a, b))
+    verdicts = [{(v["class"], v["mode"]): v["verdict"] for v in s["verdicts"]}
+                for s in (first, second)]
+    assert verdicts[0] == verdicts[1]
+    capacity = [{(s["class"], s["mode"]): s["measured"] for s in x["saturation"]}
+                for x in (first, second)]
+    for key, rate in capacity[0].items():
+        assert capacity[1][key] == pytest.approx(rate, rel=0.10), key
+
+
+@pytest.mark.parametrize("args, fragment", [
+    (["--modes", "engine"], "give inline"),
+    (["--modes", "inline,nic"], "give inline"),
+    (["--classes", "7"], "size classes 0-4"),
+    (["--budget", "huge"], "quick, standard, thorough"),
+    (["--work", "exp(mean=-1us)"], "--work"),
+    (["--run-length", "soon"], "--run-length"),
+])
+def test_bad_input_is_refused_before_any_run(tmp_path, args, fragment):
+    result = runner.invoke(app, ["study", "--out", str(tmp_path / "s"), *args])
+    assert result.exit_code == 2
+    assert fragment in result.output
+    assert not (tmp_path / "s").exists()
+
+
+def test_a_fileset_without_the_class_is_refused(tmp_path):
+    fs = tmp_path / "fs"
+    result = runner.invoke(app, ["workload", "fileset", "--preset", "seed000", "--out", str(fs)])
+    assert result.exit_code == 0, result.output
+    result = runner.invoke(app, ["study", "--fileset", str(fs / "seed000-c0"), "--classes",
+                                 "3", "--out", str(tmp_path / "s")])
+    assert result.exit_code == 2 and "has no files of class 3" in result.output
+
+
+def test_budgets_plan_their_load():
+    quick = plan.budget("quick")
+    assert quick.load_seconds(2, 2) == 4 * (2 + 2 * (3 + 8))
+    assert plan.with_budget_override(quick, 1.0).run_s == 1.0
+    assert all(b.sweep == tuple(sorted(b.sweep)) for b in plan.BUDGETS.values())
+    assert math.isclose(max(plan.BUDGETS["standard"].sweep), 1.1)
