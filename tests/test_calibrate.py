@@ -105,3 +105,12 @@ def test_fit_class_splits_host_and_engine_demand():
     assert (off.EXo, off.EXc, off.EXq) == pytest.approx((8e-6, 12e-6, 18e-6))
     assert off.EXq_m2 > off.EXq**2  # the sizes spread X_q
     assert off.bottleneck == "host" and off.saturation == pytest.approx(1 / 108e-6)
+
+
+def test_combine_weighs_estimates_by_their_precision():
+    d0, hw = fit.combine(np.array([100e-6, 300e-6]), np.array([10e-6, 30e-6]))
+    # Weights 1/10² and 1/30²: 9:1.
+    assert d0 == pytest.approx((9 * 100e-6 + 300e-6) / 10)
+    assert hw == pytest.approx(1 / math.sqrt(1 / 10e-6**2 + 1 / 30e-6**2))
+    d0, hw = fit.combine(np.array([1.0, 3.0]), np.array([math.nan, math.nan]))
+    assert d0 == 2.0 and math.isnan(hw)

@@ -13,6 +13,8 @@ from offloadlab import model, scenario
 from offloadlab.cli import app
 from offloadlab.study import plan
 from offloadlab.study.tables import COLUMNS
+from offloadlab.workload import fileset
+from offloadlab.workload.specs import FileSetSpec
 
 runner = CliRunner()
 ARGS = ["study", "--classes", "0,3", "--modes", "inline,engine", "--run-length", "1.5s"]
@@ -20,11 +22,12 @@ ARGS = ["study", "--classes", "0,3", "--modes", "inline,engine", "--run-length",
 
 @pytest.fixture(scope="module")
 def studies(tmp_path_factory):
-    """The same study twice, sharing the file sets (the second finds them in place)."""
+    """The same study twice (the second without the mix, to save time), sharing the
+    file sets: the second finds them in place."""
     first = tmp_path_factory.mktemp("study")
     results = []
-    for out in (first, first / "again"):
-        result = runner.invoke(app, [*ARGS, "--out", str(out)])
+    for out, extra in ((first, []), (first / "again", ["--no-mix"])):
+        result = runner.invoke(app, [*ARGS, *extra, "--out", str(out)])
         assert result.exit_code == 0, result.output
         results.append((out, result.output))
     return results
@@ -37,7 +40,8 @@ def test_a_study_writes_its_report_results_scenarios_and_summary(studies):
     assert "Does offload help?" in text and str(out / "report.html") in text
     frame = pd.read_parquet(out / "results.parquet")
     assert set(frame["source"]) == {"model", "sim", "testbed"}
-    assert set(frame["class"]) == {"c0", "c3"} and set(frame["mode"]) == {"inline", "engine"}
+    assert set(frame["class"]) == {"c0", "c3", "mix"}
+    assert set(frame["mode"]) == {"inline", "engine"}
     # The shared schema: host-alone columns on inline rows, offload columns on the others.
     inline = frame[frame["mode"] == "inline"]
     assert inline["U_noe"].notna().all() and inline["U_cpu"].isna().all()
@@ -72,7 +76,7 @@ def test_the_model_tracks_measured_host_utilisation_and_capacity(studies):
     slip or a wrong utilisation law, not the accuracy the report scores."""
     summary = json.loads(((studies[0][0]) / "summary.json").read_text())
     host = [a for a in summary["accuracy"] if a["metric"] == "U_host" and a["source"] == "model"]
-    assert len(host) == 4 and all(a["mape"] < 0.25 for a in host), host
+    assert len(host) == 6 and all(a["mape"] < 0.25 for a in host), host
     for s in summary["saturation"]:
         assert abs(s["error"]) < 0.5, s
         assert s["conn_per_min"] == pytest.approx(60 * s["measured"], rel=0.05)
@@ -86,8 +90,9 @@ def test_a_rerun_agrees_on_verdicts_and_saturation(studies):
     assert verdicts[0] == verdicts[1]
     capacity = [{(s["class"], s["mode"]): s["measured"] for s in x["saturation"]}
                 for x in (first, second)]
-    for key, rate in capacity[0].items():
-        assert capacity[1][key] == pytest.approx(rate, rel=0.10), key
+    assert set(capacity[1]) == {(c, m) for c in ("c0", "c3") for m in ("inline", "engine")}
+    for key, rate in capacity[1].items():
+        assert capacity[0][key] == pytest.approx(rate, rel=0.10), key
 
 
 @pytest.mark.parametrize("args, fragment", [
@@ -117,6 +122,39 @@ def test_a_fileset_without_the_class_is_refused(tmp_path):
 def test_budgets_plan_their_load():
     quick = plan.budget("quick")
     assert quick.load_seconds(2, 2) == 4 * (2 + 2 * (3 + 8))
+    assert quick.load_seconds(2, 2, mix=True) == 4 * (2 + 2 * (3 + 8)) + 2 * (2 + 2 * 8)
     assert plan.with_budget_override(quick, 1.0).run_s == 1.0
     assert all(b.sweep == tuple(sorted(b.sweep)) for b in plan.BUDGETS.values())
     assert math.isclose(max(plan.BUDGETS["standard"].sweep), 1.1)
+
+
+def test_the_mix_is_checked_against_the_multi_class_model(studies):
+    out, _ = studies[0]
+    summary = json.loads((out / "summary.json").read_text())
+    costs = {(c["class"], c["mode"]): c for c in summary["costs"]}
+    # Seed 000's separate sets are mixed in equal shares: the mix's costs are means.
+    for field in ("EXa", "EXp"):
+        assert costs["mix", "inline"][field] == pytest.approx(
+            (costs["c0", "inline"][field] + costs["c3", "inline"][field]) / 2)
+    sat = {(s["class"], s["mode"]): s for s in summary["saturation"]}
+    demand = (1 / sat["c0", "inline"]["model"] + 1 / sat["c3", "inline"]["model"]) / 2
+    assert sat["mix", "inline"]["model"] == pytest.approx(1 / demand)
+    frame = pd.read_parquet(out / "results.parquet")
+    mixed = frame[(frame["class"] == "mix") & (frame["source"] == "testbed")]
+    assert len(mixed) >= 4 * 2 and (mixed["errors"] == 0).all()
+
+
+def test_mixing_one_file_set_keeps_its_popularity(tmp_path):
+    fs = tmp_path / "fs"
+    fileset.materialise(fileset.generate(FileSetSpec(name="site", n_files=300,
+                                                     max_bytes=200_000, seed=5)), fs)
+    loads = plan.folder_classes(fs, (0, 1, 2))
+    load, shares = plan.mix(loads)
+    manifest = loads[0].manifest
+    chosen = manifest[manifest["class"].isin([0, 1, 2])]
+    assert set(load.manifest["path"]) == set(chosen["path"])
+    for c, name in enumerate(("c0", "c1", "c2")):
+        expected = chosen.loc[chosen["class"] == c, "probability"].sum() / chosen[
+            "probability"].sum()
+        assert shares[name] == pytest.approx(expected)
+    assert load.root == fs and load.size_class is None

@@ -15,7 +15,9 @@ the slope by hand. The testbed measures more directly, so this module uses:
   mean (lognormal and Pareto fits of those costs are reported; the scenario keeps the
   lognormal with the same two moments, all an M/G/1 queue needs);
 - d0, the mean delay outside host and engine (loopback, kernel, the client's own
-  time), as the measured delay less the model's at the calibration rates.
+  time, the hop to the engine), as the measured delay less the model's at the
+  calibration rates, combined by inverse variance so that a run hit by a rare stall
+  counts little.
 """
 
 from __future__ import annotations
@@ -162,6 +164,7 @@ class ClassFit:
     lognormal: str = ""
     pareto: str = ""
     d0: float = math.nan
+    d0_hw: float = math.nan  # half-width of d0's 95% interval
 
     @property
     def host(self) -> float:
@@ -211,6 +214,32 @@ def fit_class(runs: Sequence[Run], mss: int, host_model: CostModel | None = None
     lognormal, pareto = fits(costs)
     return ClassFit(first.cls, first.mode, EXa, EXo=other, EXc=EXc, EXq=engine - EXc,
                     EXq_m2=float((costs**2).mean()), lognormal=lognormal, pareto=pareto)
+
+
+def mixture(fits: Sequence[ClassFit], shares: Sequence[float], name: str) -> ClassFit:
+    """The mean costs of a mix of classes (all in one mode) with these request shares:
+    what the utilisation law and the mix's saturation rate depend on."""
+    w = np.asarray(shares, float) / np.sum(shares)
+
+    def mean(attr: str) -> float:
+        return float(sum(wi * getattr(f, attr) for wi, f in zip(w, fits, strict=True)))
+
+    return ClassFit(name, fits[0].mode, mean("EXa"), EXp=mean("EXp"), EXp_m2=mean("EXp_m2"),
+                    EXo=mean("EXo"), EXc=mean("EXc"), EXq=mean("EXq"), EXq_m2=mean("EXq_m2"),
+                    d0=mean("d0"))
+
+
+def combine(values: np.ndarray, half_widths: np.ndarray) -> tuple[float, float]:
+    """Inverse-variance weighted mean of estimates with 95% half-widths, and its own
+    half-width. A run whose mean delay carries a rare stall has a wide interval and so
+    little weight. Estimates without an interval count only if none has one."""
+    v, hw = np.asarray(values, float), np.asarray(half_widths, float)
+    ok = np.isfinite(v) & np.isfinite(hw) & (hw > 0)
+    if not ok.any():
+        finite = v[np.isfinite(v)]
+        return (float(finite.mean()) if len(finite) else math.nan), math.nan
+    w = 1 / hw[ok] ** 2
+    return float((w * v[ok]).sum() / w.sum()), float(1 / math.sqrt(w.sum()))
 
 
 def ks(model: Sequence[float], measured: Sequence[float]) -> tuple[float, float]:

@@ -48,6 +48,9 @@ def study_cmd(
              "det(0) for none.")] = DEFAULT_WORK,
     run_length: Annotated[str | None, typer.Option(
         help="Override the budget's length of every run, e.g. 1s.")] = None,
+    mix: Annotated[bool, typer.Option(
+        help="Also run the classes mixed in one stream, to check the multi-class model "
+             "(needs two or more classes).")] = True,
     seed: Annotated[int, typer.Option(help="Seed of the file sets, streams and work.")] = 1,
     host_core: HostCore = None,
     engine_core: EngineCore = None,
@@ -56,7 +59,7 @@ def study_cmd(
     rate sweep, and report whether offload helps, per class."""
     chosen = None if classes is None else _plan().parse_classes(classes)
     study(out_dir, fileset_dir, chosen, modes, budget, work, run_length, seed, host_core,
-          engine_core)
+          engine_core, mix)
 
 
 @app.command()
@@ -67,7 +70,8 @@ def demo(
 ) -> None:
     """A quick study on the embedded defaults: a small and a large file class (seed 000's
     classes 0 and 3), inline against engine mode, in a few minutes."""
-    study(out_dir, None, (0, 3), "inline,engine", "quick", DEFAULT_WORK, None, 1, None, None)
+    study(out_dir, None, (0, 3), "inline,engine", "quick", DEFAULT_WORK, None, 1, None, None,
+          True)
 
 
 def _plan():
@@ -77,7 +81,8 @@ def _plan():
 
 
 def study(out_dir: Path, fileset_dir: Path | None, classes, modes: str, budget: str,
-          work: str, run_length: str | None, seed: int, host_core, engine_core) -> None:
+          work: str, run_length: str | None, seed: int, host_core, engine_core,
+          mixed: bool) -> None:
     from offloadlab.report.html import write_report
     from offloadlab.study import compare, run
 
@@ -103,11 +108,16 @@ def study(out_dir: Path, fileset_dir: Path | None, classes, modes: str, budget: 
         loads = plan.preset_classes(classes or tuple(range(5)), out_dir / "fileset", seed)
         workload = "seed 000's file sets"
     workload += f", classes {', '.join(load.name for load in loads)}, {what}"
+    mixed_load, shares = plan.mix(loads) if len(loads) > 1 else (None, {loads[0].name: 1.0})
+    if mixed and mixed_load is not None:
+        workload += ", and all of them mixed (" + ", ".join(
+            f"{name} {share:.0%}" for name, share in shares.items()) + ")"
     the_plan = plan.Plan(loads, names, chosen_budget, work_dist if work_dist.mean > 0 else None,
-                         host_core, engine_core, seed, workload)
-    load_s = chosen_budget.load_seconds(len(loads), len(names))
-    err.print(f"study: {len(loads)} classes × {len(names)} modes, about {load_s / 60:.1f} "
-              "minutes of load", highlight=False)
+                         host_core, engine_core, seed, workload, shares,
+                         mixed_load if mixed else None)
+    load_s = chosen_budget.load_seconds(len(loads), len(names), the_plan.mix is not None)
+    err.print(f"study: {len(the_plan.loads)} loads × {len(names)} modes, about "
+              f"{load_s / 60:.1f} minutes of load", highlight=False)
     columns = (TextColumn("{task.description:12}"), BarColumn(),
                TextColumn("{task.percentage:>3.0f}%"), TimeRemainingColumn())
     with Progress(*columns, console=err, disable=not err.is_terminal) as bar:

@@ -41,15 +41,24 @@ DPI = 110
 # Figures
 
 
-def utilisation_figure(points: pd.DataFrame) -> Figure | None:
-    """Host and engine utilisation against the class's arrival rate, one panel per class:
-    model lines, simulator 95% bands, testbed markers."""
+def _class_panels(points: pd.DataFrame) -> tuple[Figure, list] | None:
+    """A figure with one panel per class and its (axes, class) pairs; None without any."""
     classes = _classes(points)
     if not classes:
         return None
     fig, axes = _panels(len(classes))
+    return fig, list(zip(axes[0], classes, strict=True))
+
+
+def utilisation_figure(points: pd.DataFrame) -> Figure | None:
+    """Host and engine utilisation against the class's arrival rate, one panel per class:
+    model lines, simulator 95% bands, testbed markers."""
+    panels = _class_panels(points)
+    if panels is None:
+        return None
+    fig, pairs = panels
     drawn: set[str] = set()
-    for ax, klass in zip(axes[0], classes, strict=True):
+    for ax, klass in pairs:
         top = 1.05
         for mode in _modes(points):
             color = _color(mode)
@@ -80,12 +89,12 @@ def utilisation_figure(points: pd.DataFrame) -> Figure | None:
 def delay_figure(points: pd.DataFrame) -> Figure | None:
     """Mean delay against the class's arrival rate (log scale), one panel per class:
     model T and T_sum, simulator 95% band, testbed means with 95% intervals."""
-    classes = _classes(points)
-    if not classes:
+    panels = _class_panels(points)
+    if panels is None:
         return None
-    fig, axes = _panels(len(classes))
+    fig, pairs = panels
     drawn: set[str] = set()
-    for ax, klass in zip(axes[0], classes, strict=True):
+    for ax, klass in pairs:
         for mode in _modes(points):
             color = _color(mode)
             model = _rows(points, "model", mode, klass)

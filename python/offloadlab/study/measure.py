@@ -66,11 +66,11 @@ def measure(plan: Plan, load: ClassLoad, mode: str, use: str, rate: float,
     seed = plan.seed + int(rate * 1000) % 100_000
     if use == "saturation":
         requests = stream.closed(load.manifest, SATURATION_CLIENTS, think="det(0)",
-                                 requests=1000, size_class=load.cls, seed=seed)
+                                 requests=1000, size_class=load.size_class, seed=seed)
         extra = {"repeat": True, "max_duration_s": plan.budget.saturation_s}
     else:
         requests = stream.poisson(load.manifest, rate, duration_s=plan.budget.run_s,
-                                  size_class=load.cls, seed=seed)
+                                  size_class=load.size_class, seed=seed)
         extra = {}
     try:
         done = testbed_modes.run_mode(options(plan, load, mode), requests, load.manifest,

@@ -31,10 +31,11 @@ class Budget:
     sweep: tuple[float, ...]
     sim_requests: int
 
-    def load_seconds(self, classes: int, modes: int) -> float:
-        """Seconds of load the testbed phases plan (without server start-up)."""
+    def load_seconds(self, classes: int, modes: int, mix: bool = False) -> float:
+        """Seconds of load the testbed phases plan (without server start-up); the mix
+        is measured but not calibrated on."""
         per = self.saturation_s + self.run_s * (len(self.calibration) + len(self.sweep))
-        return classes * modes * per
+        return modes * (classes * per + mix * (self.saturation_s + self.run_s * len(self.sweep)))
 
 
 BUDGETS = {b.name: b for b in (
@@ -57,17 +58,19 @@ STOP_ERROR_RATE = 0.01
 SATURATION_CLIENTS = 128
 
 
+# The name of the mixed load: every studied class in one stream.
+MIX = "mix"
+
+
 @dataclass(frozen=True)
 class ClassLoad:
-    """One size class: the folder served and the manifest rows requested."""
+    """A load to run: one size class, or (``size_class`` None) the mix of the studied
+    classes; the folder served and the objects requested from it."""
 
-    cls: int
+    name: str
     root: Path
     manifest: pd.DataFrame
-
-    @property
-    def name(self) -> str:
-        return class_name(self.cls)
+    size_class: int | None
 
 
 @dataclass(frozen=True)
@@ -80,10 +83,18 @@ class Plan:
     engine_core: int | None
     seed: int
     workload: str
+    # Each class's share of the requests in the mix and in the fitted scenario.
+    shares: dict[str, float]
+    mix: ClassLoad | None = None
 
     @property
     def offload_modes(self) -> tuple[str, ...]:
         return tuple(m for m in self.modes if m != "inline")
+
+    @property
+    def loads(self) -> tuple[ClassLoad, ...]:
+        """Everything that runs: the classes, then the mix if there is one."""
+        return self.classes + ((self.mix,) if self.mix is not None else ())
 
 
 def parse_modes(text: str) -> tuple[str, ...]:
@@ -127,7 +138,7 @@ def preset_classes(classes: tuple[int, ...], folder: Path, seed: int) -> tuple[C
         root = folder / specs[c].name
         if not _same_set(root, specs[c]):
             fileset.materialise(fileset.generate(specs[c]), root)
-        loads.append(ClassLoad(c, root, fileset.read_manifest(root)))
+        loads.append(ClassLoad(class_name(c), root, fileset.read_manifest(root), c))
     return tuple(loads)
 
 
@@ -149,7 +160,35 @@ def folder_classes(root: Path, classes: tuple[int, ...] | None) -> tuple[ClassLo
     if missing:
         raise InputError(f"--fileset {root}: has no files of class {missing[0]} (it has "
                          f"classes {', '.join(map(str, present))}); pick from those")
-    return tuple(ClassLoad(c, root, manifest) for c in chosen)
+    return tuple(ClassLoad(class_name(c), root, manifest, c) for c in chosen)
+
+
+def mix(loads: tuple[ClassLoad, ...]) -> tuple[ClassLoad, dict[str, float]]:
+    """The studied classes in one stream, and each class's share of its requests. One
+    file set keeps its own popularity across its classes; separate per-class sets
+    (seed 000's) are served from their common folder in equal shares."""
+    roots = {load.root for load in loads}
+    if len(roots) == 1:
+        root = loads[0].root
+        manifest = loads[0].manifest
+        manifest = manifest[manifest["class"].isin([load.size_class for load in loads])]
+        total = manifest["probability"].sum()
+        shares = {load.name: float(manifest.loc[manifest["class"] == load.size_class,
+                                                "probability"].sum() / total)
+                  for load in loads}
+    else:
+        root = loads[0].root.parent
+        if any(load.root.parent != root for load in loads):
+            raise InputError("the classes' file sets must share a folder to be mixed")
+        parts = []
+        for load in loads:
+            part = load.manifest[load.manifest["class"] == load.size_class].copy()
+            part["path"] = f"{load.root.name}/" + part["path"].astype(str)
+            part["probability"] = part["probability"] / part["probability"].sum() / len(loads)
+            parts.append(part)
+        manifest = pd.concat(parts, ignore_index=True)
+        shares = {load.name: 1 / len(loads) for load in loads}
+    return ClassLoad(MIX, root, manifest.reset_index(drop=True), None), shares
 
 
 def with_budget_override(b: Budget, run_s: float | None) -> Budget:

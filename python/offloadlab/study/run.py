@@ -23,7 +23,7 @@ from offloadlab.calibrate import fit
 from offloadlab.scenario import Scenario, TrafficClass
 from offloadlab.study import compare
 from offloadlab.study.measure import Measured, measure
-from offloadlab.study.plan import STOP_ERROR_RATE, STOP_P99_S, Plan
+from offloadlab.study.plan import MIX, STOP_ERROR_RATE, STOP_P99_S, Plan
 
 Progress = Callable[[str, float, float], None]
 # Points on each model line of the figures, from 0 to a little past saturation.
@@ -33,7 +33,8 @@ _LINE_POINTS = 40
 def run(plan: Plan, progress: Progress | None = None) -> compare.Study:
     """Run the study; returns everything the report and the summary need."""
     tick = progress or (lambda phase, done, total: None)
-    pairs = [(load, mode) for load in plan.classes for mode in plan.modes]
+    classes = [(load, mode) for load in plan.classes for mode in plan.modes]
+    pairs = [(load, mode) for load in plan.loads for mode in plan.modes]
     budget = plan.budget
 
     total = len(pairs) * budget.saturation_s
@@ -43,10 +44,10 @@ def run(plan: Plan, progress: Progress | None = None) -> compare.Study:
         saturation[load.name, mode] = measure(plan, load, mode, "saturation", 0.0)
     tick("saturation", total, total)
 
-    total = len(pairs) * budget.run_s * len(budget.calibration)
+    total = len(classes) * budget.run_s * len(budget.calibration)
     calibration: dict = {}
     done = 0.0
-    for load, mode in pairs:
+    for load, mode in classes:
         capacity = saturation[load.name, mode].run.throughput
         runs = []
         for share in budget.calibration:
@@ -117,12 +118,15 @@ def calibrate(plan: Plan, calibration: dict) -> compare.Fitted:
     scenarios = {mode: build_scenario(plan, fits, mode) for mode in plan.offload_modes}
     fitted = compare.Fitted(fits, tuple(models), scenarios)
     for (c, mode), runs in calibration.items():
-        # d0 from the lightest run: queueing there is small and so is the noise that
-        # rare stalls put into mean delays at higher loads.
-        light = min(runs, key=lambda m: m.run.throughput).run
         column = "T_noe" if mode == "inline" else "T"
-        predicted = _model_rows(fitted, c, mode, np.array([light.throughput]))[column][0]
-        fits[c, mode] = replace(fits[c, mode], d0=float(light.T - predicted))
+        rates = np.array([m.run.throughput for m in runs])
+        gap = np.array([m.run.T for m in runs]) - _model_rows(fitted, c, mode, rates)[column]
+        d0, hw = fit.combine(gap, np.array([(m.T_hi - m.T_lo) / 2 for m in runs]))
+        fits[c, mode] = replace(fits[c, mode], d0=d0, d0_hw=hw)
+    if plan.mix is not None:
+        shares = [plan.shares[c] for c in names]
+        for mode in plan.modes:
+            fits[MIX, mode] = fit.mixture([fits[c, mode] for c in names], shares, MIX)
     return fitted
 
 
@@ -132,13 +136,13 @@ def build_scenario(plan: Plan, fits: dict, mode: str) -> Scenario:
     left to the optimiser. X_a keeps the shape of the configured work."""
     work_scv = plan.work.scv if plan.work is not None else 0.0
     names = [load.name for load in plan.classes]
-    inline_demand = np.mean([fits[c, "inline"].host for c in names])
-    rate = 0.5 / inline_demand / len(names)
+    inline_demand = sum(plan.shares[c] * fits[c, "inline"].host for c in names)
+    total = 0.5 / inline_demand
     classes = []
     for c in names:
         base, off = fits[c, "inline"], fits[c, mode]
         classes.append(TrafficClass(
-            c, rate,
+            c, plan.shares[c] * total,
             app=fit.with_moments(base.EXa, base.EXa**2 * (1 + work_scv)),
             host_proto=fit.with_moments(base.EXp, base.EXp_m2),
             host_overhead=fit.with_moments(off.EXo, off.EXo**2),
@@ -148,12 +152,12 @@ def build_scenario(plan: Plan, fits: dict, mode: str) -> Scenario:
     return Scenario(f"fitted-{mode}", tuple(classes),
                     scenario.Options(system_delay="max", cpu_queue="mg1"),
                     f"Fitted by offload study on the testbed ({mode} mode, "
-                    f"{plan.workload}); equal class shares at half the host-alone capacity")
+                    f"{plan.workload}); the classes' shares of the mix at half its "
+                    "host-alone capacity")
 
 
 def _model_rows(fitted: compare.Fitted, cls: str, mode: str, rates: np.ndarray) -> dict:
-    result = model.evaluate(fitted.single(cls, mode), rates, fractions=[1.0])
-    return {k: v[:, 0] for k, v in result.per_class.items()}
+    return model.evaluate(fitted.single(cls, mode), rates).overall
 
 
 def predict(fitted: compare.Fitted, cls: str, mode: str, rates: np.ndarray,
@@ -167,8 +171,7 @@ def predict(fitted: compare.Fitted, cls: str, mode: str, rates: np.ndarray,
     stable = rates[(rates > 0) & (rates < 0.98 * f.saturation)]
     sims = pd.DataFrame()
     if len(stable):
-        result = sim.run(fitted.single(cls, mode), rates=stable, fractions=[1.0],
-                         requests=requests, seed=seed)
+        result = sim.run(fitted.single(cls, mode), rates=stable, requests=requests, seed=seed)
         sims = compare.sim_points(result, stable, cls, mode, f.d0)
     return {"at": at, "line": drawn, "sim": sims}
 
