@@ -49,6 +49,8 @@ pub struct App {
     pub command_batches: AtomicU64,
     /// Application work X_a burned, nanoseconds of host thread CPU time.
     pub work_ns: AtomicU64,
+    /// Host CPU spent polling an empty completion ring (uring mode), nanoseconds.
+    pub idle_poll_ns: AtomicU64,
 }
 
 const CODES: [u16; 11] = [200, 400, 404, 405, 413, 414, 431, 500, 503, 505, 0];
@@ -174,6 +176,7 @@ impl Stats {
         };
         let (host_s, engine_s) = (role_cpu("host"), role_cpu("engine"));
         let idle_poll_s = relaxed(&self.socket.idle_poll_ns) as f64 * 1e-9;
+        let host_idle_poll_s = relaxed(&self.app.idle_poll_ns) as f64 * 1e-9;
         let commands = relaxed(&self.app.commands);
         let batches = relaxed(&self.app.command_batches);
         let statuses: serde_json::Map<String, Value> = CODES
@@ -219,6 +222,7 @@ impl Stats {
             },
             "per_request": {
                 "host_cpu_s": per_request(host_s),
+                "host_busy_cpu_s": per_request((host_s - host_idle_poll_s).max(0.0)),
                 "app_cpu_s": per_request(relaxed(&self.app.work_ns) as f64 * 1e-9),
                 "engine_cpu_s": per_request(engine_s),
                 "engine_busy_cpu_s": per_request((engine_s - idle_poll_s).max(0.0)),
@@ -226,6 +230,9 @@ impl Stats {
                 "batch_mean": (batches > 0).then(|| commands as f64 / batches as f64),
             },
             "cores": self.core_deltas(),
+            "host": {
+                "idle_poll_s": host_idle_poll_s,
+            },
             "errors": {
                 "count": relaxed(&self.errors),
                 "last": self.last_error.lock().unwrap().clone(),

@@ -538,3 +538,28 @@ fn a_polling_engine_accounts_its_idle_polling_apart_from_its_work() {
         "{busy} + {idle} != {engine_s}"
     );
 }
+
+#[test]
+fn a_polling_uring_host_accounts_its_idle_polling_apart_from_its_work() {
+    let server = Server::start(Mode::Uring, |c| c.engine_wait = EngineWait::Poll);
+    let mut s = server.connect();
+    for _ in 0..100 {
+        assert_eq!(
+            request(&mut s, "GET /f1024.bin HTTP/1.1\r\nHost: t\r\n\r\n").status,
+            200
+        );
+    }
+    std::thread::sleep(Duration::from_millis(300));
+    let stats = server.stop();
+    let per = &stats["per_request"];
+    let requests = stats["requests"].as_f64().unwrap();
+    let (host, busy) = (
+        per["host_cpu_s"].as_f64().unwrap() * requests,
+        per["host_busy_cpu_s"].as_f64().unwrap() * requests,
+    );
+    let idle = stats["host"]["idle_poll_s"].as_f64().unwrap();
+    // The host polls its completion ring through the idle 300 ms: none of it is work.
+    assert!(idle > 0.2 && idle <= host, "idle {idle} of {host} s");
+    assert!(busy > 0.0 && busy < 0.25 * idle, "busy {busy} s, idle {idle} s");
+    assert!((busy + idle - host).abs() < 1e-6, "{busy} + {idle} != {host}");
+}

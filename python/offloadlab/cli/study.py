@@ -18,12 +18,16 @@ from rich.table import Table
 
 from offloadlab import dist, scenario
 from offloadlab.cli.common import app, err, flag_time, out, user_errors
-from offloadlab.cli.serve import EngineCore, HostCore
 from offloadlab.errors import InputError
 from offloadlab.report.format import ms, us
 from offloadlab.results import jsonable, write_atomic, write_json
 
 DEFAULT_WORK = "exp(mean=100us)"
+HostCore = Annotated[int | None, typer.Option(
+    help="Core of the host thread (default: the first core this process may use).")]
+EngineCore = Annotated[int | None, typer.Option(
+    help="Core of the engine or SQPOLL thread, where the load generator runs too "
+         "(default: the second).")]
 
 
 @app.command("study")

@@ -117,13 +117,13 @@ def tables(study: Study, meta: dict) -> StudyTables:
     saturation = [_saturation(study, *key) for key in pairs]
     notes = list(meta.get("notes", []))
     notes += _missed(study, accuracy)
-    notes += [f"class {r['class']}, {r['mode']}: predicted saturation {r['model']:,.0f}/s "
-              f"is {r['error']:+.0%} off the measured {r['measured']:,.0f}/s "
-              f"(target ±{SATURATION_TOLERANCE:.0%}); the host thread was busy "
-              f"{r['host_util']:.0%} of the saturation run, the cores "
-              + ", ".join(f"{_core_busy(study.saturation[r['class'], r['mode']], c['core']):.0%}"
-                          for c in study.saturation[r['class'], r['mode']].cores)
-              for r in saturation if not abs(r["error"]) <= SATURATION_TOLERANCE]
+    notes += [_saturation_note(study, r) for r in saturation
+              if not abs(r["error"]) <= SATURATION_TOLERANCE]
+    if "uring" in plan.modes:
+        notes.append("uring: the SQPOLL thread's CPU time includes its idle polling (it spins "
+                     "up to sq_thread_idle = 1 ms after each submission and Linux reports no "
+                     "split), so its E[X_c] + E[X_q] is an upper bound and the model's engine "
+                     "saturation rate for uring a lower bound")
     latency = []
     for (c, m), runs in study.sweeps.items():
         pick = min(runs, key=lambda x: abs(x.run.rate - 0.6 * fitted.fits[c, m].saturation))
@@ -244,6 +244,21 @@ def _core_busy(m: Measured, core: int) -> float:
                                                 "idle_s"))
             return 1 - c["idle_s"] / wall if wall > 0 else math.nan
     return math.nan
+
+
+def _saturation_note(study: Study, r: dict) -> str:
+    """A missed saturation prediction, with what the busy shares show."""
+    m = study.saturation[r["class"], r["mode"]]
+    cores = {c["core"]: _core_busy(m, c["core"]) for c in m.cores}
+    text = (f"class {r['class']}, {r['mode']}: predicted saturation {r['model']:,.0f}/s is "
+            f"{r['error']:+.0%} off the measured {r['measured']:,.0f}/s (target "
+            f"±{SATURATION_TOLERANCE:.0%}); the host thread was busy {r['host_util']:.0%} "
+            "of the saturation run, the cores " + ", ".join(f"{b:.0%}" for b in cores.values()))
+    core = study.plan.engine_core
+    if r["host_util"] < 0.8 and cores.get(core, 0) > 0.9:
+        text += (f". The load generator's core ({core}) was the bottleneck: this run "
+                 "measured the client's capacity, not the server's")
+    return text
 
 
 def _saturation(study: Study, cls: str, mode: str) -> dict:

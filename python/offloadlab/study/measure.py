@@ -63,7 +63,7 @@ def measure(plan: Plan, load: ClassLoad, mode: str, use: str, rate: float,
             progress: Callable | None = None) -> Measured:
     """One run of ``load``'s class in ``mode``: Poisson at ``rate`` for the budget's run
     length, or (``use`` = "saturation") closed-loop clients with zero think time."""
-    seed = plan.seed + int(rate * 1000) % 100_000
+    seed = plan.seed + int(rate * 1000) % 100_000  # another stream at every rate
     if use == "saturation":
         requests = stream.closed(load.manifest, SATURATION_CLIENTS, think="det(0)",
                                  requests=1000, size_class=load.size_class, seed=seed)
@@ -92,7 +92,9 @@ def _reduce(load: ClassLoad, mode: str, use: str, rate: float, sizes: np.ndarray
     per = server["per_request"]
     seconds = report["duration_s"]
     served = server["requests"]
-    host_cpu = (per["host_cpu_s"] or 0.0) * served
+    # Busy time: a host that polls its completion ring (uring) spends idle CPU too.
+    host_s = per.get("host_busy_cpu_s", per["host_cpu_s"])
+    host_cpu = (host_s or 0.0) * served
     engine_busy = per.get("engine_busy_cpu_s")
     engine = math.nan if mode == "inline" or engine_busy is None else engine_busy
     records = done.load.records
@@ -101,7 +103,7 @@ def _reduce(load: ClassLoad, mode: str, use: str, rate: float, sizes: np.ndarray
     lo, hi = _batch_interval(total)
     run = Run(cls=load.name, mode=mode, rate=rate if use != "saturation" else math.nan,
               throughput=report["throughput"], requests=served,
-              host_s=per["host_cpu_s"] or math.nan, app_s=per.get("app_cpu_s") or 0.0,
+              host_s=host_s or math.nan, app_s=per.get("app_cpu_s") or 0.0,
               engine_s=engine, T=float(total.mean()) if len(total) else math.nan,
               sizes=sizes)
     rng = np.random.default_rng(0)

@@ -49,10 +49,11 @@ BUDGETS = {b.name: b for b in (
 )}
 
 MODES = ("inline", "engine", "uring")
-# A sweep stops after the first point whose p99 passes this many times the model's
-# mean service time at the host (or the absolute bound), or whose errors pass 1%.
+# A sweep stops after the first point whose p99 passes 200 ms, whose errors pass 1%,
+# or whose throughput falls more than 10% below the offered rate.
 STOP_P99_S = 0.2
 STOP_ERROR_RATE = 0.01
+STOP_SHORTFALL = 0.10
 # Closed-loop clients of the saturation runs (HTTP/1.0, zero think time): enough to
 # keep the engine path full too (32 left host and engine both idle at times).
 SATURATION_CLIENTS = 128

@@ -23,7 +23,7 @@ from offloadlab.calibrate import fit
 from offloadlab.scenario import Scenario, TrafficClass
 from offloadlab.study import compare
 from offloadlab.study.measure import Measured, measure
-from offloadlab.study.plan import MIX, STOP_ERROR_RATE, STOP_P99_S, Plan
+from offloadlab.study.plan import MIX, STOP_ERROR_RATE, STOP_P99_S, STOP_SHORTFALL, Plan
 
 Progress = Callable[[str, float, float], None]
 # Points on each model line of the figures, from 0 to a little past saturation.
@@ -87,7 +87,7 @@ def _stop(m: Measured) -> bool:
     """The sweep has passed saturation: p99 or errors past their bounds, or the server
     fell clearly behind the offered rate."""
     return (not m.p99 <= STOP_P99_S or not m.error_rate <= STOP_ERROR_RATE
-            or m.run.throughput < 0.9 * m.run.rate)
+            or m.run.throughput < (1 - STOP_SHORTFALL) * m.run.rate)
 
 
 def calibrate(plan: Plan, calibration: dict) -> compare.Fitted:
