@@ -357,10 +357,25 @@ def _text(value) -> str:
 # Drawing
 
 
+# Panels per line of a figure: more classes wrap onto further lines.
+_COLUMNS = 3
+
+
 def _panels(n: int, rows: int = 1, height: float = 3.8) -> tuple[Figure, np.ndarray]:
-    """A figure of ``rows`` × ``n`` panels; the layout keeps room for a legend below."""
-    fig = Figure(figsize=(max(4.2 * n, 6.0), height * rows + 0.9), layout="constrained")
-    return fig, fig.subplots(rows, n, squeeze=False)
+    """``rows`` × ``n`` panels as an array of that shape, each row of ``n`` wrapped onto
+    lines of at most three; unused grid cells are hidden. The layout keeps room for a
+    legend below."""
+    cols = min(n, _COLUMNS)
+    lines = -(-n // cols)
+    fig = Figure(figsize=(max(4.2 * cols, 6.0), height * rows * lines + 0.9),
+                 layout="constrained")
+    grid = fig.subplots(rows * lines, cols, squeeze=False)
+    for r in range(rows):
+        for ax in grid[r * lines:(r + 1) * lines].flat[n:]:
+            ax.set_visible(False)
+    axes = np.array([[grid[r * lines + i // cols, i % cols] for i in range(n)]
+                     for r in range(rows)])
+    return fig, axes
 
 
 def _decorate(ax: Axes, klass: str | None, ylabel: str,
