@@ -20,7 +20,8 @@ fn clock_seconds(clock: libc::clockid_t) -> Option<f64> {
 
 /// Spins until the calling thread has used `seconds` more CPU time. Measured on the
 /// thread's own clock, so time spent preempted does not count as work done. Returns
-/// the CPU time used, which overshoots `seconds` by at most one clock read.
+/// the CPU time used: `seconds`, plus one clock read, plus any interrupt handled on
+/// this thread meanwhile (the kernel charges it to the thread's clock).
 pub fn burn(seconds: f64) -> f64 {
     if seconds <= 0.0 {
         return 0.0;

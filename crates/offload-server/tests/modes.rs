@@ -426,10 +426,11 @@ fn application_work_shows_up_as_host_cpu_per_request() {
             (extra - w).abs() < 0.1 * w,
             "{mode:?}: W = {w}, measured {extra} ({base} base)"
         );
-        // The application's own account: what it burned, overshooting by a clock read.
+        // The application's own account: what it burned. It overshoots by a clock read,
+        // and by any interrupt (loopback softirq) that landed on the thread meanwhile.
         assert_eq!(no_app, 0.0, "{mode:?}");
         assert!(
-            (w..1.01 * w).contains(&app),
+            (w..1.05 * w).contains(&app),
             "{mode:?}: W = {w}, accounted {app}"
         );
     }
@@ -560,6 +561,12 @@ fn a_polling_uring_host_accounts_its_idle_polling_apart_from_its_work() {
     let idle = stats["host"]["idle_poll_s"].as_f64().unwrap();
     // The host polls its completion ring through the idle 300 ms: none of it is work.
     assert!(idle > 0.2 && idle <= host, "idle {idle} of {host} s");
-    assert!(busy > 0.0 && busy < 0.25 * idle, "busy {busy} s, idle {idle} s");
-    assert!((busy + idle - host).abs() < 1e-6, "{busy} + {idle} != {host}");
+    assert!(
+        busy > 0.0 && busy < 0.25 * idle,
+        "busy {busy} s, idle {idle} s"
+    );
+    assert!(
+        (busy + idle - host).abs() < 1e-6,
+        "{busy} + {idle} != {host}"
+    );
 }
