@@ -155,7 +155,8 @@ def _missed(study: Study, accuracy: list[dict]) -> list[str]:
         if all(r["met"] for r in rows):
             continue
         cls, mode, metric = key
-        scores = ", ".join(f"{r['source']} {r['mape']:.0%}"
+        scores = ", ".join(f"{r['source']} " + (f"{r['mape']:.0%}" if math.isfinite(r["mape"])
+                                                else "(no stable point below 80%)")
                            + (f" (K-S p {r['ks_p']:.2g})" if not r["ks_p"] > KS_P else "")
                            for r in rows)
         reasons = "; ".join(_reasons(study, cls, mode, metric)) or "no single cause measured"
@@ -212,6 +213,8 @@ def _reasons(study: Study, cls: str, mode: str, metric: str) -> list[str]:
     runs = study.sweeps[cls, mode]
     f = study.fitted.fits[cls, mode]
     parts = []
+    if mode == "uring" and metric == "U_engine":
+        return ["the SQPOLL thread's CPU time includes its idle polling (see the uring note)"]
     field, label, fitted_s = (("engine_s", "engine", f.engine) if metric == "U_engine"
                               else ("host_s", "host", f.host))
     demand = np.array([getattr(m.run, field) for m in runs])
