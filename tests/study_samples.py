@@ -214,8 +214,8 @@ def study_tables(classes=("c0", "c2", "c3"), modes=("inline", "engine"),
     rng = np.random.default_rng(seed)
     classes, modes = list(classes), list(modes)
     meta = {"title": "offload study: nginx on 2 cores, engine on a SmartNIC model",
-            "command": "offload study examples/study.toml --budget 2h --out study-out",
-            "started": "2025-03-14T09:26:53+00:00", "duration_s": 5025.0, "budget": "2h",
+            "command": "offload study --classes 0,2,3 --budget standard --out study-out",
+            "started": "2025-03-14T09:26:53+00:00", "duration_s": 5025.0, "budget": "standard",
             "modes": modes, "classes": classes,
             "workload": "SURGE-like file set, 2000 files, Zipf(1.0) popularity",
             "machine": "2 × x86_64 cores at 2.4 GHz, Linux 6.1, loopback",

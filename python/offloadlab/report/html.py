@@ -11,7 +11,6 @@ from __future__ import annotations
 import base64
 import html
 import math
-import numbers
 from collections.abc import Callable, Iterable
 from datetime import datetime
 from pathlib import Path
@@ -108,7 +107,7 @@ def _meta_table(meta: dict, out_dir: Path) -> str:
              else MISSING),
             ("Started", _esc(_when(meta.get("started")))),
             ("Duration", _esc(_duration(meta.get("duration_s")))),
-            ("Budget", _esc(_budget(meta.get("budget")))),
+            ("Budget", _esc(_text(meta.get("budget")))),
             ("Machine", _esc(_text(meta.get("machine")))),
             ("Workload", _esc(_text(meta.get("workload")))),
             ("Modes", _esc(", ".join(map(str, meta.get("modes") or [])) or MISSING)),
@@ -131,8 +130,8 @@ def _verdicts(v: pd.DataFrame) -> str:
     rows = []
     for d in v.to_dict("records"):
         verdict = _text(d["verdict"])
-        model = (f"E[X_p] {us(d['EXp'])} µs, E[X_o] {us(d['EXo'])} µs; "
-                 f"T {ms(d['T_noe'])} → {ms(d['T'])} ms at {_sig(d['rate'])}/s")
+        model = (f"E[X_p] {_us(d['EXp'])} µs, E[X_o] {_us(d['EXo'])} µs; "
+                 f"T {_ms(d['T_noe'])} → {_ms(d['T'])} ms at {_sig(d['rate'])}/s")
         measured = (f"saturation ×{_sig(d['measured_saturation_ratio'])}, "
                     f"delay ×{_sig(d['measured_delay_ratio'])}")
         rows.append([_text(d["class"]), _text(d["mode"]),
@@ -162,7 +161,7 @@ def _saturation(s: pd.DataFrame) -> str:
         rows.append([_text(d["class"]), _text(d["mode"]), (_sig(d["measured"]), "num"),
                      (_sig(d["model"]), "num"), _text(d["bottleneck"]),
                      (_pct(d["error"], signed=True), "num"), (_pct(d["host_util"]), "num"),
-                     (_sig(d["conn_per_min"]), "num"), (ms(d["connect_s"]), "num"),
+                     (_sig(d["conn_per_min"]), "num"), (_ms(d["connect_s"]), "num"),
                      (_sig(_f(d["goodput_Bps"]) / 1e6), "num")])
     return _table(("class", "mode", "measured (req/s)", "model (req/s)", "bottleneck",
                    "model error", "host busy", "connections/min", "connect (ms)",
@@ -173,11 +172,11 @@ def _costs(c: pd.DataFrame) -> str:
     rows = []
     for d in c.to_dict("records"):
         rows.append([_text(d["class"]), _text(d["mode"]),
-                     *((us(d[k]), "num") for k in ("EXa", "EXp")),
+                     *((_us(d[k]), "num") for k in ("EXa", "EXp")),
                      (_sig(_cv(d["EXp"], d["EXp_m2"])), "num"),
-                     *((us(d[k]), "num") for k in ("EXo", "EXc", "EXq")),
+                     *((_us(d[k]), "num") for k in ("EXo", "EXc", "EXq")),
                      (_sig(_cv(d["EXq"], d["EXq_m2"])), "num"),
-                     _text(d["lognormal"]), _text(d["pareto"]), (us(d["d0"]), "num")])
+                     _text(d["lognormal"]), _text(d["pareto"]), (_us(d["d0"]), "num")])
     return _table(("class", "mode", "E[X_a] (µs)", "E[X_p] (µs)", "CV X_p", "E[X_o] (µs)",
                    "E[X_c] (µs)", "E[X_q] (µs)", "CV X_q", "lognormal fit", "Pareto fit",
                    "d0 (µs)"), rows)
@@ -186,8 +185,8 @@ def _costs(c: pd.DataFrame) -> str:
 def _cost_model(c: pd.DataFrame) -> str:
     rows = []
     for d in c.to_dict("records"):
-        rows.append([_text(d["mode"]), _text(d["side"]), (us(d["c0"]), "num"),
-                     (us(d["c_pkt"]), "num"), (_sig(_f(d["c_byte"]) * 1e9), "num"),
+        rows.append([_text(d["mode"]), _text(d["side"]), (_us(d["c0"]), "num"),
+                     (_us(d["c_pkt"]), "num"), (_sig(_f(d["c_byte"]) * 1e9), "num"),
                      (_sig(d["r2"]), "num"), _text(d["classes"]), _text(d["note"])])
     return _table(("mode", "side", "c0 (µs)", "c_pkt (µs/packet)", "c_byte (ns/byte)", "R²",
                    "classes", "note"), rows)
@@ -262,11 +261,11 @@ def _digits(x: float, digits: int) -> str:
     return f"{rounded:,.0f}" if abs(rounded) >= 10 ** (digits - 1) else f"{x:.{digits}g}"
 
 
-def ms(seconds) -> str:
+def _ms(seconds) -> str:  # table cells: thousands separated, pd.NA as –
     return _sig(_f(seconds) * 1e3)
 
 
-def us(seconds) -> str:
+def _us(seconds) -> str:
     return _sig(_f(seconds) * 1e6)
 
 
@@ -314,10 +313,3 @@ def _duration(seconds) -> str:
     h, rest = divmod(round(s), 3600)
     m, s = divmod(rest, 60)
     return " ".join(f"{v} {u}" for v, u in ((h, "h"), (m, "min"), (s, "s")) if v)
-
-
-def _budget(budget) -> str:
-    """A budget in seconds is shown as a duration; a spec string like "2h" as given."""
-    if isinstance(budget, numbers.Real) and not isinstance(budget, bool):
-        return _duration(budget)
-    return _text(budget)

@@ -17,7 +17,7 @@ import pandas as pd
 from offloadlab import model
 from offloadlab.calibrate import fit
 from offloadlab.scenario import Scenario
-from offloadlab.study.measure import Measured, cpu_rows
+from offloadlab.study.measure import Measured, core_shares, cpu_rows
 from offloadlab.study.plan import MIX, Plan
 from offloadlab.study.tables import COLUMNS, StudyTables
 
@@ -241,12 +241,8 @@ def _reasons(study: Study, cls: str, mode: str, metric: str) -> list[str]:
 
 def _core_busy(m: Measured, core: int) -> float:
     """Busy share of ``core``'s wall time during run ``m``."""
-    for c in m.cores:
-        if c["core"] == core:
-            wall = sum(c.get(k, 0.0) for k in ("user_s", "system_s", "softirq_s", "irq_s",
-                                                "idle_s"))
-            return 1 - c["idle_s"] / wall if wall > 0 else math.nan
-    return math.nan
+    shares = next((core_shares(c) for c in m.cores if c["core"] == core), {})
+    return 1 - shares["idle"] if shares else math.nan
 
 
 def _saturation_note(study: Study, r: dict) -> str:

@@ -13,7 +13,6 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
-import pandas as pd
 from scipy import stats
 
 from offloadlab.calibrate.fit import Run
@@ -130,21 +129,26 @@ def _batch_interval(values: np.ndarray) -> tuple[float, float]:
     return float(values.mean() - half), float(values.mean() + half)
 
 
+CPU_PARTS = ("user", "system", "softirq", "irq", "idle")
+
+
+def core_shares(core: dict) -> dict[str, float]:
+    """One core's time in a run (a stats document's ``cores`` entry) as shares of its
+    wall time; empty if the core saw no time."""
+    parts = {k: core.get(f"{k}_s", 0.0) for k in CPU_PARTS}
+    wall = sum(parts.values())
+    return {k: v / wall for k, v in parts.items()} if wall > 0 else {}
+
+
 def cpu_rows(cls: str, mode: str, m: Measured, plan: Plan) -> list[dict]:
     """Per-core shares of wall time in a run (the seed's CPU breakdown figures)."""
     rows = []
     for core in m.cores:
-        parts = {k: core.get(f"{k}_s", 0.0) for k in ("user", "system", "softirq", "irq",
-                                                       "idle")}
-        wall = sum(parts.values())
-        if wall <= 0:
+        shares = core_shares(core)
+        if not shares:
             continue
         role = ("host" if core["core"] == plan.host_core else
                 "engine" if core["core"] == plan.engine_core and mode != "inline" else "shared")
         rows.append({"class": cls, "mode": mode, "core": int(core["core"]), "role": role,
-                     **{k: v / wall for k, v in parts.items()}})
+                     **shares})
     return rows
-
-
-def frame(rows: list[dict], columns: tuple[str, ...]) -> pd.DataFrame:
-    return pd.DataFrame(rows, columns=list(columns))

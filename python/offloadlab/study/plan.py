@@ -13,6 +13,7 @@ import pandas as pd
 
 from offloadlab import dist
 from offloadlab.errors import InputError
+from offloadlab.testbed.server import MODES
 from offloadlab.workload import fileset, presets
 from offloadlab.workload.classes import CLASSES, class_name
 
@@ -48,7 +49,6 @@ BUDGETS = {b.name: b for b in (
             1.05), 200_000),
 )}
 
-MODES = ("inline", "engine", "uring")
 # A sweep stops after the first point whose p99 passes 200 ms, whose errors pass 1%,
 # or whose throughput falls more than 10% below the offered rate.
 STOP_P99_S = 0.2
