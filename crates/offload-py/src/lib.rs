@@ -3,6 +3,7 @@
 
 use pyo3::prelude::*;
 
+mod handoff;
 mod load;
 mod server;
 mod sim;
@@ -11,6 +12,7 @@ mod sim;
 fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("__version__", offload_sim::VERSION)?;
     sim::register(m)?;
+    handoff::register(m)?;
     load::register(m)?;
     server::register(m)?;
     Ok(())

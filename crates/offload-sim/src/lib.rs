@@ -4,11 +4,14 @@
 //! - [`dist`]: service-time distributions with the semantics of `offloadlab.dist`;
 //! - [`stats`]: output analysis (confidence intervals, MSER-5 warm-up detection);
 //! - [`request`]: seed 000's request-level host + engine network, next to the host alone;
+//! - [`handoff`]: seed 004's packet-level host + offload NIC with connection handoff and
+//!   its policies;
 //! - [`experiment`]: warm-up, batch means or replications, precision targets.
 
 pub mod calendar;
 pub mod dist;
 pub mod experiment;
+pub mod handoff;
 pub mod request;
 pub mod stats;
 

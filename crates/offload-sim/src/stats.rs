@@ -1,6 +1,21 @@
 //! Output analysis: running sums, confidence intervals, warm-up detection.
 
+use hdrhistogram::Histogram;
 use statrs::distribution::{ContinuousCDF, StudentsT};
+
+/// Time histograms are in nanoseconds up to an hour, to 3 significant digits.
+const HIST_MAX_NS: u64 = 3_600_000_000_000;
+
+pub(crate) fn histogram() -> Histogram<u64> {
+    Histogram::new_with_bounds(1, HIST_MAX_NS, 3).expect("valid histogram bounds")
+}
+
+/// Record a time in seconds.
+#[inline]
+pub(crate) fn record(hist: &mut Histogram<u64>, seconds: f64) {
+    // Adding 0.5 before the saturating cast rounds to the nearest ns without a libm call.
+    hist.saturating_record((seconds * 1e9 + 0.5) as u64);
+}
 
 /// A count and a sum: enough for a mean, and two tallies merge by adding.
 #[derive(Clone, Copy, Debug, Default, PartialEq)]

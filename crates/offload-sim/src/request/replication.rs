@@ -11,6 +11,7 @@ use rand_xoshiro::Xoshiro256PlusPlus;
 use super::window::{Context, Window};
 use super::{Network, Station};
 use crate::calendar::Calendar;
+use crate::stats::{histogram, record};
 
 #[derive(Clone, Copy, Debug)]
 enum Event {
@@ -48,13 +49,6 @@ impl Pilot {
             system: vec![f64::NAN; requests],
         }
     }
-}
-
-/// Sojourn histograms are in nanoseconds up to an hour, to 3 significant digits.
-const HIST_MAX_NS: u64 = 3_600_000_000_000;
-
-fn histogram() -> Histogram<u64> {
-    Histogram::new_with_bounds(1, HIST_MAX_NS, 3).expect("valid histogram bounds")
 }
 
 /// The state of one simulation run. Drive it with [`Replication::run_arrivals`] and
@@ -299,10 +293,4 @@ impl<'a> Replication<'a> {
             }
         }
     }
-}
-
-#[inline]
-fn record(hist: &mut Histogram<u64>, seconds: f64) {
-    // Adding 0.5 before the saturating cast rounds to the nearest ns without a libm call.
-    hist.saturating_record((seconds * 1e9 + 0.5) as u64);
 }

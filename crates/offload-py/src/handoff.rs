@@ -1,0 +1,219 @@
+//! The handoff model's bindings: its configuration as flat `section.name` keys (the
+//! defaults live in Rust only), and `handoff_run`.
+
+use offload_sim::handoff::{run, Config, Paper, Priority, Report, Selection, Watermarks, Workload};
+use pyo3::prelude::*;
+use pyo3::types::PyDict;
+
+use crate::sim::value_error;
+
+/// A configuration value that arrives from Python as a float.
+trait Field: Copy {
+    fn from_f64(v: f64) -> Option<Self>;
+    fn to_f64(self) -> f64;
+}
+
+impl Field for f64 {
+    fn from_f64(v: f64) -> Option<Self> {
+        Some(v)
+    }
+    fn to_f64(self) -> f64 {
+        self
+    }
+}
+
+impl Field for u32 {
+    fn from_f64(v: f64) -> Option<Self> {
+        (v.fract() == 0.0 && (0.0..=f64::from(u32::MAX)).contains(&v)).then_some(v as u32)
+    }
+    fn to_f64(self) -> f64 {
+        f64::from(self)
+    }
+}
+
+impl Field for u64 {
+    fn from_f64(v: f64) -> Option<Self> {
+        // Counts here stay far below 2^53, where floats are exact.
+        (v.fract() == 0.0 && (0.0..9.007e15).contains(&v)).then_some(v as u64)
+    }
+    fn to_f64(self) -> f64 {
+        self as f64
+    }
+}
+
+fn assign<T: Field>(slot: &mut T, key: &str, v: f64) -> Result<(), String> {
+    *slot = T::from_f64(v).ok_or_else(|| format!("{key} must be a whole number >= 0, got {v}"))?;
+    Ok(())
+}
+
+/// Both directions of the key <-> field mapping from one list of fields.
+macro_rules! fields {
+    ($($sec:ident . $name:ident),* $(,)?) => {
+        fn defaults(py: Python<'_>) -> PyResult<Bound<'_, PyDict>> {
+            let c = Config::default();
+            let d = PyDict::new(py);
+            $( d.set_item(concat!(stringify!($sec), ".", stringify!($name)),
+                          Field::to_f64(c.$sec.$name))?; )*
+            Ok(d)
+        }
+
+        fn set(c: &mut Config, key: &str, v: f64) -> Result<(), String> {
+            $( if key == concat!(stringify!($sec), ".", stringify!($name)) {
+                return assign(&mut c.$sec.$name, key, v);
+            } )*
+            Err(format!("unknown handoff setting {key:?}"))
+        }
+    };
+}
+
+fields!(
+    hardware.host_hz,
+    hardware.nic_ips,
+    hardware.link_bps,
+    hardware.link_delay_s,
+    hardware.rx_capacity,
+    hardware.mss,
+    hardware.header_bytes,
+    hardware.request_bytes,
+    host.packet,
+    host.connection,
+    host.request,
+    host.dynamic,
+    host.copy_per_byte,
+    host.bypass,
+    host.handoff,
+    host.miss,
+    host.miss_lines,
+    host.state_bytes,
+    host.cache_bytes,
+    nic.host_packet,
+    nic.packet,
+    nic.command,
+    nic.handoff,
+    tcp.initial_cwnd,
+    tcp.window,
+    tcp.rto_s,
+    tcp.syn_rto_s,
+    tcp.ack_every,
+    tcp.enqueue_bytes,
+    run.clients,
+    run.warmup_packets,
+    run.packets,
+    run.max_time_s,
+    run.sample_s,
+    run.seed,
+);
+
+/// The default configuration as `{"section.name": value}`.
+#[pyfunction]
+fn handoff_defaults(py: Python<'_>) -> PyResult<Bound<'_, PyDict>> {
+    defaults(py)
+}
+
+/// Run the handoff model once. `settings` overrides defaults by `section.name`;
+/// `watermarks` is (hiwat, lowat, step_down, step_up) for load control, `threshold`
+/// the n of T(n) selection (None: FCFS).
+#[pyfunction]
+#[pyo3(signature = (settings, hard_limit, host_first, watermarks, threshold, offsets, sizes,
+                    dynamic, client_bps))]
+#[allow(clippy::too_many_arguments)]
+fn handoff_run<'py>(
+    py: Python<'py>,
+    settings: Vec<(String, f64)>,
+    hard_limit: u32,
+    host_first: bool,
+    watermarks: Option<(u32, u32, u32, u32)>,
+    threshold: Option<u32>,
+    offsets: Vec<usize>,
+    sizes: Vec<u64>,
+    dynamic: Vec<bool>,
+    client_bps: Option<f64>,
+) -> PyResult<Bound<'py, PyDict>> {
+    let mut cfg = Config::default();
+    for (key, v) in &settings {
+        set(&mut cfg, key, *v).map_err(value_error)?;
+    }
+    let marks = watermarks.map(|(hiwat, lowat, step_down, step_up)| Watermarks {
+        hiwat,
+        lowat,
+        step_down,
+        step_up,
+    });
+    let priority = if host_first {
+        Priority::HostFirst
+    } else {
+        Priority::Fcfs
+    };
+    let selection = threshold.map_or(Selection::Fcfs, Selection::Threshold);
+    let policy = Paper::new(hard_limit, priority, marks, selection).map_err(value_error)?;
+    let work = Workload::new(offsets, sizes, dynamic, client_bps).map_err(value_error)?;
+    let report = py
+        .detach(|| run(&cfg, &work, policy))
+        .map_err(value_error)?;
+    to_dict(py, &report)
+}
+
+fn to_dict<'py>(py: Python<'py>, r: &Report) -> PyResult<Bound<'py, PyDict>> {
+    let d = PyDict::new(py);
+    let scalars: [(&str, f64); 23] = [
+        ("measured_s", r.measured_s),
+        ("requests_per_s", r.requests_per_s),
+        ("packets_per_s", r.packets_per_s),
+        ("connections_per_s", r.connections_per_s),
+        ("http_bps", r.http_bps),
+        ("host_idle", r.host_idle),
+        ("host_stack", r.host_stack),
+        ("nic_idle", r.nic_idle),
+        ("offloaded_share", r.offloaded_share),
+        ("nic_packet_share", r.nic_packet_share),
+        ("host_rx_delay_median_s", r.host_rx_delay_median_s),
+        ("host_rx_delay_mean_s", r.host_rx_delay_mean_s),
+        ("host_tx_delay_median_s", r.host_tx_delay_median_s),
+        ("host_tx_delay_mean_s", r.host_tx_delay_mean_s),
+        ("response_mean_s", r.response_mean_s),
+        ("response_p99_s", r.response_p99_s),
+        ("rx_nic_mean_len", r.rx_nic_mean_len),
+        ("rx_nic_arrivals_per_s", r.rx_nic_arrivals_per_s),
+        ("rx_nic_mean_wait_s", r.rx_nic_mean_wait_s),
+        ("drops", r.drops as f64),
+        ("timeouts", r.timeouts as f64),
+        ("handoffs_accepted", r.handoffs_accepted as f64),
+        ("handoffs_refused", r.handoffs_refused as f64),
+    ];
+    for (k, v) in scalars {
+        d.set_item(k, v)?;
+    }
+    d.set_item("truncated", r.truncated)?;
+    d.set_item("cnum", r.cnum)?;
+    let s = PyDict::new(py);
+    s.set_item("t_s", r.series.iter().map(|x| x.t_s).collect::<Vec<_>>())?;
+    s.set_item("cnum", r.series.iter().map(|x| x.cnum).collect::<Vec<_>>())?;
+    s.set_item(
+        "soft_limit",
+        r.series.iter().map(|x| x.soft_limit).collect::<Vec<_>>(),
+    )?;
+    s.set_item("qlen", r.series.iter().map(|x| x.qlen).collect::<Vec<_>>())?;
+    s.set_item(
+        "requests_per_s",
+        r.series
+            .iter()
+            .map(|x| x.requests_per_s)
+            .collect::<Vec<_>>(),
+    )?;
+    s.set_item(
+        "host_busy",
+        r.series.iter().map(|x| x.host_busy).collect::<Vec<_>>(),
+    )?;
+    s.set_item(
+        "nic_busy",
+        r.series.iter().map(|x| x.nic_busy).collect::<Vec<_>>(),
+    )?;
+    d.set_item("series", s)?;
+    Ok(d)
+}
+
+pub(crate) fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add_function(wrap_pyfunction!(handoff_defaults, m)?)?;
+    m.add_function(wrap_pyfunction!(handoff_run, m)?)?;
+    Ok(())
+}
