@@ -221,3 +221,48 @@ def run_all(setups: Iterable[Setup], settings: Settings,
     base = df[df.hard_limit == 0].drop_duplicates("workload").set_index("workload")
     df["gain"] = df.requests_per_s / df.workload.map(base.requests_per_s) - 1
     return df, series
+
+
+CONFIG_KEYS = {"runs", "calibrate", "connections", "seed", "load_control", "hardware", "host",
+               "nic", "tcp", "run"}
+
+
+def load_config(path) -> tuple[list[Setup], Settings, bool]:
+    """A TOML experiment: ``runs`` (shorthands), optional ``calibrate`` (default true),
+    ``connections``, ``seed``, a ``[load_control]`` table (hiwat, lowat, step_down,
+    step_up) and tables ``[hardware] [host] [nic] [tcp] [run]`` over the defaults."""
+    import tomllib
+    from pathlib import Path
+
+    where = str(path)
+    try:
+        data = tomllib.loads(Path(path).read_text())
+    except tomllib.TOMLDecodeError as e:
+        raise InputError(f"{where}: not valid TOML: {e}") from None
+    unknown = set(data) - CONFIG_KEYS
+    if unknown:
+        raise InputError(f"{where}: unknown keys {sorted(unknown)}; the known ones are "
+                         f"{sorted(CONFIG_KEYS)}")
+    runs = data.get("runs")
+    if not isinstance(runs, list) or not runs or not all(isinstance(r, str) for r in runs):
+        raise InputError(f'{where}: runs must be a list of configurations, e.g. runs = '
+                         '["W-0-N-N-FCFS-400", "W-4096-P-L-FCFS-400"]')
+    setups = [parse_setup(r) for r in runs]
+    values = {f"{section}.{k}": v for section in ("hardware", "host", "nic", "tcp", "run")
+              for k, v in data.get(section, {}).items()}
+    check_values(values, where)
+    try:
+        marks = Watermarks(**data.get("load_control", {}))
+    except TypeError:
+        raise InputError(f"{where}: [load_control] takes hiwat, lowat, step_down and "
+                         "step_up") from None
+    connections = data.get("connections", 20_000)
+    seed = data.get("seed", 0)
+    for name, v in (("connections", connections), ("seed", seed)):
+        if isinstance(v, bool) or not isinstance(v, int) or v < (1 if name == "connections" else 0):
+            raise InputError(f"{where}: {name} must be a whole number"
+                             f"{' >= 1' if name == 'connections' else ' >= 0'}, got {v!r}")
+    calibrate_first = data.get("calibrate", True)
+    if not isinstance(calibrate_first, bool):
+        raise InputError(f"{where}: calibrate must be true or false")
+    return setups, Settings(values, marks, connections, seed), calibrate_first
