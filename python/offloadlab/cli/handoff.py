@@ -77,7 +77,7 @@ def _run(setups, settings, calibrate, out_dir: Path) -> None:
     write_atomic(out_dir / "checks.csv", lambda p: verdicts.to_csv(p, index=False))
     long = pd.concat([s.assign(setup=k) for k, s in series.items()], ignore_index=True)
     write_atomic(out_dir / "series.parquet", lambda p: long.to_parquet(p, index=False))
-    written = figures.figures(results, series, out_dir)
+    written = figures.figures(results, series, out_dir, hiwat=settings.watermarks.hiwat)
     write_json(out_dir / "summary.json", {
         "settings": settings.values, "watermarks": settings.watermarks.as_tuple(),
         "connections": settings.connections, "seed": settings.seed, "calibrated": calibrate,

@@ -35,6 +35,11 @@ def _rate(r: dict, label: str) -> float:
     return r[label]["requests_per_s"]
 
 
+def _vs(r: dict, label: str, other: str) -> str:
+    """Request rate of ``label`` relative to ``other``."""
+    return f"{_rate(r, label) / _rate(r, other) - 1:+.1%}"
+
+
 def _pct(x: float) -> str:
     return f"{x:+.0%}"
 
@@ -86,13 +91,13 @@ CHECKS = (
           lambda r: _rate(r, "W-256-P-L-T20-400") > _rate(r, "W-256-P-L-FCFS-400")
           and r["W-256-P-L-T20-400"]["nic_packet_share"]
           > r["W-256-P-L-FCFS-400"]["nic_packet_share"],
-          lambda r: f"{_rate(r, 'W-256-P-L-T20-400') / _rate(r, 'W-256-P-L-FCFS-400') - 1:+.1%}"
-                    f", {r['W-256-P-L-T20-400']['nic_packet_share']:.0%} vs "
+          lambda r: f"{_vs(r, 'W-256-P-L-T20-400', 'W-256-P-L-FCFS-400')}, "
+                    f"{r['W-256-P-L-T20-400']['nic_packet_share']:.0%} vs "
                     f"{r['W-256-P-L-FCFS-400']['nic_packet_share']:.0%} of packets"),
     Check("A13", "with a large NIC, T20 does not help", "negligible or negative",
           ("W-4096-P-L-T20-400", "W-4096-P-L-FCFS-400"),
           lambda r: _rate(r, "W-4096-P-L-T20-400") < 1.01 * _rate(r, "W-4096-P-L-FCFS-400"),
-          lambda r: f"{_rate(r, 'W-4096-P-L-T20-400') / _rate(r, 'W-4096-P-L-FCFS-400') - 1:+.1%}"),
+          lambda r: _vs(r, "W-4096-P-L-T20-400", "W-4096-P-L-FCFS-400")),
     Check("A14", "a faster NIC takes more connections and gains more",
           "45 / 85 % of connections, +12 / +59 %",
           ("W-4096-P-L-FCFS-400", "W-4096-P-L-FCFS-800"),

@@ -12,9 +12,12 @@ host-packet cost until the NIC is 62 % idle; an offloaded packet costs the NIC
 
 from __future__ import annotations
 
+import functools
 import re
+import tomllib
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field, replace
+from pathlib import Path
 
 import pandas as pd
 
@@ -123,15 +126,11 @@ def check_values(values: dict[str, float], where: str) -> None:
             raise InputError(f"{where}: {key} must be a number, got {v!r}")
 
 
-_built: dict[tuple[str, int, int], wl.Connections] = {}
-
-
+@functools.lru_cache(maxsize=8)
 def connections(name: str, n: int, seed: int) -> wl.Connections:
-    """The workload's connections, built once per process for each (name, n, seed)."""
-    key = (name, n, seed)
-    if key not in _built:
-        _built[key] = wl.build(name, connections=n, seed=seed)
-    return _built[key]
+    """The workload's connections, built once per (name, n, seed): a matrix runs each
+    workload many times."""
+    return wl.build(name, connections=n, seed=seed)
 
 
 def run_setup(setup: Setup, settings: Settings = Settings()) -> dict:
@@ -231,9 +230,6 @@ def load_config(path) -> tuple[list[Setup], Settings, bool]:
     """A TOML experiment: ``runs`` (shorthands), optional ``calibrate`` (default true),
     ``connections``, ``seed``, a ``[load_control]`` table (hiwat, lowat, step_down,
     step_up) and tables ``[hardware] [host] [nic] [tcp] [run]`` over the defaults."""
-    import tomllib
-    from pathlib import Path
-
     where = str(path)
     try:
         data = tomllib.loads(Path(path).read_text())
