@@ -206,6 +206,13 @@ BAD = [
     (dict(work="exp(mean=-1ms)"), "work"),
     (dict(fault=("explode", 1)), "fault"),
     (dict(fault=("stall", 1)), "fault"),  # inline mode has no engine
+    (dict(mode="handoff", handoff="P-X-FCFS"), "handoff policy"),
+    (dict(mode="handoff", handoff="P-L-T0"), "n of Tn"),
+    (dict(mode="handoff", handoff_limit=5000), "handoff_limit"),
+    (dict(mode="handoff", handoff_limit=-1), "handoff_limit"),
+    (dict(mode="handoff", watermarks=(4, 16, 1, 1)), "lowat (16) must be below hiwat"),
+    (dict(mode="handoff", watermarks=(16, 4, 0, 1)), "step_down"),
+    (dict(mode="handoff", watermarks=(16, 4, 1)), "watermarks"),
 ]
 
 
@@ -223,6 +230,13 @@ def test_good_options_pass_the_checks(tmp_path):
     ServerOptions(tmp_path, host="0.0.0.0", allow_remote=True, mode="engine",
                   work="exp(mean=50us)", stats_path=tmp_path / "s.json").check()
     ServerOptions(tmp_path, host="localhost", mode="engine", fault=("panic", 3)).check()
+    handoff = ServerOptions(tmp_path, mode="handoff", handoff="n-n-t4", handoff_limit=0)
+    handoff.check()
+    # Hard_limit, host first, watermarks (None: no load control), the n of T(n).
+    assert handoff.handoff_args() == (0, False, None, 4)
+    assert ServerOptions(tmp_path, mode="handoff").handoff_args() == (
+        4096, True, (16, 4, 4, 2), None)
+    assert ServerOptions(tmp_path).handoff_args() is None
     defaults = {f.name: f.default for f in dataclasses.fields(ServerOptions)}
     assert defaults["sendfile_above"] == 8000 and defaults["engine_wait"] == "adaptive"
 
@@ -326,8 +340,35 @@ def test_testbed_run_compares_inline_and_engine(small_set, tmp_path):
     (["--rate", "10", "--clients", "2"], "--rate"),
     (["--rate", "10", "--host-core", "0", "--engine-core", "0", "--mode", "engine"],
      "share one core"),
+    (["--rate", "10", "--mode", "engine:P-L-FCFS"], "only handoff takes a policy"),
+    (["--rate", "10", "--mode", "handoff:fast"], "handoff policy"),
+    (["--rate", "10", "--mode", "handoff", "--watermarks", "16,4"], "--watermarks"),
 ])
 def test_testbed_run_bad_flags_exit_2(small_set, args, fragment):
     result = CliRunner().invoke(app, ["testbed", "run", "--fileset", str(small_set), *args])
     assert result.exit_code == 2, result.output
     assert fragment in result.output
+
+
+def test_testbed_run_takes_handoff_policies_and_reports_where_requests_went(small_set,
+                                                                            tmp_path):
+    out = tmp_path / "runs.json"
+    result = CliRunner().invoke(app, [
+        "testbed", "run", "--fileset", str(small_set), "--mode",
+        "handoff:P-L-FCFS,handoff:N-N-T2", "--handoff-limit", "2", "--clients", "4",
+        "--duration", "1s", "--keep-alive", "10", "--json", str(out)])
+    assert result.exit_code == 0, result.output
+    doc = json.loads(out.read_text())
+    fcfs, threshold = (m["server"] for m in doc["modes"])
+    assert [m["mode"] for m in doc["modes"]] == ["handoff:P-L-FCFS", "handoff:N-N-T2"]
+    for server, run in zip((fcfs, threshold), doc["modes"], strict=True):
+        assert server["mode"] == "handoff" and run["summary"]["failed"] == 0
+        h = server["handoff"]
+        # The engine never held more than Hard_limit: 2 of the 4 clients at most.
+        assert max(h["series"]["held"], default=0) <= 2
+        assert 0 < h["engine_requests"] < server["requests"]
+    assert fcfs["handoff"]["passed"] > 0 and fcfs["handoff"]["offered"] == 0
+    # T2: every connection starts on the host; some move after their second answer.
+    assert threshold["handoff"]["adopted"] > 0
+    assert threshold["handoff"]["offered"] == (threshold["handoff"]["adopted"]
+                                               + threshold["handoff"]["returned"])

@@ -133,6 +133,21 @@ fn handoff_run<'py>(
     for (key, v) in &settings {
         set(&mut cfg, key, *v).map_err(value_error)?;
     }
+    let policy = policy(hard_limit, host_first, watermarks, threshold)?;
+    let work = Workload::new(offsets, sizes, dynamic, client_bps).map_err(value_error)?;
+    let report = py
+        .detach(|| run(&cfg, &work, policy))
+        .map_err(value_error)?;
+    to_dict(py, &report)
+}
+
+/// Seed 004's policy from its switches as Python passes them (shared with the testbed).
+pub(crate) fn policy(
+    hard_limit: u32,
+    host_first: bool,
+    watermarks: Option<(u32, u32, u32, u32)>,
+    threshold: Option<u32>,
+) -> PyResult<Paper> {
     let marks = watermarks.map(|(hiwat, lowat, step_down, step_up)| Watermarks {
         hiwat,
         lowat,
@@ -145,12 +160,7 @@ fn handoff_run<'py>(
         Priority::Fcfs
     };
     let selection = threshold.map_or(Selection::Fcfs, Selection::Threshold);
-    let policy = Paper::new(hard_limit, priority, marks, selection).map_err(value_error)?;
-    let work = Workload::new(offsets, sizes, dynamic, client_bps).map_err(value_error)?;
-    let report = py
-        .detach(|| run(&cfg, &work, policy))
-        .map_err(value_error)?;
-    to_dict(py, &report)
+    Paper::new(hard_limit, priority, marks, selection).map_err(value_error)
 }
 
 fn to_dict<'py>(py: Python<'py>, r: &Report) -> PyResult<Bound<'py, PyDict>> {

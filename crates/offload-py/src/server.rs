@@ -45,11 +45,16 @@ impl ServerControl {
     }
 }
 
+/// Handoff mode's policy: (Hard_limit, host first, load control's watermarks (hiwat,
+/// lowat, step_down, step_up) or None, the n of T(n) selection or None for FCFS).
+type HandoffArgs = (u32, bool, Option<(u32, u32, u32, u32)>, Option<u32>);
+
 fn parse_mode(name: &str) -> PyResult<Mode> {
     match name {
         "inline" => Ok(Mode::Inline),
         "engine" => Ok(Mode::Engine),
         "uring" => Ok(Mode::Uring),
+        "handoff" => Ok(Mode::Handoff),
         _ => Err(value_error(format!(
             "mode {name:?}: use inline, engine or uring"
         ))),
@@ -88,7 +93,7 @@ fn seconds(what: &str, s: f64) -> PyResult<Duration> {
 #[pyo3(signature = (host, port, root, mode, host_core, engine_core, sendfile_above, work,
                     seed, engine_wait, engine_slowdown, max_header_bytes, max_uri_bytes,
                     max_headers, max_conns, header_timeout_s, idle_timeout_s, stats_path,
-                    stats_interval_s, stats_endpoint, fault, control))]
+                    stats_interval_s, stats_endpoint, fault, handoff, control))]
 #[allow(clippy::too_many_arguments)]
 fn serve(
     py: Python<'_>,
@@ -113,6 +118,7 @@ fn serve(
     stats_interval_s: f64,
     stats_endpoint: bool,
     fault: Option<(String, u64)>,
+    handoff: Option<HandoffArgs>,
     control: &ServerControl,
 ) -> PyResult<String> {
     let ip: IpAddr = host
@@ -139,6 +145,9 @@ fn serve(
     config.stats_interval = seconds("stats_interval_s", stats_interval_s)?;
     config.stats_endpoint = stats_endpoint;
     config.fault = parse_fault(fault)?;
+    if let Some((hard_limit, host_first, watermarks, threshold)) = handoff {
+        config.handoff = crate::handoff::policy(hard_limit, host_first, watermarks, threshold)?;
+    }
     // Every connection is a descriptor: lift the soft limit as the load generator does.
     offload_load::raise_fd_limit();
     let control = control.0.clone();
@@ -153,5 +162,10 @@ pub(crate) fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<ServerControl>()?;
     m.add_function(wrap_pyfunction!(serve, m)?)?;
     m.add("SERVER_VERSION", offload_server::VERSION)?;
+    let w = offload_server::TESTBED_WATERMARKS;
+    m.add(
+        "TESTBED_WATERMARKS",
+        (w.hiwat, w.lowat, w.step_down, w.step_up),
+    )?;
     Ok(())
 }

@@ -6,6 +6,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use offload_sim::dist::Dist;
+use offload_sim::handoff::{Paper, Priority, Selection, Watermarks};
 
 /// Who makes the socket calls.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -17,6 +18,27 @@ pub enum Mode {
     Engine,
     /// io_uring with its SQPOLL kernel thread as the engine.
     Uring,
+    /// The engine accepts every connection and a policy (`Config::handoff`) decides which it
+    /// serves as in `Engine`; the rest go to the host thread, which serves them inline.
+    Handoff,
+}
+
+/// Load control's watermarks on the testbed, in work items per engine turn. An engine
+/// that keeps up finds a few items per turn; one that falls behind finds about one per
+/// connection it holds, so `hiwat` bounds the connections a saturated engine keeps.
+pub const TESTBED_WATERMARKS: Watermarks = Watermarks {
+    hiwat: 16,
+    lowat: 4,
+    step_down: 4,
+    step_up: 2,
+};
+
+/// Seed 004's best policy, the default of `handoff` mode: host first, load control on
+/// the engine's backlog (`Qlen`: the socket events and host commands it found waiting
+/// in one turn of its loop), every connection offered at accept.
+pub fn default_handoff() -> Paper {
+    let marks = Some(TESTBED_WATERMARKS);
+    Paper::new(4096, Priority::HostFirst, marks, Selection::Fcfs).expect("valid watermarks")
 }
 
 /// How an idle engine waits for work.
@@ -121,6 +143,8 @@ pub struct Config {
     /// Answer `GET /.offload/stats` with the stats document.
     pub stats_endpoint: bool,
     pub fault: Option<Fault>,
+    /// The policy of `handoff` mode.
+    pub handoff: Paper,
 }
 
 impl Config {
@@ -142,6 +166,7 @@ impl Config {
             stats_interval: Duration::from_secs(1),
             stats_endpoint: false,
             fault: None,
+            handoff: default_handoff(),
         }
     }
 }

@@ -1,8 +1,15 @@
-//! `engine` mode: a software offload engine. The engine thread runs the socket loop
-//! (`proto`) and makes every socket call; the host thread runs the application. A
-//! request crosses as one event on the completion ring; its answer comes back as one or
-//! two commands on the command ring (send these bytes; sendfile this range), the last
-//! saying whether to keep the connection. Both sides batch what they publish.
+//! `engine` and `handoff` modes: a software offload engine. The engine thread runs a
+//! socket loop (`proto`) and makes the socket calls of the connections it holds; the
+//! host thread runs the application. A request crosses as one event on the completion
+//! ring; its answer comes back as one or two commands on the command ring (send these
+//! bytes; sendfile this range), the last saying whether to keep the connection. Both
+//! sides batch what they publish.
+//!
+//! In `engine` mode the engine holds every connection. In `handoff` mode it still
+//! accepts every one (it is the NIC, the first to see each), and seed 004's policy
+//! decides which it keeps; the others go to the host, which serves them inline in a
+//! socket loop of its own. Under selection T(n) the host offers a connection to the
+//! engine after its n-th answer, and it moves with whatever the client already sent.
 //!
 //! Unlike seed 000's emulator, nothing here waits on a connection: the host never
 //! blocks on a busy connection (answers queue on the engine per connection) and the
@@ -19,11 +26,11 @@ use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use mio::net::TcpListener;
-use mio::{Events, Poll, Token, Waker};
+use offload_sim::handoff::{Paper, Policy, Priority, Trigger};
 
 use crate::app::Handler;
-use crate::config::{Config, EngineWait, Fault};
-use crate::conn::FileRange;
+use crate::config::{Config, EngineWait, Fault, Mode};
+use crate::conn::{Conn, FileRange};
 use crate::cpu;
 use crate::http::Head;
 use crate::pool::Pool;
@@ -41,11 +48,17 @@ const BURN_SLICE: f64 = 0.005;
 /// A heartbeat unchanged this long means the engine is stuck.
 pub const STALL: Duration = Duration::from_millis(500);
 
-/// Engine → host: a parsed request.
-pub struct Request {
-    pub conn: ConnId,
-    pub head: Head,
-    pub path: Vec<u8>,
+/// Engine → host.
+pub enum Event {
+    /// A parsed request on a connection the engine holds.
+    Request {
+        conn: ConnId,
+        head: Head,
+        path: Vec<u8>,
+    },
+    /// A connection for the host to serve: passed on at accept, or sent back when the
+    /// host offered it over the engine's limit.
+    Conn(Box<Conn>),
 }
 
 /// Host → engine.
@@ -60,6 +73,8 @@ pub enum Command {
         file: FileRange,
         then: Then,
     },
+    /// Serve this connection from now on (a mid-life handoff).
+    Adopt(Box<Conn>),
 }
 
 /// State both threads see besides the rings.
@@ -84,19 +99,26 @@ pub fn run(
     control: Arc<Control>,
     stats: Arc<Stats>,
 ) -> io::Result<()> {
+    let policy = match config.mode {
+        Mode::Handoff => Some(config.handoff.clone()),
+        _ => None,
+    };
     let backup = listener.try_clone()?;
     let open_fds: Arc<[AtomicI32]> = (0..config.limits.max_conns)
         .map(|_| AtomicI32::new(-1))
         .collect();
-    let proto = Proto::new(
-        TcpListener::from_std(listener),
+    let mut proto = Proto::new(
+        Some(TcpListener::from_std(listener)),
         config.limits.clone(),
         stats.clone(),
         Some(open_fds.clone()),
     )?;
+    proto.host_first = policy
+        .as_ref()
+        .is_some_and(|p| p.priority() == Priority::HostFirst);
+    let mut host_proto = Proto::new(None, config.limits.clone(), stats.clone(), None)?;
     let engine_wake = Wake::new(proto.waker()?);
-    let mut host_poll = Poll::new()?;
-    let host_wake = Wake::new(Waker::new(host_poll.registry(), Token(0))?);
+    let host_wake = Wake::new(host_proto.waker()?);
     let (cmd_tx, cmd_rx) = ring::channel(RING_SLOTS, engine_wake.clone());
     let (event_tx, event_rx) = ring::channel(RING_SLOTS, host_wake.clone());
     let shared = Arc::new(Shared {
@@ -104,6 +126,11 @@ pub fn run(
         stats: stats.clone(),
         revoked: AtomicBool::new(false),
     });
+    if let Some(policy) = &policy {
+        // Advertised before the first connection, for the host's offers.
+        let limit = u64::from(policy.soft_limit());
+        stats.handoff.soft_limit.store(limit, Ordering::Relaxed);
+    }
 
     let engine = {
         let shared = shared.clone();
@@ -112,12 +139,11 @@ pub fn run(
             requests: 0,
             fault: config.fault,
             shared: shared.clone(),
+            policy: policy.clone(),
+            slow: Slowdown::new(config.engine_slowdown),
+            beat: 0,
         };
-        let (core, wait, slowdown) = (
-            config.engine_core,
-            config.engine_wait,
-            config.engine_slowdown,
-        );
+        let (core, wait) = (config.engine_core, config.engine_wait);
         std::thread::Builder::new()
             .name("offload-engine".into())
             .spawn(move || {
@@ -125,20 +151,22 @@ pub fn run(
                     cpu::pin(core)?;
                 }
                 shared.stats.register_thread("engine", core);
-                let looped =
-                    engine_loop(proto, side, cmd_rx, &engine_wake, &shared, wait, slowdown);
+                let looped = engine_loop(proto, side, cmd_rx, &engine_wake, &shared, wait);
                 shared.stats.sample_threads();
                 looped
             })?
     };
     let mut host = Host {
-        handler,
+        app: HostApp {
+            handler,
+            commands: cmd_tx,
+            policy,
+            stats: stats.clone(),
+        },
         events: event_rx,
-        commands: cmd_tx,
-        pool: Pool::default(),
         shared: shared.clone(),
     };
-    let outcome = host.serve(&mut host_poll, &host_wake, &engine);
+    let outcome = host.serve(&mut host_proto, &host_wake, &engine);
     match outcome {
         Ok(None) => {
             let joined = engine.join();
@@ -146,25 +174,114 @@ pub fn run(
         }
         Ok(Some(reason)) => {
             // Leave the engine thread behind: it may be stuck for good. It exits on stop.
-            host.take_over(&reason, &open_fds);
-            let proto = Proto::new(
-                TcpListener::from_std(backup),
-                config.limits.clone(),
-                stats,
-                None,
-            )?;
-            crate::server::serve_inline(proto, host.handler, &shared.control)
+            host.take_over(&reason, &open_fds, &mut host_proto);
+            host_proto.listen(TcpListener::from_std(backup))?;
+            crate::server::serve_inline(host_proto, &mut host.app, &shared.control)
         }
         Err(e) => Err(e),
     }
 }
 
-/// The engine's side of `Dispatch`: requests go to the host.
+/// Extra engine CPU burned in proportion to the engine's own work, to emulate a slower
+/// engine processor (a factor F makes it F + 1 times slower).
+struct Slowdown {
+    factor: f64,
+    /// The engine's CPU clock when the work not yet paid for began.
+    since: f64,
+}
+
+impl Slowdown {
+    fn new(factor: f64) -> Self {
+        Slowdown { factor, since: 0.0 }
+    }
+
+    /// Work from now on is to be paid for.
+    fn start(&mut self) {
+        if self.factor > 0.0 {
+            self.since = cpu::thread_seconds();
+        }
+    }
+
+    /// Burns the debt of the work since `start` (or the last payment), in slices
+    /// separated by `beat()`: a slow engine is not a stuck one.
+    fn pay(&mut self, mut beat: impl FnMut()) {
+        if self.factor <= 0.0 {
+            return;
+        }
+        let mut debt = (cpu::thread_seconds() - self.since) * self.factor;
+        while debt > 0.0 {
+            cpu::burn(debt.min(BURN_SLICE));
+            debt -= BURN_SLICE;
+            beat();
+        }
+        self.since = cpu::thread_seconds();
+    }
+}
+
+/// The engine's side of `Dispatch`: requests go to the host; in `handoff` mode the
+/// policy decides which connections stay.
 struct EngineSide {
-    events: Sender<Request>,
+    events: Sender<Event>,
     requests: u64,
     fault: Option<Fault>,
     shared: Arc<Shared>,
+    /// None in `engine` mode: every connection stays.
+    policy: Option<Paper>,
+    slow: Slowdown,
+    beat: u64,
+}
+
+impl EngineSide {
+    fn beat(&mut self) {
+        self.beat += 1;
+        let heartbeat = &self.shared.stats.socket.heartbeat;
+        heartbeat.store(self.beat, Ordering::Relaxed);
+    }
+
+    fn pay(&mut self) {
+        let (beat, heartbeat) = (&mut self.beat, &self.shared.stats.socket.heartbeat);
+        self.slow.pay(|| {
+            *beat += 1;
+            heartbeat.store(*beat, Ordering::Relaxed);
+        });
+    }
+
+    /// Publishes the events queued for the host.
+    fn publish(&mut self) -> io::Result<()> {
+        let published = self.events.flush()?;
+        if published > 0 {
+            let socket = &self.shared.stats.socket;
+            socket.events.fetch_add(published as u64, Ordering::Relaxed);
+            socket.event_batches.fetch_add(1, Ordering::Relaxed);
+        }
+        Ok(())
+    }
+
+    /// A connection the host offers: take it within the limit, else send it back.
+    fn adopt(&mut self, proto: &mut Proto, conn: Conn) {
+        let handoff = &self.shared.stats.handoff;
+        let held = proto.held() as u32;
+        if self.policy.as_ref().is_some_and(|p| p.admit(held)) {
+            handoff.adopted.fetch_add(1, Ordering::Relaxed);
+            proto.adopt(self, conn);
+        } else {
+            handoff.returned.fetch_add(1, Ordering::Relaxed);
+            self.events.push(Event::Conn(Box::new(conn)));
+        }
+    }
+
+    /// Load control on this turn's backlog, and the gauges the host reads.
+    fn observe(&mut self, qlen: usize, held: usize) {
+        let Some(policy) = &mut self.policy else {
+            return;
+        };
+        policy.observe(qlen as u32, held as u32);
+        let handoff = &self.shared.stats.handoff;
+        handoff.held.store(held as u64, Ordering::Relaxed);
+        let limit = u64::from(policy.soft_limit());
+        handoff.soft_limit.store(limit, Ordering::Relaxed);
+        handoff.qlen.store(qlen as u64, Ordering::Relaxed);
+    }
 }
 
 impl Dispatch for EngineSide {
@@ -176,8 +293,12 @@ impl Dispatch for EngineSide {
         pool: &mut Pool,
     ) -> Option<Reply> {
         let path = std::mem::replace(path, pool.take());
-        self.events.push(Request { conn, head, path });
+        self.events.push(Event::Request { conn, head, path });
         self.requests += 1;
+        if self.policy.is_some() {
+            let handoff = &self.shared.stats.handoff;
+            handoff.engine_requests.fetch_add(1, Ordering::Relaxed);
+        }
         match self.fault {
             Some(Fault::Stall { after }) if self.requests == after => {
                 while !self.shared.control.is_stopped() {
@@ -191,6 +312,28 @@ impl Dispatch for EngineSide {
         }
         None
     }
+
+    fn keep_new(&mut self, held: usize) -> bool {
+        match &self.policy {
+            None => true,
+            Some(p) => p.select(Trigger::Established) && p.admit(held as u32),
+        }
+    }
+
+    fn hand_over(&mut self, conn: Conn) {
+        let handoff = &self.shared.stats.handoff;
+        handoff.passed.fetch_add(1, Ordering::Relaxed);
+        self.events.push(Event::Conn(Box::new(conn)));
+    }
+
+    /// Host first: pay for the work so far and give the host what it waits for now,
+    /// rather than after the rest of the turn.
+    fn pace(&mut self) {
+        self.pay();
+        if let Err(e) = self.publish() {
+            self.shared.stats.note_error(&e);
+        }
+    }
 }
 
 fn engine_loop(
@@ -200,22 +343,20 @@ fn engine_loop(
     wake: &Wake,
     shared: &Shared,
     wait: EngineWait,
-    slowdown: f64,
 ) -> io::Result<()> {
     let stats = &shared.stats;
-    let mut beat = 0u64;
     let mut idle_since = Instant::now();
     // CPU clock when the engine last found nothing to do. Read only while idle, so a
     // busy engine pays no clock reads for this account.
     let mut idle_from: Option<f64> = None;
     while !shared.engine_must_stop() {
         let turn_start = idle_from.map(|_| cpu::thread_seconds());
-        beat += 1;
-        stats.socket.heartbeat.store(beat, Ordering::Relaxed);
-        let started = (slowdown > 0.0).then(cpu::thread_seconds);
+        side.beat();
+        side.slow.start();
         let applied = commands.drain(|command| match command {
             Command::Send { conn, buf, then } => proto.send(&mut side, conn, buf, then),
             Command::Sendfile { conn, file, then } => proto.sendfile(&mut side, conn, file, then),
+            Command::Adopt(conn) => side.adopt(&mut proto, *conn),
         });
         let mut timeout = Duration::ZERO;
         let idle = applied == 0 && side.events.backlog() == 0;
@@ -227,29 +368,14 @@ fn engine_loop(
         }
         let seen = proto.turn(&mut side, timeout)?;
         wake.sleep_end();
-        let published = side.events.flush()?;
-        if published > 0 {
-            stats
-                .socket
-                .events
-                .fetch_add(published as u64, Ordering::Relaxed);
-            stats.socket.event_batches.fetch_add(1, Ordering::Relaxed);
-        }
+        side.observe(applied + seen, proto.held());
+        side.publish()?;
         if applied + seen > 0 {
             if let (Some(from), Some(start)) = (idle_from.take(), turn_start) {
                 add_idle(stats, start - from);
             }
             idle_since = Instant::now();
-            if let Some(started) = started {
-                // In slices, beating the heart: a slow engine is not a stuck one.
-                let mut debt = (cpu::thread_seconds() - started) * slowdown;
-                while debt > 0.0 {
-                    cpu::burn(debt.min(BURN_SLICE));
-                    debt -= BURN_SLICE;
-                    beat += 1;
-                    stats.socket.heartbeat.store(beat, Ordering::Relaxed);
-                }
-            }
+            side.pay();
         } else if idle_from.is_none() {
             idle_from = Some(cpu::thread_seconds());
         }
@@ -265,56 +391,106 @@ fn add_idle(stats: &Stats, seconds: f64) {
     stats.socket.idle_poll_ns.fetch_add(ns, Ordering::Relaxed);
 }
 
-struct Host {
+/// The host's side of `Dispatch`: it answers the requests of the connections it holds
+/// itself (inline) and, in `handoff` mode under selection T(n), offers a connection to
+/// the engine after its n-th answer if the engine advertises room.
+struct HostApp {
     handler: Handler,
-    events: Receiver<Request>,
     commands: Sender<Command>,
-    pool: Pool,
+    /// None in `engine` mode and after a takeover: nothing is offered.
+    policy: Option<Paper>,
+    stats: Arc<Stats>,
+}
+
+impl HostApp {
+    /// Answers a request of an engine-held connection with commands.
+    fn answer(&mut self, conn: ConnId, head: Head, path: Vec<u8>, pool: &mut Pool) {
+        let reply = self.handler.respond(head, &path, pool.take());
+        pool.give(path);
+        let then = if reply.keep_alive {
+            Then::KeepAlive
+        } else {
+            Then::Close
+        };
+        let commands = &mut self.commands;
+        match reply.file {
+            None => commands.push(Command::Send {
+                conn,
+                buf: reply.bytes,
+                then,
+            }),
+            Some(file) => {
+                commands.push(Command::Send {
+                    conn,
+                    buf: reply.bytes,
+                    then: Then::More,
+                });
+                commands.push(Command::Sendfile { conn, file, then });
+            }
+        }
+    }
+}
+
+impl Dispatch for HostApp {
+    fn request(
+        &mut self,
+        _: ConnId,
+        head: Head,
+        path: &mut Vec<u8>,
+        pool: &mut Pool,
+    ) -> Option<Reply> {
+        Some(self.handler.respond(head, path, pool.take()))
+    }
+
+    fn let_go(&mut self, served: u64) -> bool {
+        let Some(policy) = &self.policy else {
+            return false;
+        };
+        let nth = u32::try_from(served).unwrap_or(u32::MAX);
+        let handoff = &self.stats.handoff;
+        let room =
+            handoff.held.load(Ordering::Relaxed) < handoff.soft_limit.load(Ordering::Relaxed);
+        policy.select(Trigger::Enqueue(nth)) && room
+    }
+
+    fn hand_over(&mut self, conn: Conn) {
+        self.stats.handoff.offered.fetch_add(1, Ordering::Relaxed);
+        self.commands.push(Command::Adopt(Box::new(conn)));
+    }
+}
+
+struct Host {
+    app: HostApp,
+    events: Receiver<Event>,
     shared: Arc<Shared>,
 }
 
 impl Host {
-    /// Answers requests until stop (Ok(None)) or until the engine fails (Ok(Some(why))).
+    /// Answers requests and serves the host's own connections until stop (Ok(None)) or
+    /// until the engine fails (Ok(Some(why))).
     fn serve(
         &mut self,
-        poll: &mut Poll,
+        proto: &mut Proto,
         wake: &Wake,
         engine: &JoinHandle<io::Result<()>>,
     ) -> io::Result<Option<String>> {
         let stats = self.shared.stats.clone();
-        let mut events = Events::with_capacity(4);
         let (mut last_beat, mut beat_seen) = (0, Instant::now());
+        let mut timeout = Duration::ZERO;
         while !self.shared.control.is_stopped() {
-            let (handler, pool, commands) = (&mut self.handler, &mut self.pool, &mut self.commands);
-            let handled = self.events.drain(|request| {
-                let reply = handler.respond(request.head, &request.path, pool.take());
-                pool.give(request.path);
-                let then = if reply.keep_alive {
-                    Then::KeepAlive
-                } else {
-                    Then::Close
-                };
-                match reply.file {
-                    None => commands.push(Command::Send {
-                        conn: request.conn,
-                        buf: reply.bytes,
-                        then,
-                    }),
-                    Some(file) => {
-                        commands.push(Command::Send {
-                            conn: request.conn,
-                            buf: reply.bytes,
-                            then: Then::More,
-                        });
-                        commands.push(Command::Sendfile {
-                            conn: request.conn,
-                            file,
-                            then,
-                        });
-                    }
+            // The host does not spin: its CPU is the application's, and CPU spent
+            // waiting would count against it. It sleeps in its own socket loop, which
+            // the engine's events wake.
+            proto.turn(&mut self.app, timeout)?;
+            wake.sleep_end();
+            let app = &mut self.app;
+            let handled = self.events.drain(|event| match event {
+                Event::Request { conn, head, path } => {
+                    app.answer(conn, head, path, &mut proto.pool)
                 }
+                Event::Conn(conn) => proto.adopt(app, *conn),
             });
-            let sent = self.commands.flush()?;
+            let sent = self.app.commands.flush()?;
             if sent > 0 {
                 stats.app.commands.fetch_add(sent as u64, Ordering::Relaxed);
                 stats.app.command_batches.fetch_add(1, Ordering::Relaxed);
@@ -332,29 +508,29 @@ impl Host {
             if engine.is_finished() {
                 return Ok(Some("the engine thread exited".into()));
             }
-            if handled == 0 && self.commands.backlog() == 0 {
-                // The host does not spin: its CPU is the application's, and CPU spent
-                // waiting would count against it.
+            timeout = Duration::ZERO;
+            if handled == 0 && self.app.commands.backlog() == 0 {
                 wake.sleep_begin();
                 if self.events.is_empty() {
-                    match poll.poll(&mut events, Some(TICK)) {
-                        Err(e) if e.kind() != io::ErrorKind::Interrupted => return Err(e),
-                        _ => {}
-                    }
+                    timeout = TICK;
                 }
-                wake.sleep_end();
             }
         }
         Ok(None)
     }
 
     /// Ends every connection the engine held, so no client waits for an answer that
-    /// will not come, and records the failure.
-    fn take_over(&mut self, reason: &str, open_fds: &[AtomicI32]) {
+    /// will not come, records the failure, and keeps the connections already passed
+    /// to the host.
+    fn take_over(&mut self, reason: &str, open_fds: &[AtomicI32], proto: &mut Proto) {
         self.shared.revoked.store(true, Ordering::Relaxed);
         self.shared.stats.record_takeover(reason);
-        let pool = &mut self.pool;
-        self.events.drain(|request| pool.give(request.path));
+        self.app.policy = None;
+        let app = &mut self.app;
+        self.events.drain(|event| match event {
+            Event::Request { path, .. } => proto.pool.give(path),
+            Event::Conn(conn) => proto.adopt(app, *conn),
+        });
         for slot in open_fds {
             let fd = slot.load(Ordering::Acquire);
             if fd >= 0 {

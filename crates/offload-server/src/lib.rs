@@ -34,7 +34,7 @@ mod server;
 mod stats;
 mod uring;
 
-pub use config::{Config, EngineWait, Fault, Limits, Mode};
+pub use config::{default_handoff, Config, EngineWait, Fault, Limits, Mode, TESTBED_WATERMARKS};
 pub use server::serve;
 
 use std::sync::atomic::{AtomicBool, AtomicU16, Ordering};

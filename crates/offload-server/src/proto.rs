@@ -6,6 +6,11 @@
 //!
 //! A connection has at most one request with the application at a time; pipelined
 //! requests wait, parsed in order as each answer is written, so answers keep their order.
+//!
+//! In `handoff` mode connections move between two loops, the engine's and the host's:
+//! a loop lets a connection go (`Dispatch::hand_over`) at accept or between two
+//! answers, and the other adopts it with the bytes it had read and not yet parsed, so
+//! nothing the client sent is lost or reordered.
 
 use std::io;
 use std::os::fd::RawFd;
@@ -13,7 +18,7 @@ use std::sync::atomic::{AtomicI32, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use mio::net::{TcpListener, TcpStream};
+use mio::net::TcpListener;
 use mio::{Events, Interest, Poll, Token, Waker};
 use slab::Slab;
 
@@ -27,6 +32,9 @@ const LISTENER: Token = Token(usize::MAX - 1);
 const WAKER: Token = Token(usize::MAX - 2);
 /// Connections accepted per turn at most (see `accept_some`).
 pub(crate) const ACCEPT_BATCH: usize = 16;
+/// Under host-first priority, the socket events handled between two looks at the
+/// listener (and two installments of the engine's slowdown).
+const HOST_FIRST_CHUNK: usize = 16;
 /// How often timeouts are checked; also the longest a `turn` sleeps.
 pub const TICK: Duration = Duration::from_millis(100);
 
@@ -58,7 +66,7 @@ pub enum Then {
     Close,
 }
 
-/// Where parsed requests go.
+/// Where parsed requests go, and where connections are served.
 pub trait Dispatch {
     /// Answer now (`Some`), or later through [`Proto::send`] and [`Proto::sendfile`].
     fn request(
@@ -68,14 +76,38 @@ pub trait Dispatch {
         path: &mut Vec<u8>,
         pool: &mut Pool,
     ) -> Option<Reply>;
+
+    /// A connection was just accepted and this loop holds `held` others: serve it here
+    /// (true) or let it go to the other loop (false)?
+    fn keep_new(&mut self, _held: usize) -> bool {
+        true
+    }
+
+    /// A connection's `served`-th answer is written: let it go to the other loop now?
+    fn let_go(&mut self, _served: u64) -> bool {
+        false
+    }
+
+    /// Takes a connection this loop let go (after `keep_new` said false or `let_go`
+    /// true), to pass it to the other loop. Without one, it is closed.
+    fn hand_over(&mut self, conn: Conn) {
+        drop(conn);
+    }
+
+    /// A point between two pieces of work (see `HOST_FIRST_CHUNK`).
+    fn pace(&mut self) {}
 }
 
 pub struct Proto {
     poll: Poll,
     events: Events,
     ready: Vec<(Token, bool, bool)>,
-    listener: TcpListener,
+    /// None for a loop that only serves connections handed to it.
+    listener: Option<TcpListener>,
     conns: Slab<Conn>,
+    /// Accept before socket events and between chunks of them (seed 004's host-first
+    /// order: the connections the host waits for go before the engine's own work).
+    pub host_first: bool,
     next_gen: u32,
     pub pool: Pool,
     limits: Limits,
@@ -95,21 +127,19 @@ pub struct Proto {
 
 impl Proto {
     pub fn new(
-        mut listener: TcpListener,
+        listener: Option<TcpListener>,
         limits: Limits,
         stats: Arc<Stats>,
         open_fds: Option<Arc<[AtomicI32]>>,
     ) -> io::Result<Proto> {
-        let poll = Poll::new()?;
-        poll.registry()
-            .register(&mut listener, LISTENER, Interest::READABLE)?;
         let now = Instant::now();
-        Ok(Proto {
-            poll,
+        let mut proto = Proto {
+            poll: Poll::new()?,
             events: Events::with_capacity(1024),
             ready: Vec::with_capacity(1024),
-            listener,
+            listener: None,
             conns: Slab::with_capacity(limits.max_conns.min(1 << 16)),
+            host_first: false,
             next_gen: 0,
             pool: Pool::default(),
             limits,
@@ -121,7 +151,26 @@ impl Proto {
             last_sweep: now,
             sent: 0,
             accept_pending: false,
-        })
+        };
+        if let Some(listener) = listener {
+            proto.listen(listener)?;
+        }
+        Ok(proto)
+    }
+
+    /// Starts accepting on `listener` (a host taking over from a failed engine).
+    pub fn listen(&mut self, mut listener: TcpListener) -> io::Result<()> {
+        self.poll
+            .registry()
+            .register(&mut listener, LISTENER, Interest::READABLE)?;
+        self.listener = Some(listener);
+        self.accept_pending = true; // connections may be waiting already
+        Ok(())
+    }
+
+    /// Open connections served by this loop.
+    pub fn held(&self) -> usize {
+        self.conns.len()
     }
 
     /// A waker that interrupts this loop's sleep (one per loop).
@@ -151,7 +200,15 @@ impl Proto {
             let readable = e.is_readable() || e.is_read_closed() || e.is_error();
             (e.token(), readable, e.is_writable() || e.is_write_closed())
         }));
-        for &(token, readable, writable) in &ready {
+        let mut n = ready.len();
+        let host_first = self.host_first && self.listener.is_some();
+        for (i, &(token, readable, writable)) in ready.iter().enumerate() {
+            if host_first && i % HOST_FIRST_CHUNK == 0 {
+                if i > 0 {
+                    app.pace();
+                }
+                n += self.accept_some(app);
+            }
             match token {
                 LISTENER => self.accept_pending = true,
                 WAKER => {}
@@ -164,11 +221,10 @@ impl Proto {
                 }
             }
         }
-        let mut n = ready.len();
         self.ready = ready;
-        // New connections after the ones already open, which get served first.
+        // Otherwise new connections after the ones already open, which get served first.
         if self.accept_pending {
-            n += self.accept_some();
+            n += self.accept_some(app);
         }
         if self.now.duration_since(self.last_sweep) >= TICK {
             self.sweep();
@@ -218,10 +274,21 @@ impl Proto {
     /// kernel's backlog (and beyond it the kernel drops SYNs, which clients retry):
     /// accepting more than can be served would spend the loop on connections whose
     /// clients give up, and goodput would collapse (receive livelock).
-    fn accept_some(&mut self) -> usize {
+    fn accept_some<D: Dispatch>(&mut self, app: &mut D) -> usize {
         for accepted in 0..ACCEPT_BATCH {
-            match self.listener.accept() {
-                Ok((stream, _)) => self.admit(stream),
+            let Some(listener) = &self.listener else {
+                return 0; // a loop that only adopts connections
+            };
+            match listener.accept() {
+                Ok((stream, _)) => {
+                    self.stats.socket.accepted.fetch_add(1, Ordering::Relaxed);
+                    let conn = Conn::new(stream, 0, self.pool.take(), self.now);
+                    if app.keep_new(self.conns.len()) {
+                        self.attach(conn);
+                    } else {
+                        app.hand_over(conn);
+                    }
+                }
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
                     self.accept_pending = false;
                     return accepted;
@@ -240,12 +307,27 @@ impl Proto {
         ACCEPT_BATCH
     }
 
-    fn admit(&mut self, mut stream: TcpStream) {
+    /// Takes a connection another loop let go, with the bytes it had read and not
+    /// parsed, and serves what is already there.
+    pub fn adopt<D: Dispatch>(&mut self, app: &mut D, mut conn: Conn) {
+        self.now = Instant::now();
+        // Whatever arrived while it moved: one read finds it (or WouldBlock).
+        conn.readable = true;
+        conn.writable = true;
+        conn.since = self.now;
+        if let Some(slot) = self.attach(conn) {
+            self.advance(slot, app);
+        }
+    }
+
+    /// Registers a connection with this loop (or answers 503 when `max_conns` are
+    /// open); returns its slot.
+    fn attach(&mut self, mut conn: Conn) -> Option<usize> {
         // TCP_NODELAY comes from the listener (see `server::bind`).
         if self.conns.len() >= self.limits.max_conns {
-            let fd = std::os::fd::AsRawFd::as_raw_fd(&stream);
-            refuse(fd, &mut self.date, &mut self.pool, &self.stats);
-            return; // dropping the stream closes it
+            refuse(conn.fd(), &mut self.date, &mut self.pool, &self.stats);
+            conn.release(&mut self.pool); // closes it
+            return None;
         }
         let entry = self.conns.vacant_entry();
         let slot = entry.key();
@@ -253,17 +335,34 @@ impl Proto {
         if let Err(e) = self
             .poll
             .registry()
-            .register(&mut stream, Token(slot), interest)
+            .register(&mut conn.stream, Token(slot), interest)
         {
             self.stats.note_error(&e);
-            return;
+            conn.release(&mut self.pool);
+            return None;
         }
         if let Some(fds) = &self.open_fds {
-            fds[slot].store(std::os::fd::AsRawFd::as_raw_fd(&stream), Ordering::Release);
+            fds[slot].store(conn.fd(), Ordering::Release);
         }
         self.next_gen = self.next_gen.wrapping_add(1);
-        entry.insert(Conn::new(stream, self.next_gen, self.pool.take(), self.now));
-        self.stats.socket.accepted.fetch_add(1, Ordering::Relaxed);
+        conn.gen = self.next_gen;
+        entry.insert(conn);
+        Some(slot)
+    }
+
+    /// Takes a connection out of this loop and hands it over to the other one.
+    fn detach<D: Dispatch>(&mut self, slot: usize, app: &mut D) {
+        let mut conn = self.conns.remove(slot);
+        if let Some(fds) = &self.open_fds {
+            fds[slot].store(-1, Ordering::Release);
+        }
+        match self.poll.registry().deregister(&mut conn.stream) {
+            Ok(()) => app.hand_over(conn),
+            Err(e) => {
+                self.stats.note_error(&e);
+                conn.release(&mut self.pool);
+            }
+        }
     }
 
     /// Moves a connection on as far as it can go without waiting.
@@ -292,6 +391,9 @@ impl Proto {
                             conn.state = State::Reading;
                             conn.served += 1;
                             conn.since = self.now;
+                            if app.let_go(conn.served) {
+                                return self.detach(slot, app);
+                            }
                         }
                     }
                 }
@@ -428,4 +530,58 @@ pub(crate) fn refuse(fd: RawFd, date: &mut http::Date, pool: &mut Pool, stats: &
     pool.give(buf);
     stats.socket.refused.fetch_add(1, Ordering::Relaxed);
     stats.count_status(Status::UNAVAILABLE);
+}
+
+#[cfg(test)]
+mod tests {
+    use std::io::Write;
+
+    use super::*;
+    use crate::config::Mode;
+
+    /// Records the order in which the loop calls its application.
+    #[derive(Default)]
+    struct Order(Vec<&'static str>);
+
+    impl Dispatch for Order {
+        fn request(&mut self, _: ConnId, _: Head, _: &mut Vec<u8>, _: &mut Pool) -> Option<Reply> {
+            self.0.push("request");
+            None
+        }
+
+        fn keep_new(&mut self, _: usize) -> bool {
+            self.0.push("accept");
+            true
+        }
+    }
+
+    /// One open connection with a request waiting and one new connection in the
+    /// backlog: which does one turn serve first?
+    fn first_served(host_first: bool) -> Vec<&'static str> {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        listener.set_nonblocking(true).unwrap();
+        let addr = listener.local_addr().unwrap();
+        let stats = Arc::new(Stats::new(Mode::Handoff, addr.port()));
+        let listener = Some(TcpListener::from_std(listener));
+        let mut proto = Proto::new(listener, Limits::default(), stats, None).unwrap();
+        proto.host_first = host_first;
+        let mut app = Order::default();
+        let mut open = std::net::TcpStream::connect(addr).unwrap();
+        while proto.held() == 0 {
+            proto.turn(&mut app, Duration::from_millis(10)).unwrap();
+        }
+        app.0.clear();
+        open.write_all(b"GET / HTTP/1.1\r\nHost: t\r\n\r\n")
+            .unwrap();
+        let _new = std::net::TcpStream::connect(addr).unwrap();
+        std::thread::sleep(Duration::from_millis(50)); // both are ready in the kernel
+        proto.turn(&mut app, Duration::from_millis(10)).unwrap();
+        app.0
+    }
+
+    #[test]
+    fn host_first_accepts_before_serving_open_connections_and_fcfs_after() {
+        assert_eq!(first_served(true), ["accept", "request"]);
+        assert_eq!(first_served(false), ["request", "accept"]);
+    }
 }

@@ -60,12 +60,14 @@ pub fn serve(config: Config, control: Arc<Control>) -> Result<Value, String> {
                 stats.register_thread("host", config.host_core);
                 let served = match config.mode {
                     Mode::Inline => {
-                        let listener = TcpListener::from_std(listener);
+                        let listener = Some(TcpListener::from_std(listener));
                         let proto =
                             Proto::new(listener, config.limits.clone(), stats.clone(), None)?;
-                        serve_inline(proto, handler, &control)
+                        serve_inline(proto, &mut Inline(handler), &control)
                     }
-                    Mode::Engine => engine::run(&config, listener, handler, control, stats.clone()),
+                    Mode::Engine | Mode::Handoff => {
+                        engine::run(&config, listener, handler, control, stats.clone())
+                    }
                     Mode::Uring => uring::run(&config, listener, handler, control, stats.clone()),
                 };
                 stats.sample_threads();
@@ -75,7 +77,12 @@ pub fn serve(config: Config, control: Arc<Control>) -> Result<Value, String> {
     };
     control.set_port(port);
     let mut next = Instant::now();
+    let mut next_sample = next + stats::SAMPLE_EVERY;
     while !host.is_finished() {
+        if config.mode == Mode::Handoff && Instant::now() >= next_sample {
+            next_sample += stats::SAMPLE_EVERY;
+            stats.sample_handoff();
+        }
         if let Some(path) = &config.stats_path {
             if Instant::now() >= next {
                 next += config.stats_interval;
@@ -134,7 +141,7 @@ fn set_nodelay(fd: std::os::fd::RawFd) -> io::Result<()> {
 }
 
 /// `inline`: the host answers each request itself, in the socket loop.
-struct Inline(Handler);
+pub(crate) struct Inline(pub Handler);
 
 impl Dispatch for Inline {
     fn request(
@@ -149,14 +156,13 @@ impl Dispatch for Inline {
 }
 
 /// The host's own socket loop until stop (also what it falls back to when an engine fails).
-pub(crate) fn serve_inline(
+pub(crate) fn serve_inline<D: Dispatch>(
     mut proto: Proto,
-    handler: Handler,
+    app: &mut D,
     control: &Control,
 ) -> io::Result<()> {
-    let mut app = Inline(handler);
     while !control.is_stopped() {
-        proto.turn(&mut app, TICK)?;
+        proto.turn(app, TICK)?;
     }
     Ok(())
 }

@@ -53,6 +53,30 @@ pub struct App {
     pub idle_poll_ns: AtomicU64,
 }
 
+/// Connection handoff (`handoff` mode). The engine writes all but `offered`.
+#[derive(Debug, Default)]
+#[repr(align(128))]
+pub struct Handoff {
+    /// Accepted connections the engine passed to the host at once.
+    pub passed: AtomicU64,
+    /// Connections the host offered the engine mid-life (selection T(n)).
+    pub offered: AtomicU64,
+    /// Offers the engine took, and those it sent back (over its limit).
+    pub adopted: AtomicU64,
+    pub returned: AtomicU64,
+    /// Requests on connections the engine held (the rest the host served inline).
+    pub engine_requests: AtomicU64,
+    /// Gauges: connections held (Cnum), Soft_limit, the last turn's backlog (Qlen).
+    pub held: AtomicU64,
+    pub soft_limit: AtomicU64,
+    pub qlen: AtomicU64,
+}
+
+/// Most gauge samples kept (one per `SAMPLE_EVERY`: an hour).
+const MAX_SAMPLES: usize = 36_000;
+/// How often `sample_handoff` is meant to be called.
+pub const SAMPLE_EVERY: std::time::Duration = std::time::Duration::from_millis(100);
+
 const CODES: [u16; 11] = [200, 400, 404, 405, 413, 414, 431, 500, 503, 505, 0];
 
 /// A thread whose CPU time is accounted.
@@ -70,6 +94,9 @@ struct Thread {
 pub struct Stats {
     pub socket: Socket,
     pub app: App,
+    pub handoff: Handoff,
+    /// (seconds since start, Cnum, Soft_limit, Qlen), every `SAMPLE_EVERY`.
+    series: Mutex<Vec<[f64; 4]>>,
     statuses: [AtomicU64; CODES.len()],
     mode: Mode,
     port: u16,
@@ -87,6 +114,8 @@ impl Stats {
         Stats {
             socket: Socket::default(),
             app: App::default(),
+            handoff: Handoff::default(),
+            series: Mutex::new(Vec::new()),
             statuses: Default::default(),
             mode,
             port,
@@ -149,6 +178,36 @@ impl Stats {
         self.engine_failed.load(Ordering::Relaxed)
     }
 
+    /// Records the handoff gauges now (for the document's time series).
+    pub fn sample_handoff(&self) {
+        let mut series = self.series.lock().unwrap();
+        if series.len() < MAX_SAMPLES {
+            let gauge = |a: &AtomicU64| a.load(Ordering::Relaxed) as f64;
+            let h = &self.handoff;
+            let t = self.start.elapsed().as_secs_f64();
+            series.push([t, gauge(&h.held), gauge(&h.soft_limit), gauge(&h.qlen)]);
+        }
+    }
+
+    fn handoff_document(&self) -> Value {
+        let relaxed = |a: &AtomicU64| a.load(Ordering::Relaxed);
+        let h = &self.handoff;
+        let series = self.series.lock().unwrap();
+        let column = |i: usize| series.iter().map(|row| row[i]).collect::<Vec<_>>();
+        json!({
+            "passed": relaxed(&h.passed),
+            "offered": relaxed(&h.offered),
+            "adopted": relaxed(&h.adopted),
+            "returned": relaxed(&h.returned),
+            "engine_requests": relaxed(&h.engine_requests),
+            "held": relaxed(&h.held),
+            "soft_limit": relaxed(&h.soft_limit),
+            "series": {
+                "t_s": column(0), "held": column(1), "soft_limit": column(2), "qlen": column(3),
+            },
+        })
+    }
+
     /// Reads every accounted thread's CPU time now. Call it from a thread before it
     /// exits too, so its final time is kept.
     pub fn sample_threads(&self) {
@@ -193,6 +252,7 @@ impl Stats {
             })
             .collect();
         let takeover = self.takeover.lock().unwrap().clone();
+        let handoff = (self.mode == Mode::Handoff).then(|| self.handoff_document());
         json!({
             "mode": mode_name(self.mode),
             "pid": std::process::id(),
@@ -230,6 +290,7 @@ impl Stats {
                 "batch_mean": (batches > 0).then(|| commands as f64 / batches as f64),
             },
             "cores": self.core_deltas(),
+            "handoff": handoff,
             "host": {
                 "idle_poll_s": host_idle_poll_s,
             },
@@ -267,6 +328,7 @@ fn mode_name(mode: Mode) -> &'static str {
         Mode::Inline => "inline",
         Mode::Engine => "engine",
         Mode::Uring => "uring",
+        Mode::Handoff => "handoff",
     }
 }
 

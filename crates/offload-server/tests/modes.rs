@@ -1,6 +1,7 @@
 //! The server as a client sees it, in every mode: byte-exact files of every size class,
 //! keep-alive, pipelining, errors and the connection state after them, limits and
-//! timeouts, accounting, and (engine mode) the host taking over from a failed engine.
+//! timeouts, accounting, (engine mode) the host taking over from a failed engine, and
+//! (handoff mode) connections placed and moved by seed 004's policy.
 
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpStream};
@@ -11,9 +12,12 @@ use std::time::{Duration, Instant};
 
 use offload_server::{serve, Config, Control, EngineWait, Fault, Mode};
 use offload_sim::dist::Dist;
+use offload_sim::handoff::{Paper, Priority, Selection, Watermarks};
 use serde_json::Value;
 
-const MODES: [Mode; 3] = [Mode::Inline, Mode::Engine, Mode::Uring];
+/// Handoff mode runs with its default policy, under which the engine keeps every
+/// connection it has room for; its own tests below move connections about.
+const MODES: [Mode; 4] = [Mode::Inline, Mode::Engine, Mode::Uring, Mode::Handoff];
 /// Seed 000's classes by their edges: 0 B, 1 KiB, 10 KiB, 100 KiB, 1 MiB, 10 MiB.
 const SIZES: [usize; 6] = [0, 1 << 10, 10 << 10, 100 << 10, 1 << 20, 10 << 20];
 
@@ -558,4 +562,151 @@ fn a_polling_engine_accounts_its_idle_polling_apart_from_its_work() {
 fn a_polling_uring_host_accounts_its_idle_polling_apart_from_its_work() {
     // The host polls its completion ring; the SQPOLL thread's polling has no account.
     idle_polling_is_accounted_apart(Mode::Uring, "host", "host_busy_cpu_s");
+}
+
+/// A handoff server with this policy (load control off unless given).
+fn handoff_server(selection: Selection, hard_limit: u32, control: Option<Watermarks>) -> Server {
+    let policy = Paper::new(hard_limit, Priority::HostFirst, control, selection).unwrap();
+    Server::start(Mode::Handoff, |c| c.handoff = policy)
+}
+
+fn handoff_count(stats: &Value, name: &str) -> u64 {
+    stats["handoff"][name].as_u64().unwrap()
+}
+
+#[test]
+fn a_connection_moved_mid_life_keeps_its_pipelined_bytes_in_order() {
+    // T(2): the host serves the first two answers, then the connection moves to the
+    // engine with the four requests it has already read (or that are still in the
+    // socket), and the engine answers those.
+    let server = handoff_server(Selection::Threshold(2), 8, None);
+    let mut s = server.connect();
+    let order = [1024, 102400, 0, 1048576, 10240, 1024];
+    let text: String = order
+        .iter()
+        .map(|size| format!("GET /f{size}.bin HTTP/1.1\r\nHost: t\r\n\r\n"))
+        .collect();
+    s.write_all(text.as_bytes()).unwrap();
+    let mut carry = Vec::new();
+    for size in order {
+        let r = read_response(&mut s, &mut carry, false);
+        assert!(
+            r.status == 200 && r.body == content(size),
+            "answer for {size}"
+        );
+    }
+    // And it goes on serving on the engine, one request at a time.
+    for size in SIZES {
+        let r = request(
+            &mut s,
+            &format!("GET /f{size}.bin HTTP/1.1\r\nHost: t\r\n\r\n"),
+        );
+        assert!(r.status == 200 && r.body == content(size), "{size}");
+    }
+    let stats = server.stop();
+    assert_eq!(handoff_count(&stats, "passed"), 1);
+    assert_eq!(handoff_count(&stats, "offered"), 1);
+    assert_eq!(handoff_count(&stats, "adopted"), 1);
+    let moved = (order.len() - 2 + SIZES.len()) as u64;
+    assert_eq!(handoff_count(&stats, "engine_requests"), moved);
+    assert_eq!(stats["requests"], (order.len() + SIZES.len()) as u64);
+}
+
+#[test]
+fn selection_fires_once_per_connection_and_only_while_the_engine_has_room() {
+    // Hard_limit 1: of three connections past their second answer, one moves. The
+    // others are offered only if the host acts on an advertisement the engine has not
+    // updated yet; the engine then sends them back, and they stay on the host for good.
+    let server = handoff_server(Selection::Threshold(2), 1, None);
+    let mut conns: Vec<TcpStream> = (0..3).map(|_| server.connect()).collect();
+    for round in 0..5 {
+        for (i, s) in conns.iter_mut().enumerate() {
+            let size = SIZES[(round + i) % SIZES.len()];
+            let r = request(s, &format!("GET /f{size}.bin HTTP/1.1\r\nHost: t\r\n\r\n"));
+            assert!(
+                r.status == 200 && r.body == content(size),
+                "conn {i} round {round}"
+            );
+        }
+    }
+    let stats = server.stop();
+    assert_eq!(handoff_count(&stats, "passed"), 3);
+    let offered = handoff_count(&stats, "offered");
+    assert!(
+        (1..=3).contains(&offered),
+        "{offered}: once per connection at most"
+    );
+    assert_eq!(handoff_count(&stats, "adopted"), 1);
+    assert_eq!(handoff_count(&stats, "returned"), offered - 1);
+    assert_eq!(handoff_count(&stats, "engine_requests"), 3); // rounds 2, 3, 4
+}
+
+#[test]
+fn fcfs_selection_keeps_connections_up_to_the_limit_and_passes_the_rest_to_the_host() {
+    let server = handoff_server(Selection::Fcfs, 2, None);
+    let mut conns: Vec<TcpStream> = (0..4).map(|_| server.connect()).collect();
+    for (i, s) in conns.iter_mut().enumerate() {
+        // One at a time, so the engine holds the first two when the others arrive.
+        for size in [1024, 1048576] {
+            let r = request(s, &format!("GET /f{size}.bin HTTP/1.1\r\nHost: t\r\n\r\n"));
+            assert!(r.status == 200 && r.body == content(size), "conn {i}");
+        }
+    }
+    let stats = server.stop();
+    assert_eq!(handoff_count(&stats, "passed"), 2);
+    assert_eq!(handoff_count(&stats, "engine_requests"), 4);
+    assert_eq!(stats["requests"], 8);
+    assert_eq!(stats["handoff"]["held"], 2);
+}
+
+#[test]
+fn load_control_cuts_the_soft_limit_of_a_slow_engine_and_the_host_takes_the_rest() {
+    use offload_load::plan::closed_loop;
+    use offload_load::{Control as LoadControl, Object, Options, Target};
+
+    // An engine 41 times slower than it is, with low watermarks: its backlog passes
+    // hiwat, Soft_limit falls below the 64 connections, and the connections over it
+    // go to the host. Every answer must still be right.
+    let marks = Watermarks {
+        hiwat: 8,
+        lowat: 2,
+        step_down: 4,
+        step_up: 1,
+    };
+    let server = Server::start(Mode::Handoff, |c| {
+        c.engine_slowdown = 40.0;
+        c.handoff = Paper::new(64, Priority::HostFirst, Some(marks), Selection::Fcfs).unwrap();
+    });
+    let objects = vec![Object {
+        path: "/f10240.bin".into(),
+        size: 10240,
+        sha256: None,
+        class: 2,
+    }];
+    // HTTP/1.0 (a connection per request), so new connections keep meeting the limit.
+    let plan = closed_loop(objects, 32, 1, 0.0, 1, true);
+    let options = Options {
+        repeat: true,
+        max_duration_s: 2.0,
+        threads: 1,
+        ..Options::default()
+    };
+    let target = Target::new(server.addr, "", false).unwrap();
+    let report = offload_load::run(&target, &plan, &options, &LoadControl::new()).unwrap();
+    let stats = server.stop();
+    let summary = format!("{:?} {}", report.errors, stats["handoff"]);
+    assert!(report.completed > 100, "{summary}");
+    assert_eq!(report.failed, 0, "{summary}");
+    let limits = stats["handoff"]["series"]["soft_limit"].as_array().unwrap();
+    let lowest = limits
+        .iter()
+        .map(|v| v.as_f64().unwrap())
+        .fold(64.0, f64::min);
+    assert!(
+        lowest < 32.0,
+        "Soft_limit never fell below the clients: {summary}"
+    );
+    assert!(handoff_count(&stats, "passed") > 0, "{summary}");
+    let on_engine = handoff_count(&stats, "engine_requests");
+    assert!(0 < on_engine && on_engine < report.completed, "{summary}");
 }

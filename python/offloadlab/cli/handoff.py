@@ -1,5 +1,6 @@
-"""``offload handoff``: seed 004's connection handoff in the packet-level simulator —
-one experiment from a TOML file, the paper's experiment matrix, the model's defaults."""
+"""``offload handoff``: seed 004's connection handoff — in the packet-level simulator
+(one experiment from a TOML file, the paper's experiment matrix, the model's defaults)
+and on the testbed (its policies against inline mode with a slowed engine)."""
 
 from __future__ import annotations
 
@@ -8,18 +9,21 @@ from typing import Annotated
 
 import pandas as pd
 import typer
-from rich.table import Table
+from rich.table import Column, Table
 
-from offloadlab.cli.common import app, err, out, user_errors
+from offloadlab.cli.common import app, err, flag_time, out, user_errors
+from offloadlab.cli.serve import EngineCore, EngineSlowdown, HostCore, Work
 from offloadlab.errors import InputError
 from offloadlab.handoff import checks
 from offloadlab.handoff import run as handoff
 from offloadlab.report import handoff as figures
+from offloadlab.report.format import ms, us
 from offloadlab.results import write_atomic, write_json
+from offloadlab.testbed import handoff as testbed
 
 handoff_app = typer.Typer(
-    help="Connection handoff to an offload NIC (seed 004): packet-level simulation of "
-         "its policies.", no_args_is_help=True, rich_markup_mode="rich")
+    help="Connection handoff to an offload NIC (seed 004): its policies in packet-level "
+         "simulation and on the testbed.", no_args_is_help=True, rich_markup_mode="rich")
 app.add_typer(handoff_app, name="handoff")
 
 OutDir = Annotated[Path, typer.Option(
@@ -60,6 +64,89 @@ def defaults_cmd() -> None:
     for k, v in handoff.defaults().items():
         t.add_row(k, f"{v:g}")
     out.print(t)
+
+
+@handoff_app.command("testbed")
+@user_errors
+def testbed_cmd(
+    fileset_dir: Annotated[Path, typer.Option(
+        "--fileset", help="The file set to serve and request (offload workload fileset).")],
+    out_dir: Annotated[Path, typer.Option(
+        "--out", help="Folder for runs.csv, series.parquet, summary.json and the figure "
+                      "(created; files in it are replaced).")] = Path("handoff-testbed"),
+    policies: Annotated[str, typer.Option(
+        help="inline and handoff policies (P|N-L|N-FCFS|Tn), comma-separated.")
+    ] = ",".join(p.removeprefix("handoff:") for p in testbed.POLICIES),
+    size_class: Annotated[int | None, typer.Option(
+        "--class", help="Only objects of this size class (0-4).")] = None,
+    clients: Annotated[int, typer.Option(help="Closed-loop clients (zero think time).")] = 64,
+    keep_alive: Annotated[int, typer.Option(help="Requests per connection.")] = 100,
+    work: Work = testbed.Experiment.work,
+    engine_slowdown: EngineSlowdown = testbed.Experiment.slowdown,
+    run_length: Annotated[str, typer.Option(help="Length of each run.")] = "3s",
+    repeats: Annotated[int, typer.Option(help="Runs per policy, interleaved.")] = 3,
+    host_core: HostCore = None,
+    engine_core: EngineCore = None,
+    seed: Annotated[int, typer.Option(help="Seed of the stream and the --work draws.")] = 1,
+) -> None:
+    """Seed 004's policies on the testbed: the same keep-alive load against inline mode
+    and handoff mode under each policy, the engine slowed by --engine-slowdown."""
+    from offloadlab.study.plan import default_cores
+    from offloadlab.workload import fileset
+
+    cores = default_cores()
+    exp = testbed.Experiment(
+        root=fileset_dir, manifest=fileset.read_manifest(fileset_dir), size_class=size_class,
+        clients=clients, keep_alive=keep_alive, work=work, slowdown=engine_slowdown,
+        run_s=flag_time("--run-length", run_length), repeats=repeats,
+        policies=testbed.parse_policies(policies),
+        host_core=cores[0] if host_core is None else host_core,
+        engine_core=cores[1] if engine_core is None else engine_core, seed=seed)
+    exp.check()
+    out_dir.mkdir(parents=True, exist_ok=True)
+    total_s = exp.run_s * exp.repeats * len(exp.policies)
+    err.print(f"{len(exp.policies)} policies × {exp.repeats} repeats × {exp.run_s:g} s: about "
+              f"{total_s:.0f} s of load", highlight=False)
+
+    def say(name: str, done: int, total: int) -> None:
+        if name:
+            err.print(f"[dim]run {done + 1}/{total}: {name}[/]", highlight=False)
+
+    result = testbed.run(exp, progress=say)
+    summary = result.summary()
+    verdicts = testbed.checks(summary)
+    write_atomic(out_dir / "runs.csv", lambda p: result.runs.to_csv(p, index=False))
+    write_atomic(out_dir / "series.parquet",
+                 lambda p: result.series.to_parquet(p, index=False))
+    fig = figures.testbed_figure(result.runs, result.series)
+    written = []
+    if fig is not None:
+        path = out_dir / "handoff-testbed.png"
+        write_atomic(path, lambda tmp: fig.savefig(tmp, dpi=figures.DPI, format="png"))
+        written.append(path.name)
+    write_json(out_dir / "summary.json", {
+        "experiment": exp.describe(), "summary": summary.to_dict("records"),
+        "checks": [vars(c) for c in verdicts], "figures": written})
+    out.print(testbed_table(summary, exp))
+    for c in verdicts:
+        mark = "[green]holds[/]" if c.holds else "[red]does not hold[/]"
+        out.print(f"{c.claim}: {mark} ({c.detail})", highlight=False)
+    out.print(f"wrote {out_dir}/: runs.csv, series.parquet, summary.json"
+              + "".join(f", {w}" for w in written))
+
+
+def testbed_table(summary: pd.DataFrame, exp) -> Table:
+    t = Table(Column("policy", no_wrap=True), "req/s", "vs inline", "mean ms", "p99 ms",
+              "host µs", "engine µs", "on engine", "errors",
+              title=f"{exp.clients} clients, {exp.keep_alive} requests per connection, "
+                    f"engine slowdown {exp.slowdown:g}, medians of {exp.repeats}",
+              caption="host, engine µs: CPU per request over all requests; on engine: "
+                      "share of requests on engine-held connections")
+    for r in summary.itertuples(index=False):
+        t.add_row(r.policy, f"{r.throughput:,.0f}", f"{r.vs_inline:.3f}", ms(r.mean_s),
+                  ms(r.p99_s), us(r.host_cpu_s), us(r.engine_cpu_s),
+                  f"{r.engine_share:.0%}", f"{r.errors:,}")
+    return t
 
 
 def _run(setups, settings, calibrate, out_dir: Path) -> None:

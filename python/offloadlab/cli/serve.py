@@ -12,11 +12,13 @@ from typing import Annotated
 import typer
 
 from offloadlab.cli.common import app, err, flag_time, out, user_errors
+from offloadlab.errors import InputError
 from offloadlab.report.format import us
 
 Mode = Annotated[str, typer.Option(
     help="Who makes the socket calls: inline (the host), engine (a software offload engine "
-         "on its own core) or uring (io_uring's SQPOLL thread).")]
+         "on its own core), uring (io_uring's SQPOLL thread) or handoff (the engine accepts "
+         "and --handoff decides which connections it keeps; the host serves the rest).")]
 HostCore = Annotated[int | None, typer.Option(
     help="Pin the host thread to this core (default: not pinned).")]
 EngineCore = Annotated[int | None, typer.Option(
@@ -29,6 +31,27 @@ EngineWait = Annotated[str, typer.Option(
     help="How an idle engine waits: adaptive (spin, then sleep) or poll (never sleep).")]
 EngineSlowdown = Annotated[float, typer.Option(
     help="Extra engine CPU per unit of its own work: 3 emulates an engine 4 times slower.")]
+HandoffPolicy = Annotated[str, typer.Option(
+    "--handoff", help="Handoff mode's policy (seed 004): P|N (host-first priority or not) - "
+                      "L|N (load control or not) - FCFS|Tn (offer every connection at "
+                      "accept, or after its n-th answer), e.g. P-L-FCFS.")]
+HandoffLimit = Annotated[int | None, typer.Option(
+    help="Handoff mode: connections the engine holds at most (Hard_limit; default "
+         "--max-conns).")]
+Watermarks = Annotated[str | None, typer.Option(
+    help="Handoff load control: HIWAT,LOWAT,STEP_DOWN,STEP_UP in work items per engine "
+         "turn (default 16,4,4,2).")]
+
+
+def watermark_option(text: str | None) -> dict:
+    """``--watermarks`` as a ServerOptions field (empty: the default)."""
+    if text is None:
+        return {}
+    parts = text.split(",")
+    if len(parts) != 4 or not all(p.strip().isdigit() for p in parts):
+        raise InputError(f"--watermarks {text!r}: give HIWAT,LOWAT,STEP_DOWN,STEP_UP as four "
+                         "whole numbers, e.g. 16,4,4,2")
+    return {"watermarks": tuple(int(p) for p in parts)}
 
 
 @app.command("serve")
@@ -49,6 +72,9 @@ def serve_cmd(
     sendfile_above: SendfileAbove = 8000,
     engine_wait: EngineWait = "adaptive",
     engine_slowdown: EngineSlowdown = 0.0,
+    handoff: HandoffPolicy = "P-L-FCFS",
+    handoff_limit: HandoffLimit = None,
+    watermarks: Watermarks = None,
     max_conns: Annotated[int, typer.Option(
         help="Open connections at most; one more gets 503 and is closed.")] = 4096,
     max_header_bytes: Annotated[int, typer.Option(
@@ -83,7 +109,8 @@ def serve_cmd(
         header_timeout_s=flag_time("--header-timeout", header_timeout),
         idle_timeout_s=flag_time("--idle-timeout", idle_timeout), stats_path=stats,
         stats_interval_s=flag_time("--stats-interval", stats_interval),
-        stats_endpoint=stats_endpoint)
+        stats_endpoint=stats_endpoint, handoff=handoff, handoff_limit=handoff_limit,
+        **watermark_option(watermarks))
     control = _core.ServerControl()
     with server.stop_on_signals(control):
         doc = server.serve(options, control, on_tick=_announce(options))

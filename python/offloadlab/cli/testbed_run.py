@@ -9,16 +9,20 @@ from typing import Annotated
 
 import typer
 from rich.markup import escape
-from rich.table import Table
+from rich.table import Column, Table
 
 from offloadlab.cli.common import app, err, flag_time, out, user_errors
 from offloadlab.cli.serve import (
     EngineCore,
     EngineSlowdown,
     EngineWait,
+    HandoffLimit,
+    HandoffPolicy,
     HostCore,
     SendfileAbove,
+    Watermarks,
     Work,
+    watermark_option,
 )
 from offloadlab.cli.testbed import GeneratedLoad, load_progress
 from offloadlab.errors import InputError, RunError
@@ -37,7 +41,8 @@ def run_cmd(
     fileset_dir: Annotated[Path, typer.Option(
         "--fileset", help="The file set to serve and request (offload workload fileset).")],
     modes: Annotated[str, typer.Option(
-        "--mode", help="Modes to run in turn, comma-separated: inline, engine, uring.")
+        "--mode", help="Modes to run in turn, comma-separated: inline, engine, uring, "
+                       "handoff or handoff:POLICY (e.g. handoff:P-L-FCFS, handoff:N-N-FCFS).")
     ] = "inline,engine",
     rate: Annotated[float | None, typer.Option(
         help="Open loop: Poisson connections started per second.")] = None,
@@ -58,6 +63,9 @@ def run_cmd(
     sendfile_above: SendfileAbove = 8000,
     engine_wait: EngineWait = "adaptive",
     engine_slowdown: EngineSlowdown = 0.0,
+    handoff: HandoffPolicy = "P-L-FCFS",
+    handoff_limit: HandoffLimit = None,
+    watermarks: Watermarks = None,
     threads: Annotated[int | None, typer.Option(
         help="Load generator threads (default: one per core).")] = None,
     timeout: Annotated[str, typer.Option(help="Per-request timeout.")] = "5s",
@@ -75,7 +83,8 @@ def run_cmd(
     options = ServerOptions(
         root=fileset_dir, host_core=host_core, engine_core=engine_core,
         sendfile_above=sendfile_above, work=work, seed=seed, engine_wait=engine_wait,
-        engine_slowdown=engine_slowdown)
+        engine_slowdown=engine_slowdown, handoff=handoff, handoff_limit=handoff_limit,
+        **watermark_option(watermarks))
     testbed_modes.check_modes(options, names)
     manifest = fileset.read_manifest(fileset_dir)
     shape = GeneratedLoad(manifest, flag_time("--duration", duration), keep_alive, size_class,
@@ -92,8 +101,9 @@ def run_cmd(
     for name in names:
         try:
             with load_progress(len(requests), name) as progress:
-                run = testbed_modes.run_mode(options.replace(mode=name), requests, manifest,
-                                             progress=progress, **load_options)
+                run = testbed_modes.run_mode(testbed_modes.with_mode(options, name), requests,
+                                             manifest, progress=progress, name=name,
+                                             **load_options)
         except RunError as exc:  # the other modes still run; the exit code says it
             err.print(f"[bold red]{name} failed:[/] {escape(str(exc))}")
             entries.append({"mode": name, "error": str(exc)})
@@ -114,17 +124,17 @@ def parse_modes(text: str) -> list[str]:
     from offloadlab.testbed.server import MODES
 
     names = [m.strip() for m in text.split(",") if m.strip()]
-    bad = [m for m in names if m not in MODES]
+    bad = [m for m in names if m.partition(":")[0] not in MODES]
     if not names or bad:
         raise InputError(f"--mode {text!r}: give modes from {', '.join(MODES)}, "
-                         "comma-separated, e.g. inline,engine")
+                         "comma-separated, e.g. inline,engine,handoff:P-L-FCFS")
     return names
 
 
 def modes_table(runs, title: str) -> Table:
     """One row per mode: what the client saw and what the server spent."""
-    table = Table("mode", "req/s", "p50 ms", "p99 ms", "errors", "host µs", "engine µs",
-                  "cmds", "batch", title=title,
+    table = Table(Column("mode", no_wrap=True), "req/s", "p50 ms", "p99 ms", "errors",
+                  "host µs", "engine µs", "cmds", "batch", title=title,
                   caption="req/s: responses completed per second; host, engine µs: CPU "
                           "per request; cmds: host → engine commands per request; batch: "
                           "mean commands per batch")

@@ -23,10 +23,10 @@ import pandas as pd
 
 from offloadlab import _core
 from offloadlab.errors import InputError
+from offloadlab.handoff import policy
 from offloadlab.handoff import workloads as wl
 
-SHORTHAND = re.compile(
-    r"^(?P<w>[A-Za-z])-(?P<limit>\d+)-(?P<p>[PN])-(?P<l>[LN])-(?P<sel>FCFS|T\d+)-(?P<mips>\d+)$")
+SHORTHAND = re.compile(rf"^(?P<w>[A-Za-z])-(?P<limit>\d+)-{policy.PATTERN}-(?P<mips>\d+)$")
 # Reference 004 §6.1 and §7.3: what calibration on W-0 aims at.
 BASELINE_RATE = 23031.0
 BASELINE_NIC_IDLE = 0.62
@@ -54,9 +54,8 @@ class Setup:
 
     @property
     def label(self) -> str:
-        sel = "FCFS" if self.threshold is None else f"T{self.threshold}"
-        return (f"{self.workload}-{self.hard_limit}-{'P' if self.host_first else 'N'}-"
-                f"{'L' if self.load_control else 'N'}-{sel}-{self.mips}")
+        p = policy.Policy(self.host_first, self.load_control, self.threshold)
+        return f"{self.workload}-{self.hard_limit}-{p.label}-{self.mips}"
 
     @property
     def baseline(self) -> Setup:
@@ -75,10 +74,10 @@ def parse_setup(text: str) -> Setup:
         raise InputError(f"configuration {text!r}: workload {name!r} is not one of "
                          f"{', '.join(wl.WORKLOADS)}")
     mips = int(m["mips"])
-    threshold = None if m["sel"] == "FCFS" else int(m["sel"][1:])
-    if mips <= 0 or threshold == 0:
-        raise InputError(f"configuration {text!r}: MIPS and the n of Tn must be >= 1")
-    return Setup(name, int(m["limit"]), m["p"] == "P", m["l"] == "L", threshold, mips)
+    if mips <= 0:
+        raise InputError(f"configuration {text!r}: MIPS must be >= 1")
+    p = policy.from_match(m, f"configuration {text!r}")
+    return Setup(name, int(m["limit"]), p.host_first, p.load_control, p.threshold, mips)
 
 
 @dataclass(frozen=True)

@@ -275,6 +275,65 @@ def figures(results: pd.DataFrame, series: Mapping[str, pd.DataFrame],
     return written
 
 
+def testbed_figure(runs: pd.DataFrame, series: pd.DataFrame) -> Figure | None:
+    """The testbed experiment (:mod:`offloadlab.testbed.handoff`): throughput and
+    latency per policy (median bars, one dot per repeat, change vs. inline on the bar),
+    and the engine's Cnum and Soft_limit over the first P-L-FCFS run."""
+    if runs.empty:
+        return None
+    order = list(dict.fromkeys(runs["policy"]))
+    grouped = runs.groupby("policy", sort=False)
+    med = grouped[["throughput", "mean_s", "p99_s"]].median().loc[order]
+    x = np.arange(len(order))
+    fig, axes = _panels(3)
+    ax = axes[0][0]
+    colors = [_testbed_color(p) for p in order]
+    ax.bar(x, med["throughput"], 0.7, color=colors)
+    for i, name in enumerate(order):
+        ax.plot(np.full(grouped.size()[name], i), grouped.get_group(name)["throughput"],
+                "o", color="0.2", markersize=3)
+    inline = med["throughput"].get("inline", np.nan)
+    _annotate(ax, x, med["throughput"].to_numpy(), med["throughput"].to_numpy() / inline - 1,
+              _gain, "small")
+    _policy_axis(ax, order, "responses/s")
+    ax.set_title("throughput")
+    ax = axes[0][1]
+    ax.bar(x - 0.2, med["mean_s"] * 1e3, 0.4, color=colors, label="mean")
+    ax.bar(x + 0.2, med["p99_s"] * 1e3, 0.4, color=colors, hatch="//", edgecolor="white",
+           label="p99")
+    _policy_axis(ax, order, "response time (ms)")
+    ax.set_title("latency: mean (plain), p99 (hatched)")
+    ax = axes[0][2]
+    best = series[series["policy"] == "handoff:P-L-FCFS"]
+    if not best.empty:
+        first = best[best["repeat"] == best["repeat"].min()]
+        ax.plot(first["t_s"], first["held"], color=ENGINE, label="Cnum (engine connections)")
+        ax.plot(first["t_s"], first["soft_limit"], color="0.2", linestyle="--",
+                label="Soft_limit")
+        ax.set_xlabel("time (s)")
+        ax.legend(fontsize="small")
+        _style(ax, "connections")
+        ax.set_title("P-L-FCFS: load control over time")
+    else:
+        ax.set_axis_off()
+    fig.suptitle("Connection handoff on the testbed: a slowed engine under each policy")
+    return fig
+
+
+def _testbed_color(name: str) -> str:
+    if name == "inline":
+        return POLICY_COLORS["baseline"]
+    parts = name.removeprefix("handoff:").split("-")
+    return POLICY_COLORS.get("-".join(parts[:2]), "tab:blue")
+
+
+def _policy_axis(ax: Axes, order: list[str], ylabel: str) -> None:
+    """Policies on two lines (mode, then policy) so they fit unrotated."""
+    labels = [n.replace(":", "\n") for n in order]
+    ax.set_xticks(np.arange(len(order)), labels, fontsize="small")
+    _style(ax, ylabel)
+
+
 # ---------------------------------------------------------------------------------------
 # Table
 

@@ -6,6 +6,10 @@ manifest), stops the server, and keeps both sides' reports: the generator's late
 and the server's final stats document. From the server side come the service demands
 the model needs: host and engine CPU seconds per request; from the engine's rings,
 commands per request and the mean batch.
+
+A mode is named as the server's ``mode``, or ``handoff:POLICY`` for handoff mode under
+one of seed 004's policies (``handoff:P-L-FCFS``; plain ``handoff`` takes the options'
+own policy).
 """
 
 from __future__ import annotations
@@ -15,6 +19,7 @@ from dataclasses import dataclass
 
 import pandas as pd
 
+from offloadlab.errors import InputError
 from offloadlab.testbed import load
 from offloadlab.testbed.server import ServerOptions, has_engine, running
 from offloadlab.workload.stream import Stream
@@ -50,14 +55,26 @@ class ModeRun:
                 "server": self.server}
 
 
+def with_mode(options: ServerOptions, name: str) -> ServerOptions:
+    """``options`` in the mode ``name`` (see the module notes)."""
+    mode, _, policy = name.partition(":")
+    if not policy:
+        return options.replace(mode=mode)
+    if mode != "handoff":
+        raise InputError(f"mode {name!r}: only handoff takes a policy (handoff:P-L-FCFS)")
+    return options.replace(mode=mode, handoff=policy)
+
+
 def run_mode(options: ServerOptions, requests: Stream, manifest: pd.DataFrame,
-             progress: Callable | None = None, **load_options) -> ModeRun:
+             progress: Callable | None = None, name: str | None = None,
+             **load_options) -> ModeRun:
     """Serve ``options.root`` in ``options.mode`` while ``requests`` are sent to it.
-    ``load_options`` go to :func:`offloadlab.testbed.load.run`."""
+    ``name`` labels the run (default: the mode); ``load_options`` go to
+    :func:`offloadlab.testbed.load.run`."""
     with running(options) as server:
         result = load.run(server.url, requests, manifest, progress=progress, **load_options)
     assert server.final is not None  # set as the server stopped
-    return ModeRun(options.mode, result, server.final)
+    return ModeRun(name or options.mode, result, server.final)
 
 
 def run_modes(options: ServerOptions, modes: Sequence[str], requests: Stream,
@@ -65,10 +82,10 @@ def run_modes(options: ServerOptions, modes: Sequence[str], requests: Stream,
     """:func:`run_mode` for each mode, after checking every mode's options first (so a
     bad one fails before any run)."""
     check_modes(options, modes)
-    return [run_mode(options.replace(mode=m), requests, manifest, **load_options)
+    return [run_mode(with_mode(options, m), requests, manifest, name=m, **load_options)
             for m in modes]
 
 
 def check_modes(options: ServerOptions, modes: Sequence[str]) -> None:
     for mode in modes:
-        options.replace(mode=mode).check()
+        with_mode(options, mode).check()

@@ -34,9 +34,10 @@ from pathlib import Path
 from offloadlab import _core, dist
 from offloadlab.background import watched
 from offloadlab.errors import InputError, RunError, require
+from offloadlab.handoff import policy
 from offloadlab.sim.run import to_core
 
-MODES = ("inline", "engine", "uring")
+MODES = ("inline", "engine", "uring", "handoff")
 ENGINE_WAITS = ("poll", "adaptive")
 FAULTS = ("stall", "panic")
 # Where the server answers with its stats document when the endpoint is on.
@@ -53,6 +54,11 @@ class ServerOptions:
     distribution or its spec, e.g. ``"exp(mean=50us)"``). ``fault`` injects an engine
     failure, ``("stall", n)`` or ``("panic", n)`` after n requests, to exercise the
     host's takeover (engine mode only). Times are in seconds.
+
+    Handoff mode: ``handoff`` is seed 004's policy in the paper's shorthand (``P-L-FCFS``,
+    ``N-N-FCFS``, ``P-L-T4``, see :mod:`offloadlab.handoff.policy`); ``handoff_limit`` the
+    engine's Hard_limit (None: ``max_conns``); ``watermarks`` load control's (hiwat,
+    lowat, step_down, step_up) in work items per engine turn.
     """
 
     root: Path
@@ -77,6 +83,9 @@ class ServerOptions:
     stats_interval_s: float = 1.0
     stats_endpoint: bool = False
     fault: tuple[str, int] | None = None
+    handoff: str = "P-L-FCFS"
+    handoff_limit: int | None = None
+    watermarks: tuple[int, int, int, int] = _core.TESTBED_WATERMARKS
 
     def check(self) -> None:
         """Raise :class:`InputError` for the first field that cannot work."""
@@ -95,6 +104,7 @@ class ServerOptions:
         self.work_dist()
         self._check_stats_path()
         self._check_fault()
+        self._check_handoff()
 
     def address(self) -> str:
         """The IP address to listen on (a host name resolved); loopback unless allowed."""
@@ -160,6 +170,28 @@ class ServerOptions:
         require(self.mode == "engine", f"fault: faults are injected into the engine; use "
                                        f"mode 'engine', not {self.mode!r}")
 
+    def _check_handoff(self) -> None:
+        policy.parse(self.handoff)
+        limit = self.handoff_limit
+        require(limit is None or (_is_int(limit) and 0 <= limit <= self.max_conns),
+                f"handoff_limit={limit!r}: use 0 to max_conns ({self.max_conns}) connections")
+        marks = self.watermarks
+        require(len(marks) == 4 and all(_is_int(m) and m >= 0 for m in marks),
+                f"watermarks={marks!r}: give four whole numbers: hiwat, lowat, step_down, "
+                "step_up")
+        hiwat, lowat, down, up = marks
+        require(lowat < hiwat, f"watermarks: lowat ({lowat}) must be below hiwat ({hiwat})")
+        require(down >= 1 and up >= 1, "watermarks: step_down and step_up must be >= 1")
+
+    def handoff_args(self) -> tuple | None:
+        """Handoff mode's policy as ``_core.serve`` takes it (None in other modes)."""
+        if self.mode != "handoff":
+            return None
+        p = policy.parse(self.handoff)
+        limit = self.max_conns if self.handoff_limit is None else self.handoff_limit
+        return (limit, p.host_first, tuple(self.watermarks) if p.load_control else None,
+                p.threshold)
+
     def core_args(self) -> dict:
         """The checked options as the arguments of ``_core.serve`` (without ``control``)."""
         self.check()
@@ -176,7 +208,7 @@ class ServerOptions:
             idle_timeout_s=float(self.idle_timeout_s),
             stats_path=None if self.stats_path is None else str(self.stats_path),
             stats_interval_s=float(self.stats_interval_s), stats_endpoint=self.stats_endpoint,
-            fault=self.fault)
+            fault=self.fault, handoff=self.handoff_args())
 
     def replace(self, **changes) -> ServerOptions:
         return dataclasses.replace(self, **changes)
