@@ -208,6 +208,25 @@ def _cost_model(classes, modes) -> pd.DataFrame:
     return pd.DataFrame(rows, columns=list(COLUMNS["cost_model"]))
 
 
+# The handoff experiment: throughput per policy (naive offload loses, P-L wins).
+HANDOFF = {"inline": 15_000.0, "handoff:N-N-FCFS": 13_000.0, "handoff:P-L-FCFS": 16_500.0}
+
+
+def _handoff(rng) -> tuple[pd.DataFrame, pd.DataFrame]:
+    runs = [{"policy": p, "repeat": r, "throughput": x * rng.uniform(0.98, 1.02),
+             "mean_s": 64 / x, "p99_s": 2.5 * 64 / x, "errors": 0, "host_cpu_s": 60e-6,
+             "engine_cpu_s": np.nan if p == "inline" else 30e-6,
+             "engine_share": {"inline": 0.0, "handoff:N-N-FCFS": 1.0}.get(p, 0.5),
+             "passed": 0, "moved": 0, "returned": 0, "soft_limit_min": np.nan}
+            for r in range(3) for p, x in HANDOFF.items()]
+    t = np.arange(1, 31) * 0.1
+    series = pd.DataFrame({"policy": "handoff:P-L-FCFS", "repeat": 0, "t_s": t,
+                           "held": 30 + 5 * np.sin(t), "soft_limit": 32 + 4 * np.cos(t),
+                           "qlen": 10.0})
+    return (pd.DataFrame(runs, columns=list(COLUMNS["handoff"])),
+            series[list(COLUMNS["handoff_series"])])
+
+
 def study_tables(classes=("c0", "c2", "c3"), modes=("inline", "engine"),
                  seed: int = 7) -> StudyTables:
     """A checked StudyTables of ``classes`` × ``modes`` (modes among inline, engine)."""
@@ -221,9 +240,13 @@ def study_tables(classes=("c0", "c2", "c3"), modes=("inline", "engine"),
             "machine": "2 × x86_64 cores at 2.4 GHz, Linux 6.1, loopback",
             "scenario_files": ["study.toml"],
             "notes": ["c3 engine: T MAPE 27% misses the 15% target; engine service times "
-                      "are not independent of the host's"]}
+                      "are not independent of the host's"],
+            "handoff": {"clients": 64, "keep_alive": 100, "size_class": 0,
+                        "work": "exp(mean=50us)", "engine_slowdown": 6.0, "repeats": 3,
+                        "run_s": 2.0}}
+    runs, series = _handoff(rng)
     return StudyTables(points=_points(rng, classes, modes), saturation=_saturation(classes, modes),
                        cpu=_cpu(rng, classes, modes), latency=_latency(rng, classes, modes),
                        accuracy=_accuracy(classes, modes), verdicts=_verdicts(classes, modes),
                        costs=_costs(classes, modes), cost_model=_cost_model(classes, modes),
-                       meta=meta).check()
+                       handoff=runs, handoff_series=series, meta=meta).check()

@@ -65,7 +65,7 @@ class Page(HTMLParser):
 @pytest.mark.parametrize("name", list(study.FIGURES))
 def test_every_figure_draws_the_sample(tables, name):
     kind = study.FIGURES[name]
-    fig = kind.draw(getattr(tables, kind.table))
+    fig = kind.draw(*(getattr(tables, t) for t in kind.tables))
     assert isinstance(fig, Figure)
     assert fig.axes and drawn(fig) > 0
     assert len(fig.legends) + sum(ax.get_legend() is not None for ax in fig.axes) > 0
@@ -116,10 +116,14 @@ def test_inline_only_single_class(tmp_path):
 
 def test_empty_tables_skip_their_figures(tmp_path):
     t = study_tables(classes=("c0",))
-    for name in ("latency", "cpu", "saturation"):
+    for name in ("latency", "cpu", "saturation", "handoff", "handoff_series"):
         setattr(t, name, empty(name))
     assert study.latency_figure(t.latency) is None
     assert list(study.write_figures(t, tmp_path)) == ["utilisation", "delay", "error"]
+    # A study without the handoff experiment says so in its section.
+    page = write_report(t, tmp_path / "no-handoff").read_text()
+    section = page.split("Connection handoff on the testbed</h2>")[1]
+    assert "did not run" in section.split("<h2>")[0]
     t.points = empty("points")
     assert study.write_figures(t, tmp_path / "none") == {}
     assert write_report(t, tmp_path / "html").is_file()
@@ -161,10 +165,21 @@ def test_report_escapes_text_and_orders_sections(report):
     assert "U_engine &lt;b&gt;not&lt;/b&gt; measured &amp; ignored" in text
     headings = re.findall(r"<h2>([^<]+)</h2>", text)
     assert headings == ["Verdicts", "Notes: read these first", "Model accuracy", "Saturation",
-                        "Fitted service costs", "Structural cost model", "Figures"]
+                        "Fitted service costs", "Structural cost model",
+                        "Connection handoff on the testbed", "Figures"]
     # 3 significant digits, no exponents: c0's model saturation 1/250 µs = 4,000/s.
     shown = "".join(Page(text).text)
     assert "4,000" in shown and "e+0" not in shown
+
+
+def test_report_shows_the_handoff_experiment_with_its_checks(report):
+    text = "".join(Page(report.read_text(encoding="utf-8")).text)
+    section = text.split("Connection handoff on the testbed")[1].split("Figures")[0]
+    assert "64 closed-loop clients" in section and "7 times slower" in section
+    # The sample's medians: naive offload -13 %, P-L +10 % against inline.
+    assert "handoff:N-N-FCFS" in section and "handoff:P-L-FCFS" in section
+    assert "naive full offload loses to inline: holds" in section
+    assert "host-first + load control beats inline and naive offload: holds" in section
 
 
 def test_report_in_a_real_browser(report, tmp_path):

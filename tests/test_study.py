@@ -25,11 +25,11 @@ ARGS = ["study", "--classes", "0,2", "--modes", "inline,engine", "--run-length",
 
 @pytest.fixture(scope="module")
 def studies(tmp_path_factory):
-    """The same study twice (the second without the mix, to save time), sharing the
-    file sets: the second finds them in place."""
+    """The same study twice (the second without the mix and the handoff experiment, to
+    save time), sharing the file sets: the second finds them in place."""
     first = tmp_path_factory.mktemp("study")
     results = []
-    for out, extra in ((first, []), (first / "again", ["--no-mix"])):
+    for out, extra in ((first, []), (first / "again", ["--no-mix", "--no-handoff"])):
         result = runner.invoke(app, [*ARGS, *extra, "--out", str(out)])
         assert result.exit_code == 0, result.output
         results.append((out, result.output))
@@ -54,6 +54,15 @@ def test_a_study_writes_its_report_results_scenarios_and_summary(studies):
     assert {(v["class"], v["mode"]) for v in summary["verdicts"]} == {("c0", "engine"),
                                                                       ("c2", "engine")}
     assert set(summary["accuracy"][0]) == set(COLUMNS["accuracy"])
+    # The handoff experiment ran on the smallest class, every policy three times.
+    handoff = summary["handoff"]
+    assert summary["meta"]["handoff"]["size_class"] == 0
+    assert [r["policy"] for r in handoff["summary"]] == [
+        "inline", "handoff:N-N-FCFS", "handoff:P-N-FCFS", "handoff:P-L-FCFS",
+        "handoff:P-L-T4"]
+    assert all(r["runs"] == 3 and r["errors"] == 0 for r in handoff["summary"])
+    assert len(handoff["checks"]) == 2
+    assert (out / "figures" / "handoff.png").is_file()
 
 
 def test_the_fitted_scenario_is_reusable_and_matches_the_costs(studies):

@@ -21,8 +21,10 @@ from offloadlab.cli.common import app, err, flag_time, out, user_errors
 from offloadlab.errors import InputError
 from offloadlab.report.format import ms, us
 from offloadlab.results import jsonable, write_atomic, write_json
+from offloadlab.testbed import handoff
 
 DEFAULT_WORK = "exp(mean=100us)"
+HANDOFF_SLOWDOWN = handoff.Experiment.slowdown
 HostCore = Annotated[int | None, typer.Option(
     help="Core of the host thread (default: the first core this process may use).")]
 EngineCore = Annotated[int | None, typer.Option(
@@ -58,12 +60,19 @@ def study_cmd(
     seed: Annotated[int, typer.Option(help="Seed of the file sets, streams and work.")] = 1,
     host_core: HostCore = None,
     engine_core: EngineCore = None,
+    with_handoff: Annotated[bool, typer.Option(
+        "--handoff/--no-handoff",
+        help="Also run seed 004's handoff policies against inline on the smallest class, "
+             "with the engine slowed by --handoff-slowdown.")] = True,
+    handoff_slowdown: Annotated[float, typer.Option(
+        help="The handoff experiment's engine slowdown (6: an engine 7 times slower).")
+    ] = HANDOFF_SLOWDOWN,
 ) -> None:
     """Calibrate the model on the testbed, predict with model and simulator, measure the
     rate sweep, and report whether offload helps, per class."""
     chosen = None if classes is None else _plan().parse_classes(classes)
     study(out_dir, fileset_dir, chosen, modes, budget, work, run_length, seed, host_core,
-          engine_core, mix)
+          engine_core, mix, handoff_slowdown if with_handoff else None)
 
 
 @app.command()
@@ -75,7 +84,7 @@ def demo(
     """A quick study on the embedded defaults: a small and a large file class (seed 000's
     classes 0 and 3), inline against engine mode, in a few minutes."""
     study(out_dir, None, (0, 3), "inline,engine", "quick", DEFAULT_WORK, None, 1, None, None,
-          True)
+          True, HANDOFF_SLOWDOWN)
 
 
 def _plan():
@@ -86,7 +95,7 @@ def _plan():
 
 def study(out_dir: Path, fileset_dir: Path | None, classes, modes: str, budget: str,
           work: str, run_length: str | None, seed: int, host_core, engine_core,
-          mixed: bool) -> None:
+          mixed: bool, handoff_slowdown: float | None) -> None:
     from offloadlab.report.html import write_report
     from offloadlab.study import compare, run
 
@@ -118,8 +127,13 @@ def study(out_dir: Path, fileset_dir: Path | None, classes, modes: str, budget: 
             f"{name} {share:.0%}" for name, share in shares.items()) + ")"
     the_plan = plan.Plan(loads, names, chosen_budget, work_dist if work_dist.mean > 0 else None,
                          host_core, engine_core, seed, workload, shares,
-                         mixed_load if mixed else None)
-    load_s = chosen_budget.load_seconds(len(loads), len(names), the_plan.mix is not None)
+                         mixed_load if mixed else None, handoff_slowdown)
+    experiment = the_plan.handoff()
+    if experiment is not None:
+        experiment.check()
+    handoff_runs = 0 if experiment is None else len(experiment.policies) * experiment.repeats
+    load_s = chosen_budget.load_seconds(len(loads), len(names), the_plan.mix is not None,
+                                        handoff_runs)
     err.print(f"study: {len(the_plan.loads)} loads × {len(names)} modes, about "
               f"{load_s / 60:.1f} minutes of load", highlight=False)
     columns = (TextColumn("{task.description:12}"), BarColumn(),
@@ -143,6 +157,7 @@ def study(out_dir: Path, fileset_dir: Path | None, classes, modes: str, budget: 
         "machine": _machine(host_core, engine_core, work_dist),
         "scenario_files": [f"scenario-{m}.toml" for m in the_plan.offload_modes],
         "notes": [],
+        "handoff": None if experiment is None else experiment.describe(),
     }
     tables = compare.tables(result, meta)
     for mode, sc in result.fitted.scenarios.items():
@@ -191,7 +206,17 @@ def summary(tables) -> dict:
         "accuracy": tables.accuracy.to_dict("records"),
         "costs": tables.costs.to_dict("records"),
         "cost_model": tables.cost_model.to_dict("records"),
+        "handoff": handoff_summary(tables),
     })
+
+
+def handoff_summary(tables) -> dict | None:
+    """The handoff experiment's medians per policy and its checks (None if not run)."""
+    if tables.handoff.empty:
+        return None
+    summary = handoff.Result(tables.handoff, tables.handoff_series).summary()
+    return {"summary": summary.to_dict("records"),
+            "checks": [vars(c) for c in handoff.checks(summary)]}
 
 
 def verdict_table(tables) -> Table:

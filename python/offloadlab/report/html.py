@@ -21,6 +21,7 @@ import pandas as pd
 from offloadlab.report.study import FIGURES, MAPE_CUT, write_figures
 from offloadlab.results import write_atomic
 from offloadlab.study.tables import StudyTables
+from offloadlab.testbed import handoff
 
 MISSING = "–"
 VERDICT_STYLES = ("helps", "hurts", "neutral")  # CSS classes of the same names
@@ -82,6 +83,14 @@ def write_report(tables: StudyTables, out_dir: str | Path) -> Path:
             _section("Structural cost model", _cost_model(tables.cost_model),
                      "E[X](size) = c0 + c_pkt · packets + c_byte · bytes per side, fitted "
                      "over the classes listed; R² says how much of the variation it explains."),
+            _section("Connection handoff on the testbed",
+                     _handoff(tables.handoff, tables.handoff_series, meta.get("handoff")),
+                     "Seed 004's policies in handoff mode (the engine accepts every "
+                     "connection; P host first, L load control, FCFS or Tn selection) "
+                     "against inline, with the engine slowed. Medians of the repeats; host "
+                     "and engine µs are CPU per request over all requests; on engine: "
+                     "requests served on engine-held connections. With a closed loop, more "
+                     "throughput is also a lower mean response time."),
             _figures(figures, out_dir)]
     page = ("<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n"
             f"<title>{title}</title>\n"
@@ -166,6 +175,37 @@ def _saturation(s: pd.DataFrame) -> str:
     return _table(("class", "mode", "measured (req/s)", "model (req/s)", "bottleneck",
                    "model error", "host busy", "connections/min", "connect (ms)",
                    "goodput (MB/s)"), rows)
+
+
+def _handoff(runs: pd.DataFrame, series: pd.DataFrame, setup: dict | None) -> str:
+    if runs.empty:
+        return _table((), [])
+    summary = handoff.Result(runs, series).summary()
+    rows = [[_text(d["policy"]), (_sig(d["throughput"]), "num"),
+             (_pct(d["vs_inline"] - 1, signed=True), "num"), (_ms(d["mean_s"]), "num"),
+             (_ms(d["p99_s"]), "num"), (_us(d["host_cpu_s"]), "num"),
+             (_us(d["engine_cpu_s"]), "num"), (_pct(d["engine_share"]), "num"),
+             (_int(d["errors"]), "num"), (_int(d["runs"]), "num")]
+            for d in summary.to_dict("records")]
+    parts = []
+    if setup:
+        parts.append(f"<p>{_esc(_handoff_setup(setup))}</p>")
+    parts.append(_table(("policy", "req/s", "vs inline", "mean (ms)", "p99 (ms)", "host (µs)",
+                         "engine (µs)", "on engine", "errors", "runs"), rows))
+    checks = [f'<li>{_esc(c.claim)}: <span class="{"yes" if c.holds else "no"}">'
+              f'{"holds" if c.holds else "does not hold"}</span> ({_esc(c.detail)})</li>'
+              for c in handoff.checks(summary)]
+    if checks:
+        parts.append("<ul>\n" + "\n".join(checks) + "\n</ul>")
+    return "\n".join(parts)
+
+
+def _handoff_setup(s: dict) -> str:
+    return (f"{s['clients']} closed-loop clients with zero think time, {s['keep_alive']} "
+            f"requests per connection, class {s['size_class']} files, application work "
+            f"{s['work']}, engine slowdown {s['engine_slowdown']:g} (an engine "
+            f"{s['engine_slowdown'] + 1:g} times slower), {s['repeats']} runs of "
+            f"{s['run_s']:g} s per policy, interleaved.")
 
 
 def _costs(c: pd.DataFrame) -> str:

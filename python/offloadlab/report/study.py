@@ -256,34 +256,45 @@ def error_figure(points: pd.DataFrame) -> Figure | None:
     return fig
 
 
+def _handoff_figure(runs: pd.DataFrame, series: pd.DataFrame) -> Figure | None:
+    # Imported here: offloadlab.report.handoff draws with this module's helpers.
+    from offloadlab.report.handoff import testbed_figure
+
+    return testbed_figure(runs, series)
+
+
 class FigureKind(NamedTuple):
-    table: str  # the StudyTables field it draws
-    draw: Callable[[pd.DataFrame], Figure | None]
+    tables: tuple[str, ...]  # the StudyTables fields it draws, in the order draw takes them
+    draw: Callable[..., Figure | None]
     caption: str  # how to read it, one sentence for the report
 
 
 FIGURES: dict[str, FigureKind] = {
-    "utilisation": FigureKind("points", utilisation_figure,
+    "utilisation": FigureKind(("points",), utilisation_figure,
         "Utilisation against the class's arrival rate: lines are the model (solid host, "
         "dashed engine; inline is the host alone), shaded bands the simulator's 95% "
         "interval, markers the testbed (hollow: calibration runs the model was fitted on)."),
-    "delay": FigureKind("points", delay_figure,
+    "delay": FigureKind(("points",), delay_figure,
         "Mean delay against arrival rate, log scale: solid is the model's T (max of host "
         "and engine), dotted the tandem sum T_sum, a model line ends where it saturates; "
         "bands are the simulator's 95% interval, bars the testbed's."),
-    "saturation": FigureKind("saturation", saturation_figure,
+    "saturation": FigureKind(("saturation",), saturation_figure,
         "Saturation throughput per mode: solid bars measured with a closed loop, hatched "
         "bars the model's 1/E[S] of the bottleneck; the label is the model's error."),
-    "cpu": FigureKind("cpu", cpu_figure,
+    "cpu": FigureKind(("cpu",), cpu_figure,
         "Where each core's time went during the saturation run: a core with little idle "
         "is the bottleneck; softirq and system are protocol work, user the application."),
-    "latency": FigureKind("latency", latency_figure,
+    "latency": FigureKind(("latency",), latency_figure,
         "Distribution of per-request total time at one sweep rate: a curve further left is "
         "faster, a curve reaching 1 later has a longer tail."),
-    "error": FigureKind("points", error_figure,
+    "error": FigureKind(("points",), error_figure,
         "Model error at each testbed point against measured utilisation: inside the green "
         "bands the ±5%/±15% targets hold; MAPE counts validation points left of the dotted "
         "line; triangles on the edge are off the scale."),
+    "handoff": FigureKind(("handoff", "handoff_series"), _handoff_figure,
+        "Seed 004's handoff policies on the testbed with a slowed engine: throughput (dots "
+        "are the repeats, the label the change against inline), mean and p99 response time, "
+        "and the engine's connections and Soft_limit over a P-L-FCFS run."),
 }
 
 
@@ -294,7 +305,7 @@ def write_figures(tables: StudyTables, folder: str | Path) -> dict[str, Path]:
     folder.mkdir(parents=True, exist_ok=True)
     written = {}
     for name, kind in FIGURES.items():
-        fig = kind.draw(getattr(tables, kind.table))
+        fig = kind.draw(*(getattr(tables, t) for t in kind.tables))
         if fig is None:
             continue
         path = folder / f"{name}.png"

@@ -19,7 +19,8 @@ from offloadlab.calibrate import fit
 from offloadlab.scenario import Scenario
 from offloadlab.study.measure import Measured, core_shares, cpu_rows
 from offloadlab.study.plan import MIX, Plan
-from offloadlab.study.tables import COLUMNS, StudyTables
+from offloadlab.study.tables import COLUMNS, StudyTables, empty
+from offloadlab.testbed import handoff
 
 TARGETS = {"U_host": 0.05, "U_engine": 0.05, "T": 0.15}
 KS_P = 0.2
@@ -53,6 +54,7 @@ class Study:
     calibration: dict[tuple[str, str], list[Measured]]
     sweeps: dict[tuple[str, str], list[Measured]]
     predictions: dict[tuple[str, str], dict[str, pd.DataFrame]]
+    handoff: handoff.Result | None = None
 
 
 def _row(**values) -> dict:
@@ -143,6 +145,8 @@ def tables(study: Study, meta: dict) -> StudyTables:
             [{"mode": m.mode, "side": m.side, "c0": m.c0, "c_pkt": m.c_pkt,
               "c_byte": m.c_byte, "r2": m.r2, "classes": ",".join(m.classes), "note": m.note}
              for m in fitted.models], columns=list(COLUMNS["cost_model"])),
+        handoff=study.handoff.runs if study.handoff else empty("handoff"),
+        handoff_series=study.handoff.series if study.handoff else empty("handoff_series"),
         meta={**meta, "notes": notes},
     ).check()
 

@@ -13,6 +13,7 @@ import pandas as pd
 
 from offloadlab import dist
 from offloadlab.errors import InputError
+from offloadlab.testbed import handoff
 from offloadlab.testbed.server import MODES
 from offloadlab.workload import fileset, presets
 from offloadlab.workload.classes import CLASSES, class_name
@@ -32,11 +33,13 @@ class Budget:
     sweep: tuple[float, ...]
     sim_requests: int
 
-    def load_seconds(self, classes: int, modes: int, mix: bool = False) -> float:
+    def load_seconds(self, classes: int, modes: int, mix: bool = False,
+                     handoff_runs: int = 0) -> float:
         """Seconds of load the testbed phases plan (without server start-up); the mix
         is measured but not calibrated on."""
         per = self.saturation_s + self.run_s * (len(self.calibration) + len(self.sweep))
-        return modes * (classes * per + mix * (self.saturation_s + self.run_s * len(self.sweep)))
+        return (modes * (classes * per + mix * (self.saturation_s + self.run_s * len(self.sweep)))
+                + handoff_runs * self.run_s)
 
 
 BUDGETS = {b.name: b for b in (
@@ -57,6 +60,8 @@ STOP_SHORTFALL = 0.10
 # Closed-loop clients of the saturation runs (HTTP/1.0, zero think time): enough to
 # keep the engine path full too (32 left host and engine both idle at times).
 SATURATION_CLIENTS = 128
+# Runs per policy in the handoff experiment (interleaved; the report shows medians).
+HANDOFF_REPEATS = 3
 
 
 # The name of the mixed load: every studied class in one stream.
@@ -87,6 +92,20 @@ class Plan:
     # Each class's share of the requests in the mix and in the fitted scenario.
     shares: dict[str, float]
     mix: ClassLoad | None = None
+    # The handoff experiment's engine slowdown (None: the experiment does not run).
+    handoff_slowdown: float | None = None
+
+    def handoff(self) -> handoff.Experiment | None:
+        """Seed 004's policies on the smallest studied class (socket work matters most
+        there), one run per policy and repeat of the budget's run length."""
+        if self.handoff_slowdown is None:
+            return None
+        load = min(self.classes, key=lambda c: c.size_class)
+        return handoff.Experiment(
+            root=load.root, manifest=load.manifest, size_class=load.size_class,
+            slowdown=self.handoff_slowdown, run_s=self.budget.run_s,
+            repeats=HANDOFF_REPEATS, host_core=self.host_core, engine_core=self.engine_core,
+            seed=self.seed)
 
     @property
     def offload_modes(self) -> tuple[str, ...]:

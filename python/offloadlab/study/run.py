@@ -7,7 +7,8 @@ Phases, each reported to ``progress(phase, done, total)`` in seconds of planned 
    (:mod:`offloadlab.calibrate.fit`) and one fitted scenario per offload mode;
 3. measure: the Poisson sweep at fractions of the model's saturation rate, stopping
    after a point whose p99 or error rate passes its bound;
-4. predict and compare: model (both delay variants) and simulator at the swept rates.
+4. predict and compare: model (both delay variants) and simulator at the swept rates;
+5. handoff: seed 004's policies against inline with a slowed engine, if the plan asks.
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ from offloadlab.scenario import Scenario, TrafficClass
 from offloadlab.study import compare
 from offloadlab.study.measure import Measured, measure
 from offloadlab.study.plan import MIX, STOP_ERROR_RATE, STOP_P99_S, STOP_SHORTFALL, Plan
+from offloadlab.testbed import handoff
 
 Progress = Callable[[str, float, float], None]
 # Points on each model line of the figures, from 0 to a little past saturation.
@@ -80,7 +82,13 @@ def run(plan: Plan, progress: Progress | None = None) -> compare.Study:
         predictions[load.name, mode] = predict(fitted, load.name, mode, rates,
                                                budget.sim_requests, plan.seed)
         tick("predict", i + 1, len(pairs))
-    return compare.Study(plan, fitted, saturation, calibration, sweeps, predictions)
+    experiment = plan.handoff()
+    result = None
+    if experiment is not None:
+        def step(_: str, done: int, total: int) -> None:
+            tick("handoff", done * budget.run_s, total * budget.run_s)
+        result = handoff.run(experiment, step)
+    return compare.Study(plan, fitted, saturation, calibration, sweeps, predictions, result)
 
 
 def _stop(m: Measured) -> bool:

@@ -12,6 +12,8 @@ from dataclasses import dataclass, field
 
 import pandas as pd
 
+from offloadlab.testbed import handoff
+
 # Each table's columns, in order; ``StudyTables.check`` holds the frames to them.
 COLUMNS: dict[str, tuple[str, ...]] = {
     # One row per (source, mode, class, rate). source: model | sim | testbed. The model's
@@ -58,6 +60,11 @@ COLUMNS: dict[str, tuple[str, ...]] = {
     # The structural cost model E[X](size) = c0 + c_pkt * packets + c_byte * bytes per
     # side (host_proto, host_overhead, engine), with the fit's R² over its classes.
     "cost_model": ("mode", "side", "c0", "c_pkt", "c_byte", "r2", "classes", "note"),
+    # Seed 004's handoff policies on the testbed with a slowed engine: one row per run
+    # (policy, repeat) and the engine's Cnum, Soft_limit and Qlen every 0.1 s
+    # (:mod:`offloadlab.testbed.handoff` documents the columns). Empty when not run.
+    "handoff": handoff.RUN_COLUMNS,
+    "handoff_series": handoff.SERIES_COLUMNS,
 }
 
 
@@ -76,6 +83,8 @@ class StudyTables:
     verdicts: pd.DataFrame
     costs: pd.DataFrame
     cost_model: pd.DataFrame
+    handoff: pd.DataFrame
+    handoff_series: pd.DataFrame
     meta: dict = field(default_factory=dict)
 
     def check(self) -> StudyTables:
