@@ -27,6 +27,18 @@ SMALL = dict(app="exp(mean=1ms)", host_proto="lognormal(mean=0.2ms, sigma=0.5)",
              engine_proto="lognormal(mean=0.15ms, sigma=0.5)")
 
 
+@pytest.fixture(scope="session")
+def served_set(tmp_path_factory) -> Path:
+    """A small file set on disk for tests that serve it: 20 files up to 100 kB."""
+    from offloadlab.workload import fileset
+    from offloadlab.workload.specs import FileSetSpec
+
+    root = tmp_path_factory.mktemp("served")
+    spec = FileSetSpec(name="small", n_files=20, max_bytes=100_000, seed=3)
+    fileset.materialise(fileset.generate(spec), root)
+    return root
+
+
 def klass(name="c", rate=50.0, offload=1.0, base=None, **costs):
     """One [[class]] table as a dict; ``costs`` override the spec strings of ``base``."""
     return {"name": name, "rate": rate, **(base or LARGE), **costs, "offload": offload}

@@ -31,8 +31,6 @@ from typer.testing import CliRunner
 from offloadlab.cli import app
 from offloadlab.errors import InputError, RunError
 from offloadlab.testbed.server import MODES, ServerOptions, running
-from offloadlab.workload import fileset
-from offloadlab.workload.specs import FileSetSpec
 
 KIB, MIB = 1024, 1024 * 1024
 # One file per size class, plus the empty file: (path, size).
@@ -309,18 +307,10 @@ def _drain(lines: queue.Queue) -> list[str]:
     return out
 
 
-@pytest.fixture(scope="module")
-def small_set(tmp_path_factory) -> Path:
-    root = tmp_path_factory.mktemp("small")
-    spec = FileSetSpec(name="small", n_files=20, max_bytes=100_000, seed=3)
-    fileset.materialise(fileset.generate(spec), root)
-    return root
-
-
-def test_testbed_run_compares_inline_and_engine(small_set, tmp_path):
+def test_testbed_run_compares_inline_and_engine(served_set, tmp_path):
     out = tmp_path / "runs.json"
     result = CliRunner().invoke(app, [
-        "testbed", "run", "--fileset", str(small_set), "--mode", "inline,engine",
+        "testbed", "run", "--fileset", str(served_set), "--mode", "inline,engine",
         "--rate", "100", "--duration", "1s", "--keep-alive", "5", "--json", str(out)])
     assert result.exit_code == 0, result.output
     doc = json.loads(out.read_text())
@@ -344,17 +334,17 @@ def test_testbed_run_compares_inline_and_engine(small_set, tmp_path):
     (["--rate", "10", "--mode", "handoff:fast"], "handoff policy"),
     (["--rate", "10", "--mode", "handoff", "--watermarks", "16,4"], "--watermarks"),
 ])
-def test_testbed_run_bad_flags_exit_2(small_set, args, fragment):
-    result = CliRunner().invoke(app, ["testbed", "run", "--fileset", str(small_set), *args])
+def test_testbed_run_bad_flags_exit_2(served_set, args, fragment):
+    result = CliRunner().invoke(app, ["testbed", "run", "--fileset", str(served_set), *args])
     assert result.exit_code == 2, result.output
     assert fragment in result.output
 
 
-def test_testbed_run_takes_handoff_policies_and_reports_where_requests_went(small_set,
+def test_testbed_run_takes_handoff_policies_and_reports_where_requests_went(served_set,
                                                                             tmp_path):
     out = tmp_path / "runs.json"
     result = CliRunner().invoke(app, [
-        "testbed", "run", "--fileset", str(small_set), "--mode",
+        "testbed", "run", "--fileset", str(served_set), "--mode",
         "handoff:P-L-FCFS,handoff:N-N-T2", "--handoff-limit", "2", "--clients", "4",
         "--duration", "1s", "--keep-alive", "10", "--json", str(out)])
     assert result.exit_code == 0, result.output

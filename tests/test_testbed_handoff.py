@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import json
 import math
-from pathlib import Path
 
 import pandas as pd
 import pytest
@@ -16,22 +15,12 @@ from offloadlab.cli import app
 from offloadlab.errors import InputError
 from offloadlab.report import handoff as report
 from offloadlab.testbed import handoff
-from offloadlab.workload import fileset
-from offloadlab.workload.specs import FileSetSpec
 
 
-@pytest.fixture(scope="module")
-def small_set(tmp_path_factory) -> Path:
-    root = tmp_path_factory.mktemp("small")
-    spec = FileSetSpec(name="small", n_files=20, max_bytes=20_000, seed=3)
-    fileset.materialise(fileset.generate(spec), root)
-    return root
-
-
-def test_a_short_experiment_runs_every_policy_and_writes_its_files(small_set, tmp_path):
+def test_a_short_experiment_runs_every_policy_and_writes_its_files(served_set, tmp_path):
     out = tmp_path / "out"
     result = CliRunner().invoke(app, [
-        "handoff", "testbed", "--fileset", str(small_set), "--out", str(out),
+        "handoff", "testbed", "--fileset", str(served_set), "--out", str(out),
         "--policies", "inline,N-N-FCFS,handoff:P-L-FCFS", "--clients", "8",
         "--keep-alive", "20", "--run-length", "1s", "--repeats", "2",
         "--engine-slowdown", "2"])
@@ -112,8 +101,8 @@ def test_policies_parse_with_or_without_the_mode_prefix():
     (["--run-length", "soon"], "--run-length"),
     (["--engine-slowdown", "-1"], "engine_slowdown"),
 ])
-def test_bad_flags_exit_2_naming_them(small_set, tmp_path, args, fragment):
-    result = CliRunner().invoke(app, ["handoff", "testbed", "--fileset", str(small_set),
+def test_bad_flags_exit_2_naming_them(served_set, tmp_path, args, fragment):
+    result = CliRunner().invoke(app, ["handoff", "testbed", "--fileset", str(served_set),
                                       "--out", str(tmp_path / "o"), *args])
     assert result.exit_code == 2, result.output
     assert fragment in result.output

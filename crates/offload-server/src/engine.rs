@@ -36,6 +36,7 @@ use crate::http::Head;
 use crate::pool::Pool;
 use crate::proto::{ConnId, Dispatch, Proto, Reply, Then, TICK};
 use crate::ring::{self, Receiver, Sender, Wake};
+use crate::server::Inline;
 use crate::stats::Stats;
 use crate::Control;
 
@@ -158,7 +159,7 @@ pub fn run(
     };
     let mut host = Host {
         app: HostApp {
-            handler,
+            inline: Inline(handler),
             commands: cmd_tx,
             policy,
             stats: stats.clone(),
@@ -395,7 +396,7 @@ fn add_idle(stats: &Stats, seconds: f64) {
 /// itself (inline) and, in `handoff` mode under selection T(n), offers a connection to
 /// the engine after its n-th answer if the engine advertises room.
 struct HostApp {
-    handler: Handler,
+    inline: Inline,
     commands: Sender<Command>,
     /// None in `engine` mode and after a takeover: nothing is offered.
     policy: Option<Paper>,
@@ -405,7 +406,7 @@ struct HostApp {
 impl HostApp {
     /// Answers a request of an engine-held connection with commands.
     fn answer(&mut self, conn: ConnId, head: Head, path: Vec<u8>, pool: &mut Pool) {
-        let reply = self.handler.respond(head, &path, pool.take());
+        let reply = self.inline.0.respond(head, &path, pool.take());
         pool.give(path);
         let then = if reply.keep_alive {
             Then::KeepAlive
@@ -434,12 +435,12 @@ impl HostApp {
 impl Dispatch for HostApp {
     fn request(
         &mut self,
-        _: ConnId,
+        id: ConnId,
         head: Head,
         path: &mut Vec<u8>,
         pool: &mut Pool,
     ) -> Option<Reply> {
-        Some(self.handler.respond(head, path, pool.take()))
+        self.inline.request(id, head, path, pool)
     }
 
     fn let_go(&mut self, served: u64) -> bool {

@@ -234,20 +234,28 @@ fn pipelined_requests_are_answered_in_order() {
     for mode in MODES {
         let server = Server::start(mode, |_| {});
         let mut s = server.connect();
-        let order = [102400, 0, 10240, 1048576, 1024, 10240];
-        let text: String = order
-            .iter()
-            .map(|size| format!("GET /f{size}.bin HTTP/1.1\r\nHost: t\r\n\r\n"))
-            .collect();
-        s.write_all(text.as_bytes()).unwrap();
-        let mut carry = Vec::new();
-        for size in order {
-            let r = read_response(&mut s, &mut carry, false);
-            assert!(
-                r.status == 200 && r.body == content(size),
-                "{mode:?}: answer for {size}"
-            );
-        }
+        pipeline(
+            &mut s,
+            &[102400, 0, 10240, 1048576, 1024, 10240],
+            &format!("{mode:?}"),
+        );
+    }
+}
+
+/// Sends a GET for each size in one write, then checks every answer, in order.
+fn pipeline(s: &mut TcpStream, order: &[usize], what: &str) {
+    let text: String = order
+        .iter()
+        .map(|size| format!("GET /f{size}.bin HTTP/1.1\r\nHost: t\r\n\r\n"))
+        .collect();
+    s.write_all(text.as_bytes()).unwrap();
+    let mut carry = Vec::new();
+    for &size in order {
+        let r = read_response(s, &mut carry, false);
+        assert!(
+            r.status == 200 && r.body == content(size),
+            "{what}: answer for {size}"
+        );
     }
 }
 
@@ -582,19 +590,7 @@ fn a_connection_moved_mid_life_keeps_its_pipelined_bytes_in_order() {
     let server = handoff_server(Selection::Threshold(2), 8, None);
     let mut s = server.connect();
     let order = [1024, 102400, 0, 1048576, 10240, 1024];
-    let text: String = order
-        .iter()
-        .map(|size| format!("GET /f{size}.bin HTTP/1.1\r\nHost: t\r\n\r\n"))
-        .collect();
-    s.write_all(text.as_bytes()).unwrap();
-    let mut carry = Vec::new();
-    for size in order {
-        let r = read_response(&mut s, &mut carry, false);
-        assert!(
-            r.status == 200 && r.body == content(size),
-            "answer for {size}"
-        );
-    }
+    pipeline(&mut s, &order, "handoff");
     // And it goes on serving on the engine, one request at a time.
     for size in SIZES {
         let r = request(
