@@ -481,8 +481,11 @@ impl Host {
         while !self.shared.control.is_stopped() {
             // The host does not spin: its CPU is the application's, and CPU spent
             // waiting would count against it. It sleeps in its own socket loop, which
-            // the engine's events wake.
-            proto.turn(&mut self.app, timeout)?;
+            // the engine's events wake; while busy it polls that loop only if it holds
+            // connections (an empty poll per turn would add to engine mode's X_o).
+            if timeout > Duration::ZERO || proto.held() > 0 {
+                proto.turn(&mut self.app, timeout)?;
+            }
             wake.sleep_end();
             let app = &mut self.app;
             let handled = self.events.drain(|event| match event {
