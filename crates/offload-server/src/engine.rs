@@ -142,7 +142,6 @@ pub fn run(
             shared: shared.clone(),
             policy: policy.clone(),
             slow: Slowdown::new(config.engine_slowdown),
-            beat: 0,
         };
         let (core, wait) = (config.engine_core, config.engine_wait);
         std::thread::Builder::new()
@@ -229,22 +228,12 @@ struct EngineSide {
     /// None in `engine` mode: every connection stays.
     policy: Option<Paper>,
     slow: Slowdown,
-    beat: u64,
 }
 
 impl EngineSide {
-    fn beat(&mut self) {
-        self.beat += 1;
-        let heartbeat = &self.shared.stats.socket.heartbeat;
-        heartbeat.store(self.beat, Ordering::Relaxed);
-    }
-
     fn pay(&mut self) {
-        let (beat, heartbeat) = (&mut self.beat, &self.shared.stats.socket.heartbeat);
-        self.slow.pay(|| {
-            *beat += 1;
-            heartbeat.store(*beat, Ordering::Relaxed);
-        });
+        let stats = &self.shared.stats;
+        self.slow.pay(|| beat(stats));
     }
 
     /// Publishes the events queued for the host.
@@ -352,7 +341,7 @@ fn engine_loop(
     let mut idle_from: Option<f64> = None;
     while !shared.engine_must_stop() {
         let turn_start = idle_from.map(|_| cpu::thread_seconds());
-        side.beat();
+        beat(stats);
         side.slow.start();
         let applied = commands.drain(|command| match command {
             Command::Send { conn, buf, then } => proto.send(&mut side, conn, buf, then),
@@ -385,6 +374,11 @@ fn engine_loop(
         add_idle(stats, cpu::thread_seconds() - from);
     }
     Ok(())
+}
+
+/// The engine's proof of life for the host's watchdog.
+fn beat(stats: &Stats) {
+    stats.socket.heartbeat.fetch_add(1, Ordering::Relaxed);
 }
 
 fn add_idle(stats: &Stats, seconds: f64) {
