@@ -111,6 +111,13 @@ def test_combine_weighs_estimates_by_their_precision():
     d0, hw = fit.combine(np.array([100e-6, 300e-6]), np.array([10e-6, 30e-6]))
     # Weights 1/10² and 1/30²: 9:1.
     assert d0 == pytest.approx((9 * 100e-6 + 300e-6) / 10)
-    assert hw == pytest.approx(1 / math.sqrt(1 / 10e-6**2 + 1 / 30e-6**2))
+    # They disagree far beyond their intervals: in standard errors (half-width / 1.96)
+    # chi-square is 1.96² ((20/10)² + (180/30)²) = 1.96² · 40 on one degree of freedom,
+    # which scales the half-width by 1.96 √40.
+    plain = 1 / math.sqrt(1 / 10e-6**2 + 1 / 30e-6**2)
+    assert hw == pytest.approx(1.959964 * math.sqrt(40) * plain)
+    # Estimates that agree within their intervals keep the plain half-width.
+    d0, hw = fit.combine(np.array([100e-6, 110e-6]), np.array([10e-6, 30e-6]))
+    assert hw == pytest.approx(plain)
     d0, hw = fit.combine(np.array([1.0, 3.0]), np.array([math.nan, math.nan]))
     assert d0 == 2.0 and math.isnan(hw)

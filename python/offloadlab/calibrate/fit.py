@@ -35,6 +35,8 @@ from offloadlab import dist
 _HEADERS = 52
 # Response head size, for packet counts (ours is ~150-200 bytes).
 _HEAD_BYTES = 200
+# Standard errors in a 95% half-width.
+Z95 = float(stats.norm.ppf(0.975))
 
 
 def loopback_mss() -> int:
@@ -232,14 +234,23 @@ def mixture(fits: Sequence[ClassFit], shares: Sequence[float], name: str) -> Cla
 def combine(values: np.ndarray, half_widths: np.ndarray) -> tuple[float, float]:
     """Inverse-variance weighted mean of estimates with 95% half-widths, and its own
     half-width. A run whose mean delay carries a rare stall has a wide interval and so
-    little weight. Estimates without an interval count only if none has one."""
+    little weight. Estimates without an interval count only if none has one.
+
+    Runs that disagree by more than their intervals allow (the machine drifts between
+    runs, which no single run's interval sees) widen the half-width by the square root
+    of the reduced chi-square, the Particle Data Group's scale factor."""
     v, hw = np.asarray(values, float), np.asarray(half_widths, float)
     ok = np.isfinite(v) & np.isfinite(hw) & (hw > 0)
     if not ok.any():
         finite = v[np.isfinite(v)]
         return (float(finite.mean()) if len(finite) else math.nan), math.nan
     w = 1 / hw[ok] ** 2
-    return float((w * v[ok]).sum() / w.sum()), float(1 / math.sqrt(w.sum()))
+    mean = float((w * v[ok]).sum() / w.sum())
+    dof = int(ok.sum()) - 1
+    # Half-widths are 1.96 standard errors; chi-square counts in standard errors.
+    chi2 = Z95**2 * float((w * (v[ok] - mean) ** 2).sum())
+    scale = math.sqrt(max(1.0, chi2 / dof)) if dof else 1.0
+    return mean, scale / math.sqrt(w.sum())
 
 
 def ks(model: Sequence[float], measured: Sequence[float]) -> tuple[float, float]:

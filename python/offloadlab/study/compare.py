@@ -300,7 +300,7 @@ def verdicts(study: Study) -> list[dict]:
                               else "neutral" if math.isfinite(delay) else "")
             rows.append({"class": c, "mode": mode, "verdict": label, "reason": reason,
                          "f": float(recommended[i]), "EXp": base.EXp, "EXo": off.EXo,
-                         "rate": rate, "T_noe": row["T_noe"], "T": row["T"],
+                         "rate": rate, "T_noe": row["T_noe"], "T": row["T"], "margin": margin,
                          "measured_saturation_ratio": sat, "measured_delay_ratio": delay,
                          "agree": measured_label == label})
     return rows

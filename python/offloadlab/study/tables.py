@@ -49,9 +49,11 @@ COLUMNS: dict[str, tuple[str, ...]] = {
     # reason in the model's terms at the operating rate, the multi-class optimiser's
     # recommended fraction f, and the measured evidence (saturation ratio mode/inline,
     # mean delay ratio at the common sweep rate) and whether it agrees with the model.
+    # margin: the relative delay difference T / T_noe - 1 that still counts as neutral
+    # (5%, or d0's uncertainty when wider).
     "verdicts": ("class", "mode", "verdict", "reason", "f", "EXp", "EXo", "rate",
-                 "T_noe", "T", "measured_saturation_ratio", "measured_delay_ratio",
-                 "agree"),
+                 "T_noe", "T", "margin", "measured_saturation_ratio",
+                 "measured_delay_ratio", "agree"),
     # One row per (class, mode): the fitted means (and second moments) of the model's
     # service times, the fitted distribution specs of X_p (inline) or X_q (offload
     # modes), and d0, the fixed delay outside host and engine (network and client).
