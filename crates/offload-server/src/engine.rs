@@ -471,16 +471,7 @@ impl Host {
     ) -> io::Result<Option<String>> {
         let stats = self.shared.stats.clone();
         let (mut last_beat, mut beat_seen) = (0, Instant::now());
-        let mut timeout = Duration::ZERO;
         while !self.shared.control.is_stopped() {
-            // The host does not spin: its CPU is the application's, and CPU spent
-            // waiting would count against it. It sleeps in its own socket loop, which
-            // the engine's events wake; while busy it polls that loop only if it holds
-            // connections (an empty poll per turn would add to engine mode's X_o).
-            if timeout > Duration::ZERO || proto.held() > 0 {
-                proto.turn(&mut self.app, timeout)?;
-            }
-            wake.sleep_end();
             let app = &mut self.app;
             let handled = self.events.drain(|event| match event {
                 Event::Request { conn, head, path } => {
@@ -493,26 +484,36 @@ impl Host {
                 stats.app.commands.fetch_add(sent as u64, Ordering::Relaxed);
                 stats.app.command_batches.fetch_add(1, Ordering::Relaxed);
             }
+            // A stop makes the engine exit too: that is no failure.
+            let stopping = self.shared.control.is_stopped();
             let now = Instant::now();
             let beat = stats.socket.heartbeat.load(Ordering::Relaxed);
             if beat != last_beat {
                 (last_beat, beat_seen) = (beat, now);
-            } else if now.duration_since(beat_seen) > STALL {
+            } else if now.duration_since(beat_seen) > STALL && !stopping {
                 return Ok(Some(format!(
                     "no engine progress for {} ms",
                     STALL.as_millis()
                 )));
             }
-            if engine.is_finished() {
+            if engine.is_finished() && !stopping {
                 return Ok(Some("the engine thread exited".into()));
             }
-            timeout = Duration::ZERO;
+            // The host does not spin: its CPU is the application's, and CPU spent
+            // waiting would count against it. It sleeps in its own socket loop, which
+            // the engine's events wake; while busy it polls that loop only if it holds
+            // connections (an empty poll per turn would add to engine mode's X_o).
+            let mut timeout = Duration::ZERO;
             if handled == 0 && self.app.commands.backlog() == 0 {
                 wake.sleep_begin();
                 if self.events.is_empty() {
                     timeout = TICK;
                 }
             }
+            if timeout > Duration::ZERO || proto.held() > 0 {
+                proto.turn(&mut self.app, timeout)?;
+            }
+            wake.sleep_end();
         }
         Ok(None)
     }

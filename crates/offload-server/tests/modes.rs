@@ -488,6 +488,30 @@ fn a_panicked_engine_is_replaced_by_the_host() {
 }
 
 #[test]
+fn a_stop_is_not_an_engine_failure() {
+    // On stop the engine exits, and a host waking from its sleep may see that first:
+    // it must not take it for a failure. Both threads idle in their 100 ms sleeps when
+    // the stop comes, so either may wake first; ten tries per mode.
+    for mode in [Mode::Engine, Mode::Handoff] {
+        for _ in 0..10 {
+            let server = Server::start(mode, |_| {});
+            let mut s = server.connect();
+            assert_eq!(
+                request(&mut s, "GET /f0.bin HTTP/1.1\r\nHost: t\r\n\r\n").status,
+                200
+            );
+            std::thread::sleep(Duration::from_millis(150));
+            let stats = server.stop();
+            assert_eq!(
+                stats["engine"]["failed"], false,
+                "{mode:?}: {}",
+                stats["engine"]
+            );
+        }
+    }
+}
+
+#[test]
 fn engine_mode_counts_commands_and_batches() {
     let server = Server::start(Mode::Engine, |_| {});
     let mut s = server.connect();

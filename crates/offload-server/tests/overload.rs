@@ -84,12 +84,13 @@ fn the_engine_keeps_its_goodput_at_150_percent_of_saturation() {
     let slowest = *served.iter().min().unwrap() as f64;
     let summary = format!(
         "peak {peak:.0}/s, offered {:.0}/s, goodput {goodput:.0}/s, slowest second {slowest}, \
-         errors {:?}, lag mean {:.3} s, server statuses {} connections {}",
+         errors {:?}, lag mean {:.3} s, server statuses {} connections {}, engine {}",
         report.offered_rate,
         report.errors,
         report.lag.mean_s,
         stats["statuses"],
-        stats["connections"]
+        stats["connections"],
+        stats["engine"]
     );
     eprintln!("{summary}\nserver, per second: {served:?}\nclient, per second: {per_second:?}");
     assert!(goodput >= 0.9 * peak, "{summary}");
