@@ -43,7 +43,39 @@ impl ServerControl {
     fn cancel(&self) {
         self.0.stop();
     }
+
+    /// The running server's stats document now, as JSON text (None before it starts).
+    fn snapshot(&self, py: Python<'_>) -> Option<String> {
+        py.detach(|| self.0.document().map(|doc| doc.to_string()))
+    }
+
+    /// Placement's offload fraction of each size class, from the next new connection on.
+    fn set_fractions(&self, fractions: Vec<f64>) -> PyResult<()> {
+        if fractions.len() > offload_server::placement::MAX_CLASSES
+            || fractions.iter().any(|f| !(0.0..=1.0).contains(f))
+        {
+            return Err(value_error(format!(
+                "fractions {fractions:?}: give at most {} values in [0, 1]",
+                offload_server::placement::MAX_CLASSES
+            )));
+        }
+        self.0.knobs.set_fractions(&fractions);
+        Ok(())
+    }
+
+    /// The engine's slowdown factor from its next turn on.
+    fn set_slowdown(&self, factor: f64) -> PyResult<()> {
+        if !(factor.is_finite() && factor >= 0.0) {
+            return Err(value_error(format!("slowdown {factor}: use a factor >= 0")));
+        }
+        self.0.knobs.set_slowdown(factor);
+        Ok(())
+    }
 }
+
+/// Placement's size classes (the largest object of each class but the last) and first
+/// offload fractions.
+type PlacementArgs = (Vec<u64>, Vec<f64>);
 
 /// Handoff mode's policy: (Hard_limit, host first, load control's watermarks (hiwat,
 /// lowat, step_down, step_up) or None, the n of T(n) selection or None for FCFS).
@@ -93,7 +125,7 @@ fn seconds(what: &str, s: f64) -> PyResult<Duration> {
 #[pyo3(signature = (host, port, root, mode, host_core, engine_core, sendfile_above, work,
                     seed, engine_wait, engine_slowdown, max_header_bytes, max_uri_bytes,
                     max_headers, max_conns, header_timeout_s, idle_timeout_s, stats_path,
-                    stats_interval_s, stats_endpoint, fault, handoff, control))]
+                    stats_interval_s, stats_endpoint, fault, handoff, placement, control))]
 #[allow(clippy::too_many_arguments)]
 fn serve(
     py: Python<'_>,
@@ -119,6 +151,7 @@ fn serve(
     stats_endpoint: bool,
     fault: Option<(String, u64)>,
     handoff: Option<HandoffArgs>,
+    placement: Option<PlacementArgs>,
     control: &ServerControl,
 ) -> PyResult<String> {
     let ip: IpAddr = host
@@ -147,6 +180,21 @@ fn serve(
     config.fault = parse_fault(fault)?;
     if let Some((hard_limit, host_first, watermarks, threshold)) = handoff {
         config.handoff = crate::handoff::policy(hard_limit, host_first, watermarks, threshold)?;
+    }
+    if let Some((edges, fractions)) = placement {
+        let placement = offload_server::placement::Placement { edges, fractions };
+        let ordered = placement.edges.windows(2).all(|w| w[0] < w[1]);
+        if placement.classes() > offload_server::placement::MAX_CLASSES
+            || placement.fractions.len() != placement.classes()
+            || !ordered
+        {
+            return Err(value_error(format!(
+                "placement {placement:?}: give increasing edges (at most {} classes) and one \
+                 fraction per class",
+                offload_server::placement::MAX_CLASSES
+            )));
+        }
+        config.placement = Some(placement);
     }
     // Every connection is a descriptor: lift the soft limit as the load generator does.
     offload_load::raise_fd_limit();

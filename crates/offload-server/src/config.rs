@@ -8,6 +8,8 @@ use std::time::Duration;
 use offload_sim::dist::Dist;
 use offload_sim::handoff::{Paper, Priority, Selection, Watermarks};
 
+use crate::placement::Placement;
+
 /// Who makes the socket calls.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Mode {
@@ -145,6 +147,9 @@ pub struct Config {
     pub fault: Option<Fault>,
     /// The policy of `handoff` mode.
     pub handoff: Paper,
+    /// `handoff` mode only: the engine places each new connection by its class's offload
+    /// fraction (at its first request) instead of by `handoff`'s selection.
+    pub placement: Option<Placement>,
 }
 
 impl Config {
@@ -167,6 +172,7 @@ impl Config {
             stats_endpoint: false,
             fault: None,
             handoff: default_handoff(),
+            placement: None,
         }
     }
 }

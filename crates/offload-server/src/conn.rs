@@ -5,10 +5,11 @@
 use std::collections::VecDeque;
 use std::io;
 use std::os::fd::{AsRawFd, RawFd};
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use mio::net::TcpStream;
 
+use crate::placement::UNCLASSED;
 use crate::pool::Pool;
 
 /// A byte range of an open file, sent with sendfile.
@@ -67,6 +68,10 @@ pub struct Conn {
     /// When the current phase began (accept, end of the last response, first byte of a
     /// request, last write progress): the reference point of the timeouts.
     pub since: Instant,
+    /// Placement: the size class of the connection's first request, and the loop's work
+    /// for it not yet charged to an answer (see `Proto::account`).
+    pub class: u8,
+    pub work: Duration,
 }
 
 impl Conn {
@@ -82,6 +87,8 @@ impl Conn {
             writable: true,
             served: 0,
             since: now,
+            class: UNCLASSED,
+            work: Duration::ZERO,
         }
     }
 

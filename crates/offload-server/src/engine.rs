@@ -10,6 +10,8 @@
 //! decides which it keeps; the others go to the host, which serves them inline in a
 //! socket loop of its own. Under selection T(n) the host offers a connection to the
 //! engine after its n-th answer, and it moves with whatever the client already sent.
+//! Under model-driven placement (`placement`) the engine decides at each connection's
+//! first request, by its size class, and a passed connection moves with that request.
 //!
 //! Unlike seed 000's emulator, nothing here waits on a connection: the host never
 //! blocks on a busy connection (answers queue on the engine per connection) and the
@@ -32,7 +34,9 @@ use crate::app::Handler;
 use crate::config::{Config, EngineWait, Fault, Mode};
 use crate::conn::{Conn, FileRange};
 use crate::cpu;
+use crate::files::{DocRoot, Files};
 use crate::http::Head;
+use crate::placement::{self, Placer};
 use crate::pool::Pool;
 use crate::proto::{ConnId, Dispatch, Proto, Reply, Then, TICK};
 use crate::ring::{self, Receiver, Sender, Wake};
@@ -54,6 +58,7 @@ pub enum Event {
     /// A parsed request on a connection the engine holds.
     Request {
         conn: ConnId,
+        class: u8,
         head: Head,
         path: Vec<u8>,
     },
@@ -104,6 +109,15 @@ pub fn run(
         Mode::Handoff => Some(config.handoff.clone()),
         _ => None,
     };
+    let placer = match (&policy, &config.placement) {
+        (Some(_), Some(placement)) => {
+            // The engine's own table of open files, to learn each object's size.
+            let files = Files::new(DocRoot::new(&config.root)?, crate::server::FILE_CAP);
+            Some(Placer::new(placement.clone(), files))
+        }
+        _ => None,
+    };
+    let account = placer.is_some();
     let backup = listener.try_clone()?;
     let open_fds: Arc<[AtomicI32]> = (0..config.limits.max_conns)
         .map(|_| AtomicI32::new(-1))
@@ -118,6 +132,8 @@ pub fn run(
         .as_ref()
         .is_some_and(|p| p.priority() == Priority::HostFirst);
     let mut host_proto = Proto::new(None, config.limits.clone(), stats.clone(), None)?;
+    proto.account = account;
+    host_proto.account = account;
     let engine_wake = Wake::new(proto.waker()?);
     let host_wake = Wake::new(host_proto.waker()?);
     let (cmd_tx, cmd_rx) = ring::channel(RING_SLOTS, engine_wake.clone());
@@ -141,7 +157,8 @@ pub fn run(
             fault: config.fault,
             shared: shared.clone(),
             policy: policy.clone(),
-            slow: Slowdown::new(config.engine_slowdown),
+            placer,
+            slow: Slowdown::default(),
         };
         let (core, wait) = (config.engine_core, config.engine_wait);
         std::thread::Builder::new()
@@ -161,6 +178,7 @@ pub fn run(
             inline: Inline(handler),
             commands: cmd_tx,
             policy,
+            account,
             stats: stats.clone(),
         },
         events: event_rx,
@@ -183,7 +201,9 @@ pub fn run(
 }
 
 /// Extra engine CPU burned in proportion to the engine's own work, to emulate a slower
-/// engine processor (a factor F makes it F + 1 times slower).
+/// engine processor (a factor F makes it F + 1 times slower). The factor is a knob
+/// (`Control::knobs`), read at the start of each turn.
+#[derive(Default)]
 struct Slowdown {
     factor: f64,
     /// The engine's CPU clock when the work not yet paid for began.
@@ -191,12 +211,9 @@ struct Slowdown {
 }
 
 impl Slowdown {
-    fn new(factor: f64) -> Self {
-        Slowdown { factor, since: 0.0 }
-    }
-
-    /// Work from now on is to be paid for.
-    fn start(&mut self) {
+    /// Work from now on is to be paid for at `factor`.
+    fn start(&mut self, factor: f64) {
+        self.factor = factor;
         if self.factor > 0.0 {
             self.since = cpu::thread_seconds();
         }
@@ -227,6 +244,8 @@ struct EngineSide {
     shared: Arc<Shared>,
     /// None in `engine` mode: every connection stays.
     policy: Option<Paper>,
+    /// Model-driven placement: decides at each connection's first request.
+    placer: Option<Placer>,
     slow: Slowdown,
 }
 
@@ -278,12 +297,18 @@ impl Dispatch for EngineSide {
     fn request(
         &mut self,
         conn: ConnId,
+        class: u8,
         head: Head,
         path: &mut Vec<u8>,
         pool: &mut Pool,
     ) -> Option<Reply> {
         let path = std::mem::replace(path, pool.take());
-        self.events.push(Event::Request { conn, head, path });
+        self.events.push(Event::Request {
+            conn,
+            class,
+            head,
+            path,
+        });
         self.requests += 1;
         if self.policy.is_some() {
             let handoff = &self.shared.stats.handoff;
@@ -310,9 +335,30 @@ impl Dispatch for EngineSide {
         }
     }
 
+    /// A connection's first request decides where it is served (the rest follow it).
+    fn keep_request(&mut self, path: &[u8], served: u64, class: &mut u8) -> bool {
+        let Some(placer) = &mut self.placer else {
+            return true;
+        };
+        if served > 0 {
+            return true;
+        }
+        let keep;
+        (*class, keep) = placer.place(path, &self.shared.control.knobs);
+        keep
+    }
+
+    fn answered(&mut self, class: u8, work: Duration) {
+        let engine = &self.shared.stats.placement.engine;
+        placement::charge(engine, class, work.as_secs_f64());
+    }
+
     fn hand_over(&mut self, conn: Conn) {
-        let handoff = &self.shared.stats.handoff;
-        handoff.passed.fetch_add(1, Ordering::Relaxed);
+        let stats = &self.shared.stats;
+        stats.handoff.passed.fetch_add(1, Ordering::Relaxed);
+        if self.placer.is_some() {
+            stats.placement.passed.add(conn.work.as_secs_f64());
+        }
         self.events.push(Event::Conn(Box::new(conn)));
     }
 
@@ -342,7 +388,7 @@ fn engine_loop(
     while !shared.engine_must_stop() {
         let turn_start = idle_from.map(|_| cpu::thread_seconds());
         beat(stats);
-        side.slow.start();
+        side.slow.start(shared.control.knobs.slowdown());
         let applied = commands.drain(|command| match command {
             Command::Send { conn, buf, then } => proto.send(&mut side, conn, buf, then),
             Command::Sendfile { conn, file, then } => proto.sendfile(&mut side, conn, file, then),
@@ -394,12 +440,15 @@ struct HostApp {
     commands: Sender<Command>,
     /// None in `engine` mode and after a takeover: nothing is offered.
     policy: Option<Paper>,
+    /// Placement's accounts: time the answers to the engine's requests too.
+    account: bool,
     stats: Arc<Stats>,
 }
 
 impl HostApp {
     /// Answers a request of an engine-held connection with commands.
-    fn answer(&mut self, conn: ConnId, head: Head, path: Vec<u8>, pool: &mut Pool) {
+    fn answer(&mut self, conn: ConnId, class: u8, head: Head, path: Vec<u8>, pool: &mut Pool) {
+        let start = self.account.then(Instant::now);
         let reply = self.inline.0.respond(head, &path, pool.take());
         pool.give(path);
         let then = if reply.keep_alive {
@@ -423,6 +472,10 @@ impl HostApp {
                 commands.push(Command::Sendfile { conn, file, then });
             }
         }
+        if let Some(start) = start {
+            let offloaded = &self.stats.placement.offloaded_host;
+            placement::charge(offloaded, class, start.elapsed().as_secs_f64());
+        }
     }
 }
 
@@ -430,11 +483,17 @@ impl Dispatch for HostApp {
     fn request(
         &mut self,
         id: ConnId,
+        class: u8,
         head: Head,
         path: &mut Vec<u8>,
         pool: &mut Pool,
     ) -> Option<Reply> {
-        self.inline.request(id, head, path, pool)
+        self.inline.request(id, class, head, path, pool)
+    }
+
+    fn answered(&mut self, class: u8, work: Duration) {
+        let host = &self.stats.placement.host;
+        placement::charge(host, class, work.as_secs_f64());
     }
 
     fn let_go(&mut self, served: u64) -> bool {
@@ -474,9 +533,12 @@ impl Host {
         while !self.shared.control.is_stopped() {
             let app = &mut self.app;
             let handled = self.events.drain(|event| match event {
-                Event::Request { conn, head, path } => {
-                    app.answer(conn, head, path, &mut proto.pool)
-                }
+                Event::Request {
+                    conn,
+                    class,
+                    head,
+                    path,
+                } => app.answer(conn, class, head, path, &mut proto.pool),
                 Event::Conn(conn) => proto.adopt(app, *conn),
             });
             let sent = self.app.commands.flush()?;

@@ -16,6 +16,8 @@
 //! - `ring`: single-producer single-consumer rings with batching and sleep/wake;
 //! - `engine`: the host side of `engine` mode, the engine's watchdog and the takeover;
 //! - `uring`: the io_uring mode;
+//! - [`placement`]: model-driven placement in `handoff` mode: the live knobs, the
+//!   engine's per-class decision, per-class accounts;
 //! - `server`: start, stop, the stats file;
 //! - `cpu`: thread CPU clocks, pinning, burning CPU on purpose;
 //! - `stats`: counters, per-thread and per-core CPU accounting, the stats document.
@@ -27,6 +29,7 @@ mod cpu;
 mod engine;
 pub mod files;
 pub mod http;
+pub mod placement;
 mod pool;
 mod proto;
 mod ring;
@@ -38,6 +41,9 @@ pub use config::{default_handoff, Config, EngineWait, Fault, Limits, Mode, TESTB
 pub use server::serve;
 
 use std::sync::atomic::{AtomicBool, AtomicU16, Ordering};
+use std::sync::{Arc, Mutex};
+
+use serde_json::Value;
 
 /// Shared between a running server and whoever watches it.
 #[derive(Debug, Default)]
@@ -45,6 +51,10 @@ pub struct Control {
     stop: AtomicBool,
     /// The port the server listens on, once it does (0 before).
     port: AtomicU16,
+    /// What a controller may change while the server runs (set from the config at start).
+    pub knobs: placement::Knobs,
+    /// The stats of the run in progress (or the last one).
+    stats: Mutex<Option<Arc<stats::Stats>>>,
 }
 
 impl Control {
@@ -68,6 +78,16 @@ impl Control {
 
     fn set_port(&self, port: u16) {
         self.port.store(port, Ordering::Release);
+    }
+
+    fn watch(&self, stats: Arc<stats::Stats>) {
+        *self.stats.lock().unwrap() = Some(stats);
+    }
+
+    /// The running server's stats document as of now (None before it starts).
+    pub fn document(&self) -> Option<Value> {
+        let stats = self.stats.lock().unwrap().clone();
+        stats.map(|s| s.document(false))
     }
 }
 

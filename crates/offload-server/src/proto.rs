@@ -69,13 +69,26 @@ pub enum Then {
 /// Where parsed requests go, and where connections are served.
 pub trait Dispatch {
     /// Answer now (`Some`), or later through [`Proto::send`] and [`Proto::sendfile`].
+    /// `class` is the connection's size class (`placement::UNCLASSED` without placement).
     fn request(
         &mut self,
         id: ConnId,
+        class: u8,
         head: Head,
         path: &mut Vec<u8>,
         pool: &mut Pool,
     ) -> Option<Reply>;
+
+    /// A request for `path` is parsed on a connection that has had `served` answers:
+    /// serve it here (true) or let the connection go with the request still unread
+    /// (false)? May set the connection's `class`.
+    fn keep_request(&mut self, _path: &[u8], _served: u64, _class: &mut u8) -> bool {
+        true
+    }
+
+    /// An answer on a connection of `class` is written; this loop's work for it was
+    /// `work` (reported only when `Proto::account` is on).
+    fn answered(&mut self, _class: u8, _work: Duration) {}
 
     /// A connection was just accepted and this loop holds `held` others: serve it here
     /// (true) or let it go to the other loop (false)?
@@ -108,6 +121,11 @@ pub struct Proto {
     /// Accept before socket events and between chunks of them (seed 004's host-first
     /// order: the connections the host waits for go before the engine's own work).
     pub host_first: bool,
+    /// Time the work done for each connection and charge it to its answers
+    /// (`Dispatch::answered`): placement's per-class accounts.
+    pub account: bool,
+    /// Accounting: when the work not yet charged began.
+    mark: Instant,
     next_gen: u32,
     pub pool: Pool,
     limits: Limits,
@@ -140,6 +158,8 @@ impl Proto {
             listener: None,
             conns: Slab::with_capacity(limits.max_conns.min(1 << 16)),
             host_first: false,
+            account: false,
+            mark: now,
             next_gen: 0,
             pool: Pool::default(),
             limits,
@@ -315,6 +335,7 @@ impl Proto {
         conn.readable = true;
         conn.writable = true;
         conn.since = self.now;
+        conn.work = Duration::ZERO; // the other loop's work was its own
         if let Some(slot) = self.attach(conn) {
             self.advance(slot, app);
         }
@@ -353,6 +374,9 @@ impl Proto {
     /// Takes a connection out of this loop and hands it over to the other one.
     fn detach<D: Dispatch>(&mut self, slot: usize, app: &mut D) {
         let mut conn = self.conns.remove(slot);
+        if self.account {
+            conn.work += lap(&mut self.mark); // the work of letting it go: the passer's
+        }
         if let Some(fds) = &self.open_fds {
             fds[slot].store(-1, Ordering::Release);
         }
@@ -367,6 +391,17 @@ impl Proto {
 
     /// Moves a connection on as far as it can go without waiting.
     fn advance<D: Dispatch>(&mut self, slot: usize, app: &mut D) {
+        if !self.account {
+            return self.step(slot, app);
+        }
+        self.mark = Instant::now();
+        self.step(slot, app);
+        if let Some(conn) = self.conns.get_mut(slot) {
+            conn.work += lap(&mut self.mark);
+        }
+    }
+
+    fn step<D: Dispatch>(&mut self, slot: usize, app: &mut D) {
         loop {
             let Some(conn) = self.conns.get_mut(slot) else {
                 return;
@@ -386,8 +421,14 @@ impl Proto {
                             }
                             return;
                         }
-                        Ok(Flushed::Done) if !keep_alive => return self.drop_conn(slot),
                         Ok(Flushed::Done) => {
+                            if self.account {
+                                let work = std::mem::take(&mut conn.work) + lap(&mut self.mark);
+                                app.answered(conn.class, work);
+                            }
+                            if !keep_alive {
+                                return self.drop_conn(slot);
+                            }
                             conn.state = State::Reading;
                             conn.served += 1;
                             conn.since = self.now;
@@ -417,14 +458,18 @@ impl Proto {
                                 continue;
                             }
                             Parsed::Done(head) => {
+                                if !app.keep_request(&self.path, conn.served, &mut conn.class) {
+                                    return self.detach(slot, app);
+                                }
                                 conn.start += head.len;
                                 conn.state = State::Waiting;
                                 let id = ConnId {
                                     slot: slot as u32,
                                     gen: conn.gen,
                                 };
+                                let class = conn.class;
                                 if let Some(reply) =
-                                    app.request(id, head, &mut self.path, &mut self.pool)
+                                    app.request(id, class, head, &mut self.path, &mut self.pool)
                                 {
                                     let conn = &mut self.conns[slot];
                                     conn.out.push_back(Segment::Bytes {
@@ -518,6 +563,14 @@ impl Drop for Proto {
     }
 }
 
+/// The time since `mark`, and `mark` moved to now.
+fn lap(mark: &mut Instant) -> Duration {
+    let now = Instant::now();
+    let since = now.duration_since(*mark);
+    *mark = now;
+    since
+}
+
 /// Tells a client over the connection limit to come back later, without waiting on it
 /// (a short or failed write only loses this courtesy answer), and counts it. The caller
 /// closes the connection.
@@ -544,7 +597,14 @@ mod tests {
     struct Order(Vec<&'static str>);
 
     impl Dispatch for Order {
-        fn request(&mut self, _: ConnId, _: Head, _: &mut Vec<u8>, _: &mut Pool) -> Option<Reply> {
+        fn request(
+            &mut self,
+            _: ConnId,
+            _: u8,
+            _: Head,
+            _: &mut Vec<u8>,
+            _: &mut Pool,
+        ) -> Option<Reply> {
             self.0.push("request");
             None
         }

@@ -20,7 +20,7 @@ use crate::stats::{self, Stats};
 use crate::{cpu, engine, uring, Control};
 
 /// Most files kept open at once (each is a descriptor).
-const FILE_CAP: usize = 16 * 1024;
+pub(crate) const FILE_CAP: usize = 16 * 1024;
 /// Connections waiting in the kernel to be accepted (nginx's default). Beyond it the
 /// kernel drops SYNs and clients retry later: under sustained overload that bounds the
 /// queueing delay of the connections that do get in (511 / rate), where a deep backlog
@@ -40,6 +40,12 @@ pub fn serve(config: Config, control: Arc<Control>) -> Result<Value, String> {
         bind(config.addr).map_err(|e| format!("cannot listen on {}: {e}", config.addr))?;
     let port = listener.local_addr().map_err(|e| e.to_string())?.port();
     let stats = Arc::new(Stats::new(config.mode, port));
+    control.knobs.set_slowdown(config.engine_slowdown);
+    if let Some(placement) = &config.placement {
+        control.knobs.set_fractions(&placement.fractions);
+        stats.placement.enable(placement);
+    }
+    control.watch(stats.clone());
     let handler = Handler::new(
         Files::new(root, FILE_CAP),
         config.sendfile_above,
@@ -147,6 +153,7 @@ impl Dispatch for Inline {
     fn request(
         &mut self,
         _: ConnId,
+        _: u8,
         head: Head,
         path: &mut Vec<u8>,
         pool: &mut Pool,

@@ -17,6 +17,7 @@ use serde_json::{json, Value};
 use crate::config::Mode;
 use crate::cpu::{self, ThreadClock};
 use crate::http::Status;
+use crate::placement::Accounts;
 
 /// Counters of the thread that makes the socket calls (host inline, else the engine).
 #[derive(Debug, Default)]
@@ -95,6 +96,8 @@ pub struct Stats {
     pub socket: Socket,
     pub app: App,
     pub handoff: Handoff,
+    /// Model-driven placement's per-class work (empty unless it is on).
+    pub placement: Accounts,
     /// (seconds since start, Cnum, Soft_limit, Qlen), every `SAMPLE_EVERY`.
     series: Mutex<Vec<[f64; 4]>>,
     statuses: [AtomicU64; CODES.len()],
@@ -115,6 +118,7 @@ impl Stats {
             socket: Socket::default(),
             app: App::default(),
             handoff: Handoff::default(),
+            placement: Accounts::default(),
             series: Mutex::new(Vec::new()),
             statuses: Default::default(),
             mode,
@@ -291,6 +295,7 @@ impl Stats {
             },
             "cores": self.core_deltas(),
             "handoff": handoff,
+            "placement": self.placement.document(),
             "host": {
                 "idle_poll_s": host_idle_poll_s,
             },

@@ -730,3 +730,83 @@ fn load_control_cuts_the_soft_limit_of_a_slow_engine_and_the_host_takes_the_rest
     let on_engine = handoff_count(&stats, "engine_requests");
     assert!(0 < on_engine && on_engine < report.completed, "{summary}");
 }
+
+/// A handoff server under model-driven placement: classes split at 10 KiB, so the
+/// 1 KiB file is class 0 and the 1 MiB file class 1.
+fn placement_server(fractions: [f64; 2]) -> Server {
+    use offload_server::placement::Placement;
+    Server::start(Mode::Handoff, |c| {
+        c.handoff = Paper::new(64, Priority::HostFirst, None, Selection::Fcfs).unwrap();
+        c.placement = Some(Placement {
+            edges: vec![10 << 10],
+            fractions: fractions.to_vec(),
+        });
+    })
+}
+
+/// Per class, how many answers each account holds.
+fn accounted(stats: &Value, account: &str) -> Vec<u64> {
+    let column = stats["placement"][account].as_array().unwrap();
+    column.iter().map(|m| m["n"].as_u64().unwrap()).collect()
+}
+
+#[test]
+fn placement_sends_each_class_where_its_fraction_says_and_accounts_it_there() {
+    // Class 0 stays on the host, class 1 goes to the engine; then the knobs swap them
+    // for new connections while the server runs. HTTP/1.0 and keep-alive alike: a
+    // passed connection moves with its first request unread, and every byte arrives.
+    let server = placement_server([0.0, 1.0]);
+    let get = |size: usize, version: &str| {
+        let mut s = server.connect();
+        let text = format!("GET /f{size}.bin HTTP/{version}\r\nHost: t\r\n\r\n");
+        for _ in 0..(if version == "1.1" { 3 } else { 1 }) {
+            let r = request(&mut s, &text);
+            assert!(
+                r.status == 200 && r.body == content(size),
+                "{size} {version}"
+            );
+        }
+    };
+    for version in ["1.0", "1.1"] {
+        get(1024, version);
+        get(1048576, version);
+    }
+    let before = server.control.document().unwrap();
+    assert_eq!(accounted(&before, "host"), [4, 0]);
+    assert_eq!(accounted(&before, "engine"), [0, 4]);
+    assert_eq!(accounted(&before, "offloaded_host"), [0, 4]);
+    assert_eq!(before["placement"]["passed"]["n"], 2);
+
+    server.control.knobs.set_fractions(&[1.0, 0.0]);
+    get(1024, "1.0");
+    get(1048576, "1.0");
+    let stats = server.stop();
+    assert_eq!(accounted(&stats, "host"), [4, 1]);
+    assert_eq!(accounted(&stats, "engine"), [1, 4]);
+    assert_eq!(handoff_count(&stats, "passed"), 3);
+    assert_eq!(handoff_count(&stats, "engine_requests"), 5);
+    // Time is charged: a sendfile of 1 MiB costs more than a write of 1 KiB.
+    let mean = |account: &str, c: usize| {
+        let m = &stats["placement"][account][c];
+        m["sum_s"].as_f64().unwrap() / m["n"].as_f64().unwrap()
+    };
+    assert!(
+        mean("engine", 1) > mean("engine", 0),
+        "{}",
+        stats["placement"]
+    );
+    assert!(mean("host", 1) > mean("host", 0), "{}", stats["placement"]);
+}
+
+#[test]
+fn a_missing_file_under_placement_is_answered_404_by_the_host() {
+    let server = placement_server([1.0, 1.0]);
+    let mut s = server.connect();
+    let r = request(&mut s, "GET /nope HTTP/1.1\r\nHost: t\r\n\r\n");
+    assert_eq!(r.status, 404);
+    let r = request(&mut s, "GET /f1024.bin HTTP/1.1\r\nHost: t\r\n\r\n");
+    assert!(r.status == 200 && r.body == content(1024));
+    let stats = server.stop();
+    assert_eq!(handoff_count(&stats, "passed"), 1);
+    assert_eq!(handoff_count(&stats, "engine_requests"), 0);
+}
