@@ -210,6 +210,7 @@ pub(crate) fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<ServerControl>()?;
     m.add_function(wrap_pyfunction!(serve, m)?)?;
     m.add("SERVER_VERSION", offload_server::VERSION)?;
+    m.add("PLACEMENT_CLASSES", offload_server::placement::MAX_CLASSES)?;
     let w = offload_server::TESTBED_WATERMARKS;
     m.add(
         "TESTBED_WATERMARKS",

@@ -279,6 +279,12 @@ impl EngineSide {
         }
     }
 
+    /// Seconds of engine work, with the slowdown it incurs (the burns are proportional
+    /// to the work, so each answer's share of them is known exactly).
+    fn slowed(&self, work: Duration) -> f64 {
+        work.as_secs_f64() * (1.0 + self.slow.factor)
+    }
+
     /// Load control on this turn's backlog, and the gauges the host reads.
     fn observe(&mut self, qlen: usize, held: usize) {
         let Some(policy) = &mut self.policy else {
@@ -350,14 +356,14 @@ impl Dispatch for EngineSide {
 
     fn answered(&mut self, class: u8, work: Duration) {
         let engine = &self.shared.stats.placement.engine;
-        placement::charge(engine, class, work.as_secs_f64());
+        placement::charge(engine, class, self.slowed(work));
     }
 
     fn hand_over(&mut self, conn: Conn) {
         let stats = &self.shared.stats;
         stats.handoff.passed.fetch_add(1, Ordering::Relaxed);
         if self.placer.is_some() {
-            stats.placement.passed.add(conn.work.as_secs_f64());
+            stats.placement.passed.add(self.slowed(conn.work));
         }
         self.events.push(Event::Conn(Box::new(conn)));
     }

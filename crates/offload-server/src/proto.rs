@@ -299,12 +299,16 @@ impl Proto {
             let Some(listener) = &self.listener else {
                 return 0; // a loop that only adopts connections
             };
+            let began = self.account.then(Instant::now);
             match listener.accept() {
                 Ok((stream, _)) => {
                     self.stats.socket.accepted.fetch_add(1, Ordering::Relaxed);
                     let conn = Conn::new(stream, 0, self.pool.take(), self.now);
                     if app.keep_new(self.conns.len()) {
-                        self.attach(conn);
+                        let slot = self.attach(conn);
+                        if let (Some(slot), Some(began)) = (slot, began) {
+                            self.conns[slot].work = began.elapsed(); // accepting it is its work
+                        }
                     } else {
                         app.hand_over(conn);
                     }
@@ -335,8 +339,9 @@ impl Proto {
         conn.readable = true;
         conn.writable = true;
         conn.since = self.now;
-        conn.work = Duration::ZERO; // the other loop's work was its own
         if let Some(slot) = self.attach(conn) {
+            // The other loop's work was its own; registering it is this loop's.
+            self.conns[slot].work = self.now.elapsed();
             self.advance(slot, app);
         }
     }
@@ -369,6 +374,13 @@ impl Proto {
         conn.gen = self.next_gen;
         entry.insert(conn);
         Some(slot)
+    }
+
+    /// Reports an answer's work, up to now, under `Proto::account`.
+    fn charge<D: Dispatch>(&mut self, app: &mut D, class: u8, work: Duration) {
+        if self.account {
+            app.answered(class, work + lap(&mut self.mark));
+        }
     }
 
     /// Takes a connection out of this loop and hands it over to the other one.
@@ -422,13 +434,13 @@ impl Proto {
                             return;
                         }
                         Ok(Flushed::Done) => {
-                            if self.account {
-                                let work = std::mem::take(&mut conn.work) + lap(&mut self.mark);
-                                app.answered(conn.class, work);
-                            }
+                            let (class, work) = (conn.class, std::mem::take(&mut conn.work));
                             if !keep_alive {
-                                return self.drop_conn(slot);
+                                self.drop_conn(slot); // the close is part of the answer
+                                return self.charge(app, class, work);
                             }
+                            self.charge(app, class, work);
+                            let conn = &mut self.conns[slot];
                             conn.state = State::Reading;
                             conn.served += 1;
                             conn.since = self.now;

@@ -22,7 +22,7 @@ from itertools import combinations
 
 import numpy as np
 
-from offloadlab.model.tandem import ClassCosts, solve
+from offloadlab.model.tandem import ClassCosts, solve, weighted
 from offloadlab.scenario import Options
 
 # Each line search looks at a coarse grid over the whole line, then a fine one around the
@@ -61,7 +61,7 @@ def _host_cpu_optimum(lam, fixed, auto, k, cap):
     f = np.where(auto, 0.0, np.nan_to_num(fixed))[None, :].repeat(len(lam), 0)
     room = cap - (lam * f * k.e1).sum(-1)
     saves = k.h1 - k.g1  # host time saved per offloaded request: E[X_p] - E[X_o]
-    with np.errstate(divide="ignore"):
+    with np.errstate(divide="ignore", invalid="ignore"):
         ratio = np.where(k.e1 > 0, saves / k.e1, np.inf)
     for c in sorted(np.flatnonzero(auto & (saves > 0)), key=lambda c: -ratio[c]):
         need = lam[:, c] * k.e1[c]  # engine utilisation if all of class c went there
@@ -80,7 +80,7 @@ def _min_delay(lam, share, fixed, auto, greedy, k, options, cap):
 
     def objective(cand: np.ndarray) -> np.ndarray:  # cand: (start, rate, move, class)
         q = solve(lam_s[:, :, None, :], cand, k, options)
-        mean_t = (share * q.T_c).sum(-1)
+        mean_t = weighted(share, q.T_c).sum(-1)  # a class with no share adds nothing
         within = (q.U_cpu <= cap) & (q.U_oe <= cap)
         return np.where(within, mean_t, np.inf)
 

@@ -61,6 +61,18 @@ class ClassCosts:
                    e1=c1 + q1, e2=c2 + q2 + 2 * c1 * q1,
                    cpu_queue=scenario.options.cpu_queue)
 
+    @classmethod
+    def measured(cls, h1, h2, g1, g2, e1, e2) -> ClassCosts:
+        """Costs measured per path as wholes (the online estimator's): X_a is folded
+        into X_p and X_o, and the host queue takes the measured second moments."""
+        h1, g1 = np.asarray(h1, float), np.asarray(g1, float)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            o_scv = np.where(g1 > 0, np.asarray(g2) / g1**2 - 1, 0.0)
+        zero = np.zeros_like(h1)
+        return cls(a1=zero, a2=zero, p1=h1, o1=g1, o_scv=o_scv, h1=h1,
+                   h2=np.asarray(h2, float), g1=g1, g2=np.asarray(g2, float),
+                   e1=np.asarray(e1, float), e2=np.asarray(e2, float), cpu_queue="mg1")
+
 
 def offloaded_host_m2(a1, a2, o1, o2, cpu_queue: str):
     """E[(X_a + X_o)^2]; the seed's M/M/1 CPU takes X_a + X_o as exponential (2 E[.]^2)."""

@@ -40,6 +40,8 @@ from offloadlab.sim.run import to_core
 MODES = ("inline", "engine", "uring", "handoff")
 ENGINE_WAITS = ("poll", "adaptive")
 FAULTS = ("stall", "panic")
+# Size classes placement distinguishes at most.
+MAX_CLASSES = _core.PLACEMENT_CLASSES
 # Where the server answers with its stats document when the endpoint is on.
 STATS_ENDPOINT = "/.offload/stats"
 START_TIMEOUT_S = 10.0
@@ -59,6 +61,12 @@ class ServerOptions:
     ``N-N-FCFS``, ``P-L-T4``, see :mod:`offloadlab.handoff.policy`); ``handoff_limit`` the
     engine's Hard_limit (None: ``max_conns``); ``watermarks`` load control's (hiwat,
     lowat, step_down, step_up) in work items per engine turn.
+
+    Model-driven placement (handoff mode, a policy without load control or threshold,
+    e.g. ``P-N-FCFS``): ``placement`` gives the size classes by their upper edges in
+    bytes (class c holds objects up to ``placement[c]``; one more class above the last
+    edge); the engine keeps a share ``fractions[c]`` of class c's new connections (None:
+    none), and a controller may change them while the server runs (``Running.control``).
     """
 
     root: Path
@@ -86,6 +94,8 @@ class ServerOptions:
     handoff: str = "P-L-FCFS"
     handoff_limit: int | None = None
     watermarks: tuple[int, int, int, int] = _core.TESTBED_WATERMARKS
+    placement: tuple[int, ...] | None = None
+    fractions: tuple[float, ...] | None = None
 
     def check(self) -> None:
         """Raise :class:`InputError` for the first field that cannot work."""
@@ -182,6 +192,36 @@ class ServerOptions:
         hiwat, lowat, down, up = marks
         require(lowat < hiwat, f"watermarks: lowat ({lowat}) must be below hiwat ({hiwat})")
         require(down >= 1 and up >= 1, "watermarks: step_down and step_up must be >= 1")
+        self._check_placement()
+
+    def _check_placement(self) -> None:
+        if self.placement is None:
+            require(self.fractions is None, "fractions: give the size classes too "
+                                            "(placement)")
+            return
+        edges = list(self.placement)
+        require(self.mode == "handoff", f"placement: the engine places connections in "
+                                        f"handoff mode; use mode 'handoff', not {self.mode!r}")
+        p = policy.parse(self.handoff)
+        require(not p.load_control and p.threshold is None,
+                f"placement with policy {self.handoff!r}: placement decides which "
+                "connections the engine keeps, so use a policy without load control or "
+                "threshold, e.g. P-N-FCFS")
+        require(all(_is_int(e) and e >= 0 for e in edges) and edges == sorted(set(edges)),
+                f"placement {edges}: give increasing class edges in bytes, e.g. (8000,)")
+        require(len(edges) + 1 <= MAX_CLASSES,
+                f"placement: {len(edges) + 1} classes; the server places at most "
+                f"{MAX_CLASSES}")
+        fractions = self.placement_fractions()
+        require(len(fractions) == len(edges) + 1,
+                f"fractions {list(fractions)}: give one per class ({len(edges) + 1})")
+        require(all(_finite(f) and 0 <= f <= 1 for f in fractions),
+                f"fractions {list(fractions)}: each must be in [0, 1]")
+
+    def placement_fractions(self) -> tuple[float, ...]:
+        if self.fractions is not None:
+            return tuple(self.fractions)
+        return (0.0,) * (len(self.placement or ()) + 1)
 
     def handoff_args(self) -> tuple | None:
         """Handoff mode's policy as ``_core.serve`` takes it (None in other modes)."""
@@ -208,7 +248,10 @@ class ServerOptions:
             idle_timeout_s=float(self.idle_timeout_s),
             stats_path=None if self.stats_path is None else str(self.stats_path),
             stats_interval_s=float(self.stats_interval_s), stats_endpoint=self.stats_endpoint,
-            fault=self.fault, handoff=self.handoff_args())
+            fault=self.fault, handoff=self.handoff_args(),
+            placement=None if self.placement is None else (
+                [int(e) for e in self.placement],
+                [float(f) for f in self.placement_fractions()]))
 
     def replace(self, **changes) -> ServerOptions:
         return dataclasses.replace(self, **changes)
@@ -275,6 +318,7 @@ class Running:
     host: str
     port: int
     stats_endpoint: bool
+    control: _core.ServerControl
     final: dict | None = None
 
     @property
@@ -323,7 +367,7 @@ def running(options: ServerOptions,
         future = pool.submit(_serve_core, control, **args)
         try:
             port = _wait_listening(future, control, start_timeout_s)
-            server = Running(args["host"], port, options.stats_endpoint)
+            server = Running(args["host"], port, options.stats_endpoint, control)
             yield server
         finally:
             control.stop()

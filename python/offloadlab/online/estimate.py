@@ -1,0 +1,145 @@
+"""Per-class rates and service-time moments from the server's live accounts.
+
+A :class:`Snapshot` is one reading of the stats document: per class, the count, sum
+and sum of squares of the work per request on each path (host alone: X_a + X_p; the
+host's part of an offloaded request: X_a + X_o; the engine's part: X_c + X_q), the
+engine's pass-through work on connections it gave the host, and both threads' CPU
+clocks. The :class:`Estimator` keeps the snapshots of the last ``window_s`` seconds and
+differences the newest against the oldest.
+
+The server times the work it can charge to a connection (including, on the engine,
+the slowdown's share of it). Epoll waits, wake-ups and the rings belong to no
+connection; measured on the testbed they are a nearly constant cost per request on each
+side (about 20 us on the engine whether a request is passed on, a 1 KiB file or a
+150 KiB one). So each side's uncharged work, its busy CPU time less its charged time in
+the window, is spread equally over the requests it handled: every mean on that side
+grows by that overhead o, and every second moment by 2 o E[X] + o^2. (A negative o,
+when preemption made wall-clock charges exceed CPU time, takes the excess back.)
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from dataclasses import dataclass
+
+import numpy as np
+
+PATHS = ("host", "offloaded_host", "engine")
+# Fewer requests than this on a path in the window: keep the path's last estimate.
+MIN_SAMPLES = 20
+
+
+@dataclass(frozen=True)
+class Snapshot:
+    """One reading: ``t_s`` server time; ``n``, ``sum``, ``sumsq`` arrays (path, class);
+    ``passed`` (n, sum) of the engine's pass-through work; busy CPU seconds so far."""
+
+    t_s: float
+    n: np.ndarray
+    sum: np.ndarray
+    sumsq: np.ndarray
+    passed: np.ndarray
+    host_busy_s: float
+    engine_busy_s: float
+
+    @classmethod
+    def of(cls, doc: dict) -> Snapshot:
+        """From a stats document of a server with placement on."""
+        p = doc.get("placement")
+        if not p:
+            raise ValueError("the stats document has no placement section; run the server "
+                             "in handoff mode with placement on")
+
+        def field(key: str) -> np.ndarray:
+            return np.array([[m[key] for m in p[path]] for path in PATHS], dtype=float)
+
+        cpu = {t["role"]: t["cpu_s"] for t in doc["threads"]}
+        return cls(t_s=float(doc["elapsed_s"]), n=field("n"), sum=field("sum_s"),
+                   sumsq=field("sumsq_s2"),
+                   passed=np.array([p["passed"]["n"], p["passed"]["sum_s"]], dtype=float),
+                   host_busy_s=cpu.get("host", 0.0) - doc["host"]["idle_poll_s"],
+                   engine_busy_s=cpu.get("engine", 0.0) - doc["engine"]["idle_poll_s"])
+
+    @property
+    def classes(self) -> int:
+        return self.n.shape[1]
+
+
+@dataclass(frozen=True)
+class Estimate:
+    """Over one window: per class (arrays over classes) the arrival rate and the first
+    and second moments of each path's service time (NaN: never seen on that path);
+    each side's measured utilisation; the engine's pass-through utilisation; and how
+    many requests each path's estimate rests on in this window."""
+
+    span_s: float
+    rates: np.ndarray
+    m1: np.ndarray          # (path, class)
+    m2: np.ndarray          # (path, class)
+    samples: np.ndarray     # (path, class)
+    u_host: float
+    u_engine: float
+    u_pass: float
+
+    def known(self) -> np.ndarray:
+        """Per class: every path has an estimate."""
+        return np.isfinite(self.m1).all(0)
+
+
+class Estimator:
+    """Sliding-window estimates of the server's per-class costs."""
+
+    def __init__(self, window_s: float = 2.0) -> None:
+        if not window_s > 0:
+            raise ValueError(f"window_s={window_s!r}: use a time > 0")
+        self.window_s = window_s
+        self._snaps: deque[Snapshot] = deque()
+        self._m1: np.ndarray | None = None
+        self._m2: np.ndarray | None = None
+
+    def add(self, snap: Snapshot) -> None:
+        self._snaps.append(snap)
+        # Keep one snapshot at or before the window's start, to difference against.
+        while len(self._snaps) > 2 and snap.t_s - self._snaps[1].t_s >= self.window_s:
+            self._snaps.popleft()
+
+    def forget(self) -> None:
+        """Drop all but the last period (the two newest snapshots): the next estimate
+        rests on fresh data only (after the engine was seen to lag its prediction)."""
+        while len(self._snaps) > 2:
+            self._snaps.popleft()
+
+    def estimate(self) -> Estimate | None:
+        """The window's estimate (None until two snapshots span some time)."""
+        if len(self._snaps) < 2:
+            return None
+        old, new = self._snaps[0], self._snaps[-1]
+        span = new.t_s - old.t_s
+        if span <= 0:
+            return None
+        n, s, s2 = new.n - old.n, new.sum - old.sum, new.sumsq - old.sumsq
+        passed_n, passed_s = new.passed - old.passed
+        host_busy = max(new.host_busy_s - old.host_busy_s, 0.0)
+        engine_busy = max(new.engine_busy_s - old.engine_busy_s, 0.0)
+        # Each side's uncharged work per request it handled (see the module notes).
+        host_o = _overhead(host_busy, s[0].sum() + s[1].sum(), n[0].sum() + n[1].sum())
+        engine_o = _overhead(engine_busy, s[2].sum() + passed_s, n[2].sum() + passed_n)
+        o = np.array([[host_o], [host_o], [engine_o]])
+        with np.errstate(divide="ignore", invalid="ignore"):
+            mean = np.where(n >= MIN_SAMPLES, s / n, np.nan)
+            m1 = np.maximum(mean + o, 0.0)
+            m2 = np.maximum(np.where(n >= MIN_SAMPLES, s2 / n, np.nan) + 2 * o * mean + o**2,
+                            m1**2)
+        if self._m1 is not None:  # a path seen too little in this window: keep the last
+            m1 = np.where(np.isfinite(m1), m1, self._m1)
+            m2 = np.where(np.isfinite(m2), m2, self._m2)
+        self._m1, self._m2 = m1, m2
+        pass_each = passed_s / passed_n + engine_o if passed_n > 0 else 0.0
+        rates = (n[0] + n[1]) / span
+        return Estimate(span_s=span, rates=rates, m1=m1, m2=m2, samples=n,
+                        u_host=host_busy / span, u_engine=engine_busy / span,
+                        u_pass=passed_n * max(pass_each, 0.0) / span)
+
+
+def _overhead(busy: float, charged: float, requests: float) -> float:
+    return (busy - charged) / requests if requests > 0 else 0.0

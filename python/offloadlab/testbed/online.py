@@ -1,0 +1,348 @@
+"""Online placement against fixed splits on the testbed, under a workload that shifts.
+
+One open-loop HTTP/1.0 Poisson stream (seed 000's setting: a connection per request)
+runs through a list of :class:`Phase` s; each phase has its own rate per size class and
+its own engine slowdown (a weaker engine, or one another tenant now shares). The same
+stream is sent to the server in handoff mode with placement on, under
+
+- ``online``: the :class:`~offloadlab.online.control.Controller` re-solves the model
+  every period and sets each class's offload fraction;
+- ``fixed:F``: every class offloads the share F all along (``fixed:0`` is all on the
+  host, ``fixed:1`` all on the engine).
+
+Open loop at the same offered rate makes throughput equal unless a split saturates a
+side, so the policies are compared by mean latency (measured by the load generator from
+each request's intended send time), overall and per phase; the controller's decisions
+and the latency are kept as time series for the figure.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from offloadlab import dist
+from offloadlab.errors import InputError, RunError, require
+from offloadlab.online.control import Controller, Policy
+from offloadlab.online.estimate import Snapshot
+from offloadlab.testbed import load
+from offloadlab.testbed.server import ServerOptions, running
+from offloadlab.workload import stream
+from offloadlab.workload.classes import CLASS_BOUNDS, N_CLASSES
+
+ONLINE = "online"
+FIXED = (0.0, 0.25, 0.5, 0.75, 1.0)
+# The load generator as in the other testbed experiments (one thread, length checks).
+_LOAD = {"threads": 1, "verify": "length", "timeout_s": 5.0}
+# Width of the latency series' bins.
+BIN_S = 0.5
+RUN_COLUMNS = ("policy", "repeat", "mean_s", "p99_s", "throughput", "offered", "errors",
+               "engine_share")
+
+
+@dataclass(frozen=True)
+class Phase:
+    """``duration_s`` of Poisson arrivals at ``rates[c]`` requests/s of size class c,
+    with the engine slowed by ``slowdown``."""
+
+    duration_s: float
+    rates: tuple[tuple[int, float], ...]
+    slowdown: float = 0.0
+
+    def check(self) -> None:
+        require(math.isfinite(self.duration_s) and self.duration_s > 0,
+                f"phase duration {self.duration_s!r} s: use a time > 0, e.g. 6s")
+        require(len(self.rates) >= 1, "phase: give a rate for at least one size class, "
+                                      "e.g. c0=4000")
+        for c, rate in self.rates:
+            require(c in range(N_CLASSES), f"phase class c{c}: use c0 to c{N_CLASSES - 1}")
+            require(math.isfinite(rate) and rate > 0, f"phase rate c{c}={rate!r}: use a "
+                                                      "rate > 0 requests/s")
+        require(math.isfinite(self.slowdown) and self.slowdown >= 0,
+                f"phase slowdown={self.slowdown!r}: use a factor >= 0")
+
+    def label(self) -> str:
+        rates = ",".join(f"c{c}={r:g}" for c, r in self.rates)
+        return f"{dist.format_time(self.duration_s)}:{rates}:slowdown={self.slowdown:g}"
+
+
+def parse_phase(text: str) -> Phase:
+    """``6s:c0=4000:slowdown=6`` (several classes: ``c0=3000,c2=500``; slowdown 0 if
+    left out)."""
+    parts = [p.strip() for p in text.split(":")]
+    usage = (f"phase {text!r}: write DURATION:cC=RATE[,cC=RATE]:slowdown=F, e.g. "
+             "6s:c0=4000:slowdown=6")
+    if len(parts) not in (2, 3):
+        raise InputError(usage)
+    duration = dist.parse_time(parts[0])
+    rates = []
+    for item in parts[1].split(","):
+        key, _, value = item.strip().partition("=")
+        if not (key.startswith("c") and key[1:].isdigit()):
+            raise InputError(usage)
+        rates.append((int(key[1:]), _number(value, usage)))
+    slowdown = 0.0
+    if len(parts) == 3:
+        key, _, value = parts[2].partition("=")
+        if key.strip() != "slowdown":
+            raise InputError(usage)
+        slowdown = _number(value, usage)
+    phase = Phase(duration, tuple(rates), slowdown)
+    phase.check()
+    return phase
+
+
+def _number(text: str, usage: str) -> float:
+    try:
+        return float(text)
+    except ValueError:
+        raise InputError(usage) from None
+
+
+# A fast engine, then one that another tenant slows six-fold, then fast again: the best
+# split moves from mostly-offloaded to mostly-host and back.
+DEFAULT_PHASES = (Phase(6.0, ((1, 6000.0),), 0.0), Phase(6.0, ((1, 6000.0),), 6.0),
+                  Phase(6.0, ((1, 6000.0),), 0.0))
+
+
+@dataclass(frozen=True)
+class Experiment:
+    """``fixed`` are the fixed fractions compared with the online policy; ``work`` the
+    host's application work per request; times in seconds."""
+
+    root: Path
+    manifest: pd.DataFrame
+    phases: tuple[Phase, ...] = DEFAULT_PHASES
+    fixed: tuple[float, ...] = FIXED
+    control: Policy = field(default_factory=Policy)
+    work: str = "exp(mean=50us)"
+    repeats: int = 1
+    host_core: int | None = None
+    engine_core: int | None = None
+    generator_core: int | None = None
+    seed: int = 1
+
+    def check(self) -> None:
+        require(len(self.phases) >= 1, "phases: give at least one")
+        for phase in self.phases:
+            phase.check()
+        require(all(math.isfinite(f) and 0 <= f <= 1 for f in self.fixed),
+                f"fixed fractions {list(self.fixed)}: each must be in [0, 1]")
+        require(self.repeats >= 1, f"repeats={self.repeats!r}: use 1 or more")
+        self.control.check()
+        present = set(self.manifest["class"].astype(int))
+        for phase in self.phases:
+            for c, _ in phase.rates:
+                require(c in present, f"phase {phase.label()}: the file set has no class "
+                                      f"c{c} files (it has {sorted(present)})")
+        self.server(0.0).check()
+
+    @property
+    def policies(self) -> tuple[str, ...]:
+        return (ONLINE, *(f"fixed:{f:g}" for f in self.fixed))
+
+    @property
+    def duration_s(self) -> float:
+        return sum(p.duration_s for p in self.phases)
+
+    def server(self, fraction: float) -> ServerOptions:
+        return ServerOptions(root=self.root, mode="handoff", handoff="P-N-FCFS",
+                             placement=CLASS_BOUNDS, fractions=(fraction,) * N_CLASSES,
+                             host_core=self.host_core, engine_core=self.engine_core,
+                             work=self.work, seed=self.seed,
+                             engine_slowdown=self.phases[0].slowdown)
+
+    def requests(self) -> stream.Stream:
+        """The phases' Poisson streams end to end, one connection per request."""
+        frames, start = [], 0.0
+        for i, phase in enumerate(self.phases):
+            for c, rate in phase.rates:
+                s = stream.poisson(self.manifest, rate, duration_s=phase.duration_s,
+                                   size_class=c, seed=self.seed + 1000 * i + c)
+                frame = s.frame.copy()
+                frame["time_s"] += start
+                frames.append(frame)
+            start += phase.duration_s
+        frame = pd.concat(frames, ignore_index=True).sort_values("time_s", kind="stable")
+        frame["object"] = frame["object"].astype(str)
+        frame["conn_id"] = frame["client"] = np.arange(len(frame))
+        meta = {"generator": "phases", "seed": self.seed, "duration_s": start,
+                "params": {"phases": [p.label() for p in self.phases]}}
+        return stream.Stream(frame.reset_index(drop=True), meta)
+
+    def phase_at(self, t_s: float) -> int:
+        ends = np.cumsum([p.duration_s for p in self.phases])
+        return int(min(np.searchsorted(ends, t_s, side="right"), len(self.phases) - 1))
+
+    def describe(self) -> dict:
+        return {"root": str(self.root), "phases": [p.label() for p in self.phases],
+                "fixed": list(self.fixed), "control": asdict(self.control),
+                "work": self.work, "repeats": self.repeats, "host_core": self.host_core,
+                "engine_core": self.engine_core, "seed": self.seed,
+                "class_edges_bytes": list(CLASS_BOUNDS)}
+
+
+@dataclass(frozen=True)
+class Result:
+    runs: pd.DataFrame      # RUN_COLUMNS plus mean_s per phase (phase0_mean_s, ...)
+    steps: pd.DataFrame     # the online controller's periods (policy "online")
+    latency: pd.DataFrame   # policy, repeat, t_s (bin start), mean_s, requests
+
+    def summary(self) -> pd.DataFrame:
+        """Per policy: medians over repeats; ``vs_online`` is the mean latency over the
+        online policy's."""
+        cols = [c for c in self.runs.columns if c.endswith("_s") or c in (
+            "throughput", "offered", "engine_share")]
+        grouped = self.runs.groupby("policy", sort=False)
+        table = grouped[cols].median()
+        table["errors"] = grouped["errors"].sum()
+        table["vs_online"] = table["mean_s"] / table["mean_s"].get(ONLINE, math.nan)
+        return table.reset_index()
+
+
+def run(exp: Experiment, progress: Callable[[str, int, int], None] | None = None) -> Result:
+    """Every policy ``repeats`` times, online first in each round."""
+    exp.check()
+    requests = exp.requests()
+    cores = [] if exp.generator_core is None else [exp.generator_core]
+    rows, steps, bins = [], [], []
+    total = exp.repeats * len(exp.policies)
+    for rep in range(exp.repeats):
+        for name in exp.policies:
+            if progress is not None:
+                progress(name, len(rows), total)
+            try:
+                result, doc, decided = _run_policy(exp, name, requests, cores)
+            except RunError as exc:
+                raise RunError(f"online placement, {name}, repeat {rep + 1}: {exc}") from None
+            rows.append(_row(exp, name, rep, result, doc))
+            bins.append(_latency(name, rep, result.records))
+            steps.extend({"policy": name, "repeat": rep, **s} for s in decided)
+    if progress is not None:
+        progress("", total, total)
+    return Result(pd.DataFrame(rows), pd.DataFrame(steps), pd.concat(bins, ignore_index=True))
+
+
+def _run_policy(exp: Experiment, name: str, requests: stream.Stream, cores: list[int]):
+    online = name == ONLINE
+    fraction = exp.control.probe if online else float(name.partition(":")[2])
+    with running(exp.server(fraction)) as server:
+        supervisor = _Supervisor(exp, server.control, online)
+        supervisor.start()
+        try:
+            result = load.run(server.url, requests, exp.manifest, records=True,
+                              cores=cores, **_LOAD)
+        finally:
+            supervisor.stop()
+    return result, server.final, supervisor.decided
+
+
+class _Supervisor(threading.Thread):
+    """While the load runs: sets each phase's slowdown on time and, for the online
+    policy, runs the controller every period and applies its fractions."""
+
+    def __init__(self, exp: Experiment, control, online: bool) -> None:
+        super().__init__(name="offload-online", daemon=True)
+        self.exp, self.server_control = exp, control
+        self.controller = Controller(N_CLASSES, exp.control) if online else None
+        self.decided: list[dict] = []
+        self._done = threading.Event()
+        self.failure: BaseException | None = None
+
+    def run(self) -> None:
+        try:
+            self._loop()
+        except BaseException as exc:  # reported by stop(), on the caller's thread
+            self.failure = exc
+
+    def _loop(self) -> None:
+        start = time.monotonic()
+        phase = 0
+        while not self._done.wait(self.exp.control.period_s):
+            t = time.monotonic() - start
+            now = self.exp.phase_at(t)
+            if now != phase:
+                phase = now
+                self.server_control.set_slowdown(self.exp.phases[phase].slowdown)
+            if self.controller is None:
+                continue
+            text = self.server_control.snapshot()
+            if text is None:
+                continue
+            step = self.controller.observe(Snapshot.of(json.loads(text)))
+            if step.changed:
+                self.server_control.set_fractions(list(step.fractions))
+            self.decided.append({"t_s": t, "phase": phase, **_flat(asdict(step))})
+
+    def stop(self) -> None:
+        self._done.set()
+        self.join()
+        if self.failure is not None:
+            raise RunError(f"the online controller failed: {self.failure!r}")
+
+
+def _flat(step: dict) -> dict:
+    """A step as columns: one per class for fractions and rates."""
+    per_class = ("fractions", "rates", "host_s", "offloaded_host_s", "engine_s")
+    out = {k: v for k, v in step.items() if k not in (*per_class, "t_s")}
+    out["server_t_s"] = step["t_s"]
+    for key, prefix in zip(per_class, ("f", "rate", "host_s", "offloaded_host_s", "engine_s"),
+                           strict=True):
+        for c, v in enumerate(step[key]):
+            out[f"{prefix}{c}"] = v
+    return out
+
+
+def _row(exp: Experiment, name: str, rep: int, result: load.LoadResult, doc: dict) -> dict:
+    report, records = result.report, result.records
+    served = doc["requests"]
+    engine = (doc.get("handoff") or {}).get("engine_requests", 0)
+    row = {"policy": name, "repeat": rep, "mean_s": report["total"]["mean_s"],
+           "p99_s": report["total"]["p99_s"], "throughput": report["throughput"],
+           "offered": len(records) / exp.duration_s, "errors": report["failed"],
+           "engine_share": engine / served if served else math.nan}
+    ok = records[records["error"] == ""]
+    phase = np.array([exp.phase_at(t) for t in ok["intended_s"]], dtype=int)
+    for i in range(len(exp.phases)):
+        row[f"phase{i}_mean_s"] = float(ok["total_s"][phase == i].mean())
+    return row
+
+
+def _latency(name: str, rep: int, records: pd.DataFrame) -> pd.DataFrame:
+    ok = records[records["error"] == ""]
+    t = (ok["intended_s"] // BIN_S) * BIN_S
+    g = ok.groupby(t)["total_s"]
+    frame = pd.DataFrame({"t_s": g.mean().index, "mean_s": g.mean().to_numpy(),
+                          "requests": g.size().to_numpy()})
+    frame.insert(0, "repeat", rep)
+    frame.insert(0, "policy", name)
+    return frame
+
+
+def checks(summary: pd.DataFrame) -> list[dict]:
+    """The issue's claim: the online policy beats every fixed split in mean latency."""
+    by = summary.set_index("policy")
+    if ONLINE not in by.index:
+        return []
+    online = float(by.at[ONLINE, "mean_s"])
+    fixed = by.drop(ONLINE)
+    if fixed.empty:
+        return []
+    best = fixed["mean_s"].idxmin()
+    return [{"claim": "online placement beats every fixed split in mean latency",
+             "holds": bool(online < fixed["mean_s"].min()),
+             "detail": f"online {online * 1e3:.3f} ms; best fixed {best} "
+                       f"{fixed.at[best, 'mean_s'] * 1e3:.3f} ms; all inline "
+                       f"{_ms(fixed, 'fixed:0')}; all offloaded {_ms(fixed, 'fixed:1')}"}]
+
+
+def _ms(table: pd.DataFrame, name: str) -> str:
+    return f"{table.at[name, 'mean_s'] * 1e3:.3f} ms" if name in table.index else "not run"

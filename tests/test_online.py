@@ -1,0 +1,192 @@
+"""Online placement (:mod:`offloadlab.online`): the estimator against known moments,
+the controller against the model's own optimiser, its hysteresis, dwell time and lag
+alarm on a synthetic server whose costs are known, and the checks on bad input."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+from offloadlab.errors import InputError
+from offloadlab.model.placement import optimise
+from offloadlab.model.tandem import ClassCosts
+from offloadlab.online.control import Controller, Policy
+from offloadlab.online.estimate import MIN_SAMPLES, Estimator, Snapshot
+
+
+class FakeServer:
+    """A server whose per-request costs are known: each path's work per request has mean
+    ``m1`` and second moment ``m2`` (arrays (path, class)); the engine passes a
+    connection it does not keep for ``pass_s``. Of each request's work, ``uncharged``
+    (host, engine) seconds belong to no connection, as epoll waits do: the server's
+    accounts hold the rest, its busy clocks all of it."""
+
+    def __init__(self, m1, m2, pass_s=0.0, uncharged=(0.0, 0.0)):
+        self.m1, self.m2 = np.array(m1, float), np.array(m2, float)
+        self.pass_s, self.uncharged = pass_s, uncharged
+        classes = self.m1.shape[1]
+        self.n = np.zeros((3, classes))
+        self.sum = np.zeros((3, classes))
+        self.sumsq = np.zeros((3, classes))
+        self.passed = np.zeros(2)
+        self.busy = np.zeros(2)  # host, engine
+        self.t = 0.0
+
+    def run(self, rates, f, seconds):
+        """``seconds`` at class ``rates`` with fractions ``f``; returns the snapshot."""
+        rates, f = np.asarray(rates, float), np.asarray(f, float)
+        on_host, off = rates * (1 - f) * seconds, rates * f * seconds
+        n = np.array([on_host, off, off])
+        o = np.array([[self.uncharged[0]]] * 2 + [[self.uncharged[1]]])
+        self.n += n
+        self.sum += n * (self.m1 - o)  # the charged part X - o
+        self.sumsq += n * (self.m2 - 2 * o * self.m1 + o**2)
+        passes = on_host.sum()
+        self.passed += [passes, passes * (self.pass_s - self.uncharged[1])]
+        self.busy += [(n[:2] * self.m1[:2]).sum(), (n[2] * self.m1[2]).sum()
+                      + passes * self.pass_s]
+        self.t += seconds
+        return self.snapshot()
+
+    def snapshot(self):
+        return Snapshot(t_s=self.t, n=self.n.copy(), sum=self.sum.copy(),
+                        sumsq=self.sumsq.copy(), passed=self.passed.copy(),
+                        host_busy_s=self.busy[0], engine_busy_s=self.busy[1])
+
+
+def exp_moments(means):
+    """Second moments of exponential service times with these means."""
+    means = np.asarray(means, float)
+    return 2 * means**2
+
+
+# One class: on the host alone 100 us, offloaded 80 us on the host and 40 us on the engine.
+ONE = np.array([[100e-6], [80e-6], [40e-6]])
+
+
+def test_the_estimator_recovers_known_moments_and_spreads_uncharged_work():
+    m1 = np.array([[100e-6, 300e-6], [80e-6, 120e-6], [40e-6, 500e-6]])
+    server = FakeServer(m1, exp_moments(m1), pass_s=25e-6, uncharged=(5e-6, 20e-6))
+    est = Estimator(window_s=2.0)
+    est.add(server.snapshot())
+    est.add(server.run([1000, 200], [0.3, 0.5], 1.0))
+    e = est.estimate()
+    np.testing.assert_allclose(e.rates, [1000, 200])
+    # Part of every request's work went uncharged; the busy clocks put it back.
+    np.testing.assert_allclose(e.m1, m1, rtol=1e-9)
+    np.testing.assert_allclose(e.m2, exp_moments(m1), rtol=1e-9)
+    np.testing.assert_allclose(e.u_pass, (700 + 100) * 25e-6)
+    np.testing.assert_allclose(e.u_host, (700 * 100e-6 + 100 * 300e-6 + 300 * 80e-6
+                                          + 100 * 120e-6))
+    assert e.known().all()
+
+
+def test_the_window_forgets_old_costs_and_a_path_seen_too_little_keeps_its_last():
+    server = FakeServer(ONE, exp_moments(ONE))
+    est = Estimator(window_s=1.0)
+    est.add(server.snapshot())
+    for _ in range(4):
+        est.add(server.run([1000], [0.5], 0.5))
+    server.m1 = ONE * [[1], [1], [3]]  # the engine slows down
+    server.m2 = exp_moments(server.m1)
+    est.add(server.run([1000], [0.5], 0.5))
+    est.add(server.run([1000], [0.5], 0.5))
+    np.testing.assert_allclose(est.estimate().m1[2], 3 * ONE[2])  # only the last second
+    # Almost nothing offloaded: too few engine samples, so the last estimate stands.
+    few = (MIN_SAMPLES - 1) / 1000
+    est.add(server.run([1000], [few], 0.5))
+    est.add(server.run([1000], [few], 0.5))
+    np.testing.assert_allclose(est.estimate().m1[2], 3 * ONE[2])
+    assert est.estimate().samples[2, 0] < MIN_SAMPLES
+
+
+def _settle(controller, server, rates, periods):
+    """Run ``periods`` control periods at ``rates`` under the controller's fractions."""
+    step = None
+    for _ in range(periods):
+        snap = server.run(rates, controller.fractions, controller.policy.period_s)
+        step = controller.observe(snap)
+    return step
+
+
+def test_the_controller_lands_on_the_models_optimum():
+    # Two classes; at this load the host alone would pass the cap.
+    m1 = np.array([[100e-6, 400e-6], [70e-6, 150e-6], [60e-6, 300e-6]])
+    m2 = exp_moments(m1)
+    server = FakeServer(m1, m2)
+    policy = Policy(dwell_s=0.0, hysteresis=0.0, probe=0.01)
+    controller = Controller(2, policy)
+    rates = np.array([3000.0, 1400.0])
+    _settle(controller, server, rates, 12)
+    k = ClassCosts.measured(m1[0], m2[0], m1[1], m2[1], m1[2], m2[2])
+    best, ok = optimise(np.array([rates.sum()]), rates / rates.sum(),
+                        np.full(2, np.nan), k, policy.model_options())
+    assert ok[0]
+    np.testing.assert_allclose(controller.fractions, np.clip(best[0], 0.01, 0.99), atol=0.02)
+    assert controller.fractions.max() > 0.3  # it does offload
+
+
+def test_a_light_load_on_a_slow_engine_stays_on_the_host_but_keeps_probing():
+    server = FakeServer(ONE * [[1], [1], [10]], exp_moments(ONE * [[1], [1], [10]]))
+    controller = Controller(1, Policy(probe=0.02))
+    step = _settle(controller, server, [1000], 10)
+    assert controller.fractions.tolist() == [0.02]
+    assert not step.alarm and step.reason in ("hold", "dwell")
+
+
+def test_hysteresis_and_dwell_keep_a_small_gain_from_moving_the_split():
+    server = FakeServer(ONE, exp_moments(ONE))
+    policy = Policy(dwell_s=2.0, hysteresis=0.5)  # only a halving of the delay moves it
+    controller = Controller(1, policy, initial=np.array([0.5]))
+    steps = [_settle(controller, server, [4000], 1) for _ in range(10)]
+    assert not any(s.changed for s in steps)
+    assert all(s.delay_best_s >= s.delay_current_s * 0.5 for s in steps[1:])
+    # Without hysteresis it moves once the dwell time has passed, and not before.
+    controller = Controller(1, Policy(dwell_s=2.0, hysteresis=0.0), initial=np.array([0.5]))
+    steps = [_settle(controller, server, [4000], 1) for _ in range(10)]
+    changed = [s.t_s for s in steps if s.changed]
+    assert changed, [s.reason for s in steps]
+    assert all(b - a >= 2.0 for a, b in zip(changed, changed[1:], strict=False))
+
+
+def test_an_engine_that_slows_down_raises_the_alarm_and_the_split_follows_at_once():
+    m1 = ONE.copy()
+    server = FakeServer(m1, exp_moments(m1), pass_s=5e-6)
+    controller = Controller(1, Policy(dwell_s=5.0))
+    _settle(controller, server, [8000], 8)  # the host alone would be at 0.8
+    before = controller.fractions[0]
+    assert before > 0.5
+    server.m1 = ONE * [[1], [1], [6]]  # a tenant takes the engine: six times slower
+    server.m2 = exp_moments(server.m1)
+    server.pass_s *= 6
+    step = _settle(controller, server, [8000], 1)
+    assert step.alarm and step.changed, step
+    assert step.u_engine > step.u_engine_predicted
+    assert controller.fractions[0] < before / 2
+
+
+def test_the_controller_checks_its_policy():
+    with pytest.raises(InputError, match="hysteresis"):
+        Controller(1, Policy(hysteresis=1.0))
+    with pytest.raises(InputError, match="window_s"):
+        Policy(period_s=2.0, window_s=1.0).check()
+    with pytest.raises(InputError, match="probe"):
+        Policy(probe=0.5).check()
+    with pytest.raises(InputError, match="one per class"):
+        Controller(2, Policy(), initial=np.array([0.5]))
+
+
+def test_a_snapshot_needs_a_placement_section():
+    with pytest.raises(ValueError, match="placement"):
+        Snapshot.of({"placement": None})
+
+
+def test_no_traffic_is_no_decision():
+    server = FakeServer(ONE, exp_moments(ONE))
+    controller = Controller(1)
+    controller.observe(server.snapshot())
+    step = controller.observe(server.run([0.0], [0.0], 0.5))
+    assert step.reason == "no traffic" and not step.changed
+    assert math.isnan(step.delay_best_s)
