@@ -4,9 +4,12 @@ alarm on a synthetic server whose costs are known, and the checks on bad input."
 
 from __future__ import annotations
 
+import itertools
+import json
 import math
 
 import numpy as np
+import pandas as pd
 import pytest
 
 from offloadlab.errors import InputError
@@ -148,7 +151,7 @@ def test_hysteresis_and_dwell_keep_a_small_gain_from_moving_the_split():
     steps = [_settle(controller, server, [4000], 1) for _ in range(10)]
     changed = [s.t_s for s in steps if s.changed]
     assert changed, [s.reason for s in steps]
-    assert all(b - a >= 2.0 for a, b in zip(changed, changed[1:], strict=False))
+    assert all(b - a >= 2.0 for a, b in itertools.pairwise(changed))
 
 
 def test_an_engine_that_slows_down_raises_the_alarm_and_the_split_follows_at_once():
@@ -190,3 +193,116 @@ def test_no_traffic_is_no_decision():
     step = controller.observe(server.run([0.0], [0.0], 0.5))
     assert step.reason == "no traffic" and not step.changed
     assert math.isnan(step.delay_best_s)
+
+
+# ------------------------------------------------------------------ on the testbed
+
+
+def test_phases_parse_and_bad_ones_name_the_fix():
+    from offloadlab.testbed import online
+
+    p = online.parse_phase("6s:c0=3000,c2=500:slowdown=4")
+    assert (p.duration_s, p.rates, p.slowdown) == (6.0, ((0, 3000.0), (2, 500.0)), 4.0)
+    assert online.parse_phase(p.label()) == p
+    assert online.parse_phase("250ms:c1=10").slowdown == 0.0
+    for bad, match in (("6s", "DURATION"), ("6s:x0=1", "DURATION"), ("6s:c9=1", "c0 to c4"),
+                       ("6s:c0=-1", "rate > 0"), ("6s:c0=1:speed=2", "DURATION"),
+                       ("0s:c0=1", "time > 0"), ("6s:c0=1:slowdown=-1", "factor >= 0")):
+        with pytest.raises(InputError, match=match):
+            online.parse_phase(bad)
+    assert online.parse_fractions("0, 0.5,1") == (0.0, 0.5, 1.0)
+    with pytest.raises(InputError, match="in \\[0, 1\\]"):
+        online.parse_fractions("0,2")
+
+
+def test_placement_options_are_checked(served_set):
+    from offloadlab.testbed.server import ServerOptions
+
+    ok = ServerOptions(root=served_set, mode="handoff", handoff="P-N-FCFS",
+                       placement=(1024, 10240), fractions=(0.0, 0.5, 1.0))
+    ok.check()
+    assert ok.core_args()["placement"] == ([1024, 10240], [0.0, 0.5, 1.0])
+    for changes, match in (({"mode": "engine"}, "handoff mode"),
+                           ({"handoff": "P-L-FCFS"}, "without load control"),
+                           ({"handoff": "P-N-T4"}, "without load control"),
+                           ({"placement": (10240, 1024)}, "increasing"),
+                           ({"fractions": (0.5,)}, "one per class"),
+                           ({"fractions": (0.0, 0.5, 1.5)}, r"in \[0, 1\]"),
+                           ({"placement": None}, "size classes too"),
+                           ({"placement": tuple(range(1, 9))}, "at most 8")):
+        with pytest.raises(InputError, match=match):
+            ok.replace(**changes).check()
+
+
+def test_a_running_server_reports_its_accounts_live_and_checks_its_knobs(served_set):
+    from offloadlab import _core
+    from offloadlab.testbed.server import ServerOptions, running
+    from offloadlab.workload import fileset, stream
+
+    manifest = fileset.read_manifest(served_set)
+    options = ServerOptions(root=served_set, mode="handoff", handoff="P-N-FCFS",
+                            placement=(1024, 10240), fractions=(1.0, 1.0, 1.0))
+    requests = stream.poisson(manifest, 400, duration_s=0.5, size_class=1, seed=2)
+    from offloadlab.testbed import load
+
+    with running(options) as server:
+        load.run(server.url, requests, manifest, threads=1, verify="checksum")
+        snap = Snapshot.of(json.loads(server.control.snapshot()))
+        with pytest.raises(ValueError, match="in \\[0, 1\\]"):
+            server.control.set_fractions([2.0])
+        with pytest.raises(ValueError, match="factor >= 0"):
+            server.control.set_slowdown(-1.0)
+    assert _core.ServerControl().snapshot() is None  # not started
+    # Every class-1 request went to the engine; its three paths are accounted there.
+    assert snap.n[2, 1] == snap.n[1, 1] == len(requests) and snap.n[0].sum() == 0
+    assert snap.sum[2, 1] > 0 and snap.engine_busy_s > 0
+
+
+def test_a_short_online_experiment_follows_a_slowed_engine(served_set, tmp_path):
+    from typer.testing import CliRunner
+
+    from offloadlab.cli import app
+
+    out = tmp_path / "out"
+    result = CliRunner().invoke(app, [
+        "handoff", "online", "--fileset", str(served_set), "--out", str(out),
+        "--phase", "2s:c1=1500", "--phase", "2s:c1=1500:slowdown=8", "--fixed", "0,1",
+        "--period", "250ms", "--window", "1s", "--dwell", "500ms", "--probe", "0.1"])
+    assert result.exit_code == 0, result.output
+    runs = pd.read_csv(out / "runs.csv").set_index("policy")
+    assert list(runs.index) == ["online", "fixed:0", "fixed:1"]
+    assert runs.at["fixed:0", "engine_share"] == 0 and runs.at["fixed:1", "engine_share"] == 1
+    assert (runs[["errors"]].loc[["online", "fixed:0"]] == 0).all().all()
+    assert {"phase0_mean_s", "phase1_mean_s"} <= set(runs.columns)
+    steps = pd.read_csv(out / "steps.csv")
+    assert ((steps["f1"] >= 0.1 - 1e-9) & (steps["f1"] <= 0.9 + 1e-9)).all()
+    # The estimate sees the engine slow down about nine-fold, and the split follows it.
+    cost = steps.dropna(subset=["engine_s1"]).groupby("phase")["engine_s1"].median()
+    assert cost[1] > 3 * cost[0], cost
+    late = steps[steps["t_s"] > 3.0]
+    assert late["f1"].iloc[-1] <= steps.loc[steps["phase"] == 0, "f1"].iloc[-1]
+    assert late["f1"].iloc[-1] == pytest.approx(0.1)
+    latency = pd.read_csv(out / "latency.csv")
+    assert set(latency["policy"]) == {"online", "fixed:0", "fixed:1"}
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["checks"][0]["claim"].startswith("online placement beats")
+    assert summary["figures"] == ["handoff-online.png"]
+    assert (out / "handoff-online.png").stat().st_size > 10_000
+
+
+def test_an_overload_no_split_can_carry_is_shared_between_host_and_engine():
+    # Host alone 0.5 ms, offloaded 0.3 ms on the host and 0.3 ms on the engine: at
+    # 4000/s no split is stable; the larger utilisation is least when both are equal,
+    # 4000 (0.5 - 0.2 f) = 4000 (0.3 f), f = 1.
+    m1 = np.array([[500e-6], [300e-6], [300e-6]])
+    server = FakeServer(m1, exp_moments(m1))
+    controller = Controller(1, Policy(dwell_s=0.0, probe=0.0), initial=np.array([0.5]))
+    step = _settle(controller, server, [4000], 6)
+    assert step.reason == "the current split breaks a cap"
+    assert controller.fractions[0] == pytest.approx(1.0, abs=1e-6)
+    # With a slower engine the balance moves: 0.5 - 0.2 f = 0.9 f, f = 5/11.
+    m1 = np.array([[500e-6], [300e-6], [900e-6]])
+    server = FakeServer(m1, exp_moments(m1))
+    controller = Controller(1, Policy(dwell_s=0.0, probe=0.0), initial=np.array([0.5]))
+    _settle(controller, server, [4000], 6)
+    assert controller.fractions[0] == pytest.approx(5 / 11, abs=1e-6)

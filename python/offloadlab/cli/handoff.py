@@ -1,9 +1,11 @@
 """``offload handoff``: seed 004's connection handoff — in the packet-level simulator
-(one experiment from a TOML file, the paper's experiment matrix, the model's defaults)
-and on the testbed (its policies against inline mode with a slowed engine)."""
+(one experiment from a TOML file, the paper's experiment matrix, the model's defaults),
+on the testbed (its policies against inline mode with a slowed engine), and seed 000's
+model-driven online placement on the testbed against fixed splits."""
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 from typing import Annotated
 
@@ -16,10 +18,13 @@ from offloadlab.cli.serve import EngineCore, EngineSlowdown, HostCore, Work
 from offloadlab.errors import InputError
 from offloadlab.handoff import checks
 from offloadlab.handoff import run as handoff
+from offloadlab.online.control import Policy
 from offloadlab.report import handoff as figures
+from offloadlab.report import online as online_figure
 from offloadlab.report.format import ms, us
 from offloadlab.results import write_atomic, write_json
 from offloadlab.testbed import handoff as testbed
+from offloadlab.testbed import online
 
 handoff_app = typer.Typer(
     help="Connection handoff to an offload NIC (seed 004): its policies in packet-level "
@@ -133,6 +138,104 @@ def testbed_cmd(
         out.print(f"{c.claim}: {mark} ({c.detail})", highlight=False)
     out.print(f"wrote {out_dir}/: runs.csv, series.parquet, summary.json"
               + "".join(f", {w}" for w in written))
+
+
+@handoff_app.command("online")
+@user_errors
+def online_cmd(
+    fileset_dir: Annotated[Path, typer.Option(
+        "--fileset", help="The file set to serve and request (offload workload fileset).")],
+    out_dir: Annotated[Path, typer.Option(
+        "--out", help="Folder for runs.csv, steps.csv, latency.csv, summary.json and the "
+                      "figure (created; files in it are replaced).")] = Path("handoff-online"),
+    phase: Annotated[list[str] | None, typer.Option(
+        "--phase", help="One phase of the workload, DURATION:cC=RATE[,cC=RATE]"
+                        "[:slowdown=F] (HTTP/1.0 Poisson requests/s per size class; the "
+                        "engine's slowdown), repeated in order. Default: "
+                        + " ".join(p.label() for p in online.DEFAULT_PHASES))] = None,
+    fixed: Annotated[str, typer.Option(
+        help="Fixed offload fractions to compare with, comma-separated.")
+    ] = ",".join(f"{f:g}" for f in online.FIXED),
+    period: Annotated[str, typer.Option(help="Control period.")] = "250ms",
+    window: Annotated[str, typer.Option(help="Estimation window.")] = "1s",
+    dwell: Annotated[str, typer.Option(help="Least time between two changes.")] = "1s",
+    hysteresis: Annotated[float, typer.Option(
+        help="Change only for a predicted mean delay this much lower (a share).")] = 0.05,
+    probe: Annotated[float, typer.Option(
+        help="Least share of each class kept on each side, so both stay measured.")] = 0.02,
+    work: Work = online.Experiment.work,
+    repeats: Annotated[int, typer.Option(help="Runs per policy, interleaved.")] = 1,
+    host_core: HostCore = None,
+    engine_core: EngineCore = None,
+    generator_core: Annotated[int | None, typer.Option(
+        help="Core of the load generator (default: the host's; the controller sees it "
+             "there as background load of the host CPU).")] = None,
+    seed: Annotated[int, typer.Option(help="Seed of the stream and the --work draws.")] = 1,
+) -> None:
+    """Model-driven online placement (seed 000 §6) on the testbed: a controller re-solves
+    the queueing model every period from the server's live per-class accounts and sets
+    each size class's offload fraction; compared with fixed fractions on the same
+    shifting workload."""
+    from offloadlab.study.plan import default_cores
+    from offloadlab.workload import fileset
+
+    cores = default_cores()
+    control = Policy(period_s=flag_time("--period", period),
+                     window_s=flag_time("--window", window),
+                     dwell_s=flag_time("--dwell", dwell), hysteresis=hysteresis, probe=probe)
+    exp = online.Experiment(
+        root=fileset_dir, manifest=fileset.read_manifest(fileset_dir),
+        phases=tuple(online.parse_phase(p) for p in phase) if phase else online.DEFAULT_PHASES,
+        fixed=online.parse_fractions(fixed), control=control, work=work, repeats=repeats,
+        host_core=cores[0] if host_core is None else host_core,
+        engine_core=cores[1] if engine_core is None else engine_core,
+        generator_core=generator_core, seed=seed)
+    if exp.generator_core is None:
+        exp = replace(exp, generator_core=exp.host_core)
+    exp.check()
+    out_dir.mkdir(parents=True, exist_ok=True)
+    err.print(f"{len(exp.policies)} policies × {exp.repeats} repeats × {exp.duration_s:g} s "
+              "of load", highlight=False)
+
+    def say(name: str, done: int, total: int) -> None:
+        if name:
+            err.print(f"[dim]run {done + 1}/{total}: {name}[/]", highlight=False)
+
+    result = online.run(exp, progress=say)
+    summary = result.summary()
+    verdicts = online.checks(summary)
+    for name, frame in (("runs", result.runs), ("steps", result.steps),
+                        ("latency", result.latency)):
+        write_atomic(out_dir / f"{name}.csv", lambda p, f=frame: f.to_csv(p, index=False))
+    fig = online_figure.figure(result.runs, result.steps, result.latency,
+                               [p.label() for p in exp.phases], exp.ends_s())
+    written = []
+    if fig is not None:
+        path = out_dir / "handoff-online.png"
+        write_atomic(path, lambda tmp: fig.savefig(tmp, dpi=figures.DPI, format="png"))
+        written.append(path.name)
+    write_json(out_dir / "summary.json", {
+        "experiment": exp.describe(), "summary": summary.to_dict("records"),
+        "checks": verdicts, "figures": written})
+    out.print(online_table(summary, exp))
+    for c in verdicts:
+        mark = "[green]holds[/]" if c["holds"] else "[red]does not hold[/]"
+        out.print(f"{c['claim']}: {mark} ({c['detail']})", highlight=False)
+    out.print(f"wrote {out_dir}/: runs.csv, steps.csv, latency.csv, summary.json"
+              + "".join(f", {w}" for w in written))
+
+
+def online_table(summary: pd.DataFrame, exp) -> Table:
+    phases = [c for c in summary.columns if c.startswith("phase")]
+    t = Table(Column("policy", no_wrap=True), "mean ms", "vs online",
+              *(f"phase {c[5:-7]}" for c in phases), "on engine", "errors",
+              title=f"HTTP/1.0 Poisson, mean response time, medians of {exp.repeats}",
+              caption="; ".join(f"phase {i}: {p.label()}" for i, p in enumerate(exp.phases)))
+    for r in summary.to_dict("records"):
+        t.add_row(r["policy"], ms(r["mean_s"]), f"{r['vs_online']:.3f}",
+                  *(ms(r[c]) for c in phases), f"{r['engine_share']:.0%}",
+                  f"{r['errors']:,}")
+    return t
 
 
 def testbed_table(summary: pd.DataFrame, exp) -> Table:

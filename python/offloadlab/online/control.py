@@ -17,17 +17,22 @@ Each period the :class:`Controller` reads a snapshot of the server's stats and
 
 Every class keeps at least ``probe`` of its connections on each side, so that both of
 its paths stay measured (a class never sent to the engine would keep a stale engine
-cost for ever). The engine's pass-through work for the host's connections (accept,
-first read, pass) is background load: the optimiser sees the engine's costs divided by
-the capacity it leaves, 1 - U_pass.
+cost for ever). Background load is seen as lost capacity: the optimiser divides each
+side's costs by the share of its CPU the background leaves (for the engine, its
+pass-through work for the host's connections, accept, first read and pass, and
+whatever else runs on its core; for the host, whatever else runs on its core). When
+no split meets the caps, it takes the one with the least predicted delay that keeps
+both sides stable; and when none is stable, the overload is shared: the split that
+minimises the larger of the two utilisations (a linear programme).
 """
 
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
+from scipy.optimize import linprog
 
 from offloadlab.errors import require
 from offloadlab.model.placement import optimise
@@ -39,6 +44,8 @@ from offloadlab.scenario import Options
 SATURATED = 0.95
 # Absolute slack of the lag test (utilisation), on top of the relative margin.
 LAG_SLACK = 0.05
+# The utilisation cap of the fallback when no split meets the policy's caps.
+STABLE = 0.99
 
 
 @dataclass(frozen=True)
@@ -128,9 +135,15 @@ class Controller:
         total = est.rates.sum()
         share = est.rates / total
         fixed = np.where(known, np.nan, self.fractions)
-        best, _ = optimise(np.array([total]), share, fixed, k, options)
-        best = np.where(known, np.clip(best[0], self.policy.probe, 1 - self.policy.probe),
-                        self.fractions)
+        best, ok = optimise(np.array([total]), share, fixed, k, options)
+        if not ok[0]:  # no split meets the caps: the best one that is at least stable
+            stable = replace(options, util_cap=STABLE)
+            best, ok = optimise(np.array([total]), share, fixed, k, stable)
+        lo, hi = self.policy.probe, 1 - self.policy.probe
+        if ok[0]:
+            best = np.where(known, np.clip(best[0], lo, hi), self.fractions)
+        else:
+            best = _balanced(est.rates, k, np.where(known, np.nan, self.fractions), lo, hi)
         now = _delay(est.rates, self.fractions, k, options)
         new = _delay(est.rates, best, k, options)
         current_ok = np.isfinite(now[0])
@@ -180,9 +193,10 @@ class Controller:
         its fraction and counts with zero costs where unseen); which classes are known."""
         known = est.known()
         m1, m2 = np.nan_to_num(est.m1), np.nan_to_num(est.m2)
-        room = 1 - min(est.u_pass, 0.9)  # the engine capacity the pass-through leaves
-        return ClassCosts.measured(h1=m1[0], h2=m2[0], g1=m1[1], g2=m2[1],
-                                   e1=m1[2] / room, e2=m2[2] / room**2), known
+        host, engine = est.room()
+        return ClassCosts.measured(h1=m1[0] / host, h2=m2[0] / host**2, g1=m1[1] / host,
+                                   g2=m2[1] / host**2, e1=m1[2] / engine,
+                                   e2=m2[2] / engine**2), known
 
     def _step(self, snap, est, u_engine, predicted, now, best, changed, alarm, why) -> Step:
         def floats(x) -> tuple[float, ...]:
@@ -196,6 +210,20 @@ class Controller:
                     u_engine=u_engine, u_engine_predicted=predicted,
                     delay_current_s=float(now), delay_best_s=float(best),
                     changed=bool(changed), alarm=bool(alarm), reason=why)
+
+
+def _balanced(rates: np.ndarray, k: ClassCosts, fixed: np.ndarray, lo: float,
+              hi: float) -> np.ndarray:
+    """The split (fractions of the classes where ``fixed`` is NaN, within [lo, hi]) that
+    minimises max(U_host, U_engine); both are linear in the fractions."""
+    n = len(rates)
+    c = np.r_[np.zeros(n), 1.0]  # minimise z
+    host = np.r_[rates * (k.g1 - k.h1), -1.0]  # U_host - z <= 0, less its constant part
+    engine = np.r_[rates * k.e1, -1.0]
+    bounds = [(lo, hi) if np.isnan(f) else (f, f) for f in fixed] + [(0, None)]
+    out = linprog(c, A_ub=np.vstack([host, engine]), b_ub=[-(rates * k.h1).sum(), 0.0],
+                  bounds=bounds, method="highs")
+    return out.x[:n] if out.success else np.where(np.isnan(fixed), lo, fixed)
 
 
 def _delay(rates: np.ndarray, f: np.ndarray, k: ClassCosts, options: Options) -> np.ndarray:

@@ -15,6 +15,11 @@ side (about 20 us on the engine whether a request is passed on, a 1 KiB file or 
 the window, is spread equally over the requests it handled: every mean on that side
 grows by that overhead o, and every second moment by 2 o E[X] + o^2. (A negative o,
 when preemption made wall-clock charges exceed CPU time, takes the excess back.)
+
+The host and the engine are CPUs, not threads: whatever else runs on their cores (on
+the testbed, the load generator and the kernel's softirq work; elsewhere, other
+tenants) is background load the model must see. It is each pinned thread's core busy
+time (from ``/proc/stat``) less the thread's own busy time.
 """
 
 from __future__ import annotations
@@ -27,6 +32,8 @@ import numpy as np
 PATHS = ("host", "offloaded_host", "engine")
 # Fewer requests than this on a path in the window: keep the path's last estimate.
 MIN_SAMPLES = 20
+# Least capacity counted as left by background load (a full core still gets a share).
+ROOM_FLOOR = 0.1
 
 
 @dataclass(frozen=True)
@@ -41,6 +48,9 @@ class Snapshot:
     passed: np.ndarray
     host_busy_s: float
     engine_busy_s: float
+    # Busy time of the host's and the engine's cores by anything else (0: not pinned).
+    host_other_s: float = 0.0
+    engine_other_s: float = 0.0
 
     @classmethod
     def of(cls, doc: dict) -> Snapshot:
@@ -53,12 +63,26 @@ class Snapshot:
         def field(key: str) -> np.ndarray:
             return np.array([[m[key] for m in p[path]] for path in PATHS], dtype=float)
 
-        cpu = {t["role"]: t["cpu_s"] for t in doc["threads"]}
+        threads = {t["role"]: t for t in doc["threads"]}
+        cores = {c["core"]: c for c in doc.get("cores", [])}
+
+        def other(role: str) -> float:
+            """Busy time of the role's core less the role's thread (all of its CPU
+            time: an engine's idle polling is no one else's)."""
+            t = threads.get(role)
+            core = cores.get(t["core"]) if t and t["core"] is not None else None
+            if core is None:
+                return 0.0
+            busy = sum(core[k] for k in ("user_s", "system_s", "irq_s", "softirq_s"))
+            return max(busy - t["cpu_s"], 0.0)
+
+        cpu = {role: t["cpu_s"] for role, t in threads.items()}
         return cls(t_s=float(doc["elapsed_s"]), n=field("n"), sum=field("sum_s"),
                    sumsq=field("sumsq_s2"),
                    passed=np.array([p["passed"]["n"], p["passed"]["sum_s"]], dtype=float),
                    host_busy_s=cpu.get("host", 0.0) - doc["host"]["idle_poll_s"],
-                   engine_busy_s=cpu.get("engine", 0.0) - doc["engine"]["idle_poll_s"])
+                   engine_busy_s=cpu.get("engine", 0.0) - doc["engine"]["idle_poll_s"],
+                   host_other_s=other("host"), engine_other_s=other("engine"))
 
     @property
     def classes(self) -> int:
@@ -80,6 +104,14 @@ class Estimate:
     u_host: float
     u_engine: float
     u_pass: float
+    u_host_other: float = 0.0
+    u_engine_other: float = 0.0
+
+    def room(self) -> tuple[float, float]:
+        """The capacity the background leaves the host and the engine for requests: the
+        other work on their cores, and on the engine its pass-through too."""
+        return (max(1 - self.u_host_other, ROOM_FLOOR),
+                max(1 - self.u_engine_other - self.u_pass, ROOM_FLOOR))
 
     def known(self) -> np.ndarray:
         """Per class: every path has an estimate."""
@@ -138,7 +170,10 @@ class Estimator:
         rates = (n[0] + n[1]) / span
         return Estimate(span_s=span, rates=rates, m1=m1, m2=m2, samples=n,
                         u_host=host_busy / span, u_engine=engine_busy / span,
-                        u_pass=passed_n * max(pass_each, 0.0) / span)
+                        u_pass=passed_n * max(pass_each, 0.0) / span,
+                        u_host_other=max(new.host_other_s - old.host_other_s, 0.0) / span,
+                        u_engine_other=max(new.engine_other_s - old.engine_other_s, 0.0)
+                        / span)
 
 
 def _overhead(busy: float, charged: float, requests: float) -> float:

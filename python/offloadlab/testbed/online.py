@@ -100,6 +100,15 @@ def parse_phase(text: str) -> Phase:
     return phase
 
 
+def parse_fractions(text: str) -> tuple[float, ...]:
+    """``0,0.5,1`` -> fixed fractions (may be empty: online only)."""
+    usage = f"fractions {text!r}: give shares in [0, 1], comma-separated, e.g. 0,0.5,1"
+    values = tuple(_number(p, usage) for p in text.split(",") if p.strip())
+    if not all(0 <= v <= 1 for v in values):
+        raise InputError(usage)
+    return values
+
+
 def _number(text: str, usage: str) -> float:
     try:
         return float(text)
@@ -107,10 +116,11 @@ def _number(text: str, usage: str) -> float:
         raise InputError(usage) from None
 
 
-# A fast engine, then one that another tenant slows six-fold, then fast again: the best
-# split moves from mostly-offloaded to mostly-host and back.
-DEFAULT_PHASES = (Phase(6.0, ((1, 6000.0),), 0.0), Phase(6.0, ((1, 6000.0),), 6.0),
-                  Phase(6.0, ((1, 6000.0),), 0.0))
+# 100 KiB-1 MiB files at a steady rate; the engine is slowed five-fold in the middle
+# phase (another tenant takes it), then recovers: the best split moves from
+# offloading most to offloading almost nothing and back.
+DEFAULT_PHASES = (Phase(6.0, ((3, 4000.0),), 0.0), Phase(6.0, ((3, 4000.0),), 4.0),
+                  Phase(6.0, ((3, 4000.0),), 0.0))
 
 
 @dataclass(frozen=True)
@@ -122,13 +132,17 @@ class Experiment:
     manifest: pd.DataFrame
     phases: tuple[Phase, ...] = DEFAULT_PHASES
     fixed: tuple[float, ...] = FIXED
-    control: Policy = field(default_factory=Policy)
+    control: Policy = field(default_factory=lambda: Policy(period_s=0.25, window_s=1.0,
+                                                           dwell_s=1.0))
     work: str = "exp(mean=50us)"
     repeats: int = 1
     host_core: int | None = None
     engine_core: int | None = None
     generator_core: int | None = None
     seed: int = 1
+    # An untimed run of the stream's first seconds before the first policy, so that no
+    # policy pays for cold caches and clocks.
+    warmup_s: float = 1.0
 
     def check(self) -> None:
         require(len(self.phases) >= 1, "phases: give at least one")
@@ -137,6 +151,8 @@ class Experiment:
         require(all(math.isfinite(f) and 0 <= f <= 1 for f in self.fixed),
                 f"fixed fractions {list(self.fixed)}: each must be in [0, 1]")
         require(self.repeats >= 1, f"repeats={self.repeats!r}: use 1 or more")
+        require(math.isfinite(self.warmup_s) and self.warmup_s >= 0,
+                f"warmup_s={self.warmup_s!r}: use a time >= 0")
         self.control.check()
         present = set(self.manifest["class"].astype(int))
         for phase in self.phases:
@@ -178,15 +194,19 @@ class Experiment:
                 "params": {"phases": [p.label() for p in self.phases]}}
         return stream.Stream(frame.reset_index(drop=True), meta)
 
+    def ends_s(self) -> list[float]:
+        return np.cumsum([p.duration_s for p in self.phases]).tolist()
+
     def phase_at(self, t_s: float) -> int:
-        ends = np.cumsum([p.duration_s for p in self.phases])
-        return int(min(np.searchsorted(ends, t_s, side="right"), len(self.phases) - 1))
+        index = np.searchsorted(self.ends_s(), t_s, side="right")
+        return int(min(index, len(self.phases) - 1))
 
     def describe(self) -> dict:
         return {"root": str(self.root), "phases": [p.label() for p in self.phases],
                 "fixed": list(self.fixed), "control": asdict(self.control),
                 "work": self.work, "repeats": self.repeats, "host_core": self.host_core,
-                "engine_core": self.engine_core, "seed": self.seed,
+                "engine_core": self.engine_core, "generator_core": self.generator_core,
+                "seed": self.seed, "warmup_s": self.warmup_s,
                 "class_edges_bytes": list(CLASS_BOUNDS)}
 
 
@@ -214,6 +234,10 @@ def run(exp: Experiment, progress: Callable[[str, int, int], None] | None = None
     requests = exp.requests()
     cores = [] if exp.generator_core is None else [exp.generator_core]
     rows, steps, bins = [], [], []
+    if exp.warmup_s > 0:
+        head = requests.frame[requests.frame["time_s"] < exp.warmup_s]
+        warm = stream.Stream(head.reset_index(drop=True), requests.meta)
+        _run_policy(exp, "fixed:0.5", warm, cores)
     total = exp.repeats * len(exp.policies)
     for rep in range(exp.repeats):
         for name in exp.policies:
