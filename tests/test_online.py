@@ -306,3 +306,18 @@ def test_an_overload_no_split_can_carry_is_shared_between_host_and_engine():
     controller = Controller(1, Policy(dwell_s=0.0, probe=0.0), initial=np.array([0.5]))
     _settle(controller, server, [4000], 6)
     assert controller.fractions[0] == pytest.approx(5 / 11, abs=1e-6)
+
+
+def test_wall_clock_charges_beyond_the_busy_clock_are_scaled_back():
+    # Preempted half the time: every charge is twice the CPU it stands for.
+    server = FakeServer(ONE, exp_moments(ONE))
+    est = Estimator(window_s=2.0)
+    est.add(server.snapshot())
+    snap = server.run([1000], [0.5], 1.0)
+    inflated = Snapshot(t_s=snap.t_s, n=snap.n, sum=2 * snap.sum, sumsq=4 * snap.sumsq,
+                        passed=snap.passed * [1, 2], host_busy_s=snap.host_busy_s,
+                        engine_busy_s=snap.engine_busy_s)
+    est.add(inflated)
+    e = est.estimate()
+    np.testing.assert_allclose(e.m1, ONE, rtol=1e-9)
+    np.testing.assert_allclose(e.m2, exp_moments(ONE), rtol=1e-9)

@@ -31,6 +31,8 @@ handoff_app = typer.Typer(
          "simulation and on the testbed.", no_args_is_help=True, rich_markup_mode="rich")
 app.add_typer(handoff_app, name="handoff")
 
+FilesetDir = Annotated[Path, typer.Option(
+    "--fileset", help="The file set to serve and request (offload workload fileset).")]
 OutDir = Annotated[Path, typer.Option(
     "--out", help="Folder for results.csv, checks.csv, series.parquet, summary.json and "
                   "the figures (created; files in it are replaced).")]
@@ -74,8 +76,7 @@ def defaults_cmd() -> None:
 @handoff_app.command("testbed")
 @user_errors
 def testbed_cmd(
-    fileset_dir: Annotated[Path, typer.Option(
-        "--fileset", help="The file set to serve and request (offload workload fileset).")],
+    fileset_dir: FilesetDir,
     out_dir: Annotated[Path, typer.Option(
         "--out", help="Folder for runs.csv, series.parquet, summary.json and the figure "
                       "(created; files in it are replaced).")] = Path("handoff-testbed"),
@@ -113,11 +114,7 @@ def testbed_cmd(
     err.print(f"{len(exp.policies)} policies × {exp.repeats} repeats × {exp.run_s:g} s: about "
               f"{total_s:.0f} s of load", highlight=False)
 
-    def say(name: str, done: int, total: int) -> None:
-        if name:
-            err.print(f"[dim]run {done + 1}/{total}: {name}[/]", highlight=False)
-
-    result = testbed.run(exp, progress=say)
+    result = testbed.run(exp, progress=_say_run)
     summary = result.summary()
     verdicts = testbed.checks(summary)
     write_atomic(out_dir / "runs.csv", lambda p: result.runs.to_csv(p, index=False))
@@ -133,9 +130,7 @@ def testbed_cmd(
         "experiment": exp.describe(), "summary": summary.to_dict("records"),
         "checks": [vars(c) for c in verdicts], "figures": written})
     out.print(testbed_table(summary, exp))
-    for c in verdicts:
-        mark = "[green]holds[/]" if c.holds else "[red]does not hold[/]"
-        out.print(f"{c.claim}: {mark} ({c.detail})", highlight=False)
+    _print_claims([vars(c) for c in verdicts])
     out.print(f"wrote {out_dir}/: runs.csv, series.parquet, summary.json"
               + "".join(f", {w}" for w in written))
 
@@ -143,8 +138,7 @@ def testbed_cmd(
 @handoff_app.command("online")
 @user_errors
 def online_cmd(
-    fileset_dir: Annotated[Path, typer.Option(
-        "--fileset", help="The file set to serve and request (offload workload fileset).")],
+    fileset_dir: FilesetDir,
     out_dir: Annotated[Path, typer.Option(
         "--out", help="Folder for runs.csv, steps.csv, latency.csv, summary.json and the "
                       "figure (created; files in it are replaced).")] = Path("handoff-online"),
@@ -197,11 +191,7 @@ def online_cmd(
     err.print(f"{len(exp.policies)} policies × {exp.repeats} repeats × {exp.duration_s:g} s "
               "of load", highlight=False)
 
-    def say(name: str, done: int, total: int) -> None:
-        if name:
-            err.print(f"[dim]run {done + 1}/{total}: {name}[/]", highlight=False)
-
-    result = online.run(exp, progress=say)
+    result = online.run(exp, progress=_say_run)
     summary = result.summary()
     verdicts = online.checks(summary)
     for name, frame in (("runs", result.runs), ("steps", result.steps),
@@ -218,11 +208,20 @@ def online_cmd(
         "experiment": exp.describe(), "summary": summary.to_dict("records"),
         "checks": verdicts, "figures": written})
     out.print(online_table(summary, exp))
-    for c in verdicts:
-        mark = "[green]holds[/]" if c["holds"] else "[red]does not hold[/]"
-        out.print(f"{c['claim']}: {mark} ({c['detail']})", highlight=False)
+    _print_claims(verdicts)
     out.print(f"wrote {out_dir}/: runs.csv, steps.csv, latency.csv, summary.json"
               + "".join(f", {w}" for w in written))
+
+
+def _say_run(name: str, done: int, total: int) -> None:
+    if name:
+        err.print(f"[dim]run {done + 1}/{total}: {name}[/]", highlight=False)
+
+
+def _print_claims(claims: list[dict]) -> None:
+    for c in claims:
+        mark = "[green]holds[/]" if c["holds"] else "[red]does not hold[/]"
+        out.print(f"{c['claim']}: {mark} ({c['detail']})", highlight=False)
 
 
 def online_table(summary: pd.DataFrame, exp) -> Table:

@@ -11,10 +11,12 @@ The server times the work it can charge to a connection (including, on the engin
 the slowdown's share of it). Epoll waits, wake-ups and the rings belong to no
 connection; measured on the testbed they are a nearly constant cost per request on each
 side (about 20 us on the engine whether a request is passed on, a 1 KiB file or a
-150 KiB one). So each side's uncharged work, its busy CPU time less its charged time in
-the window, is spread equally over the requests it handled: every mean on that side
-grows by that overhead o, and every second moment by 2 o E[X] + o^2. (A negative o,
-when preemption made wall-clock charges exceed CPU time, takes the excess back.)
+150 KiB one). So each side's uncharged work, its busy CPU time less its charged time in the
+window, is spread equally over the requests it handled: every mean on that side
+grows by that overhead o, and every second moment by 2 o E[X] + o^2. Charges are
+wall-clock time, so a thread preempted by others on its core can be charged more than
+its busy CPU time; that excess grows with the time a request takes, so it is taken back
+in proportion: every time on that side is scaled by busy / charged.
 
 The host and the engine are CPUs, not threads: whatever else runs on their cores (on
 the testbed, the load generator and the kernel's softirq work; elsewhere, other
@@ -153,20 +155,21 @@ class Estimator:
         passed_n, passed_s = new.passed - old.passed
         host_busy = max(new.host_busy_s - old.host_busy_s, 0.0)
         engine_busy = max(new.engine_busy_s - old.engine_busy_s, 0.0)
-        # Each side's uncharged work per request it handled (see the module notes).
-        host_o = _overhead(host_busy, s[0].sum() + s[1].sum(), n[0].sum() + n[1].sum())
-        engine_o = _overhead(engine_busy, s[2].sum() + passed_s, n[2].sum() + passed_n)
-        o = np.array([[host_o], [host_o], [engine_o]])
         with np.errstate(divide="ignore", invalid="ignore"):
             mean = np.where(n >= MIN_SAMPLES, s / n, np.nan)
-            m1 = np.maximum(mean + o, 0.0)
-            m2 = np.maximum(np.where(n >= MIN_SAMPLES, s2 / n, np.nan) + 2 * o * mean + o**2,
-                            m1**2)
+            square = np.where(n >= MIN_SAMPLES, s2 / n, np.nan)
+        # Each side's uncharged work (see the module notes): the host's two paths, then
+        # the engine's with its pass-through.
+        host = _Side(host_busy, s[0].sum() + s[1].sum(), n[0].sum() + n[1].sum())
+        engine = _Side(engine_busy, s[2].sum() + passed_s, n[2].sum() + passed_n)
+        m1 = np.vstack([host.mean(mean[:2]), engine.mean(mean[2:])])
+        m2 = np.vstack([host.square(square[:2], mean[:2]),
+                        engine.square(square[2:], mean[2:])])
         if self._m1 is not None:  # a path seen too little in this window: keep the last
             m1 = np.where(np.isfinite(m1), m1, self._m1)
             m2 = np.where(np.isfinite(m2), m2, self._m2)
         self._m1, self._m2 = m1, m2
-        pass_each = passed_s / passed_n + engine_o if passed_n > 0 else 0.0
+        pass_each = float(engine.mean(passed_s / passed_n)) if passed_n > 0 else 0.0
         rates = (n[0] + n[1]) / span
         return Estimate(span_s=span, rates=rates, m1=m1, m2=m2, samples=n,
                         u_host=host_busy / span, u_engine=engine_busy / span,
@@ -176,5 +179,28 @@ class Estimator:
                         / span)
 
 
-def _overhead(busy: float, charged: float, requests: float) -> float:
-    return (busy - charged) / requests if requests > 0 else 0.0
+@dataclass(frozen=True)
+class _Side:
+    """One side's busy CPU time, charged time and requests in a window, and the
+    correction they call for: an overhead per request when busy exceeds charged, else
+    a scale (see the module notes)."""
+
+    busy: float
+    charged: float
+    requests: float
+
+    @property
+    def overhead(self) -> float:
+        extra = self.busy - self.charged
+        return extra / self.requests if extra > 0 and self.requests > 0 else 0.0
+
+    @property
+    def scale(self) -> float:
+        return self.busy / self.charged if 0 < self.busy < self.charged else 1.0
+
+    def mean(self, x):
+        return x * self.scale + self.overhead
+
+    def square(self, x2, x):
+        o = self.overhead
+        return x2 * self.scale**2 + 2 * o * x * self.scale + o**2
