@@ -321,3 +321,31 @@ def test_wall_clock_charges_beyond_the_busy_clock_are_scaled_back():
     e = est.estimate()
     np.testing.assert_allclose(e.m1, ONE, rtol=1e-9)
     np.testing.assert_allclose(e.m2, exp_moments(ONE), rtol=1e-9)
+
+
+def _doc(t, host_cpu, engine_cpu, core0_busy, core1_busy, n=100):
+    """A minimal stats document of a placement server with one class, host on core 0
+    and engine on core 1."""
+    moments = [{"n": n, "sum_s": n * 1e-4, "sumsq_s2": n * 2e-8}]
+    return {"elapsed_s": t, "placement": {
+                "host": moments, "offloaded_host": moments, "engine": moments,
+                "passed": {"n": 0, "sum_s": 0.0, "sumsq_s2": 0.0}},
+            "threads": [{"role": "host", "core": 0, "cpu_s": host_cpu},
+                        {"role": "engine", "core": 1, "cpu_s": engine_cpu}],
+            "host": {"idle_poll_s": 0.0}, "engine": {"idle_poll_s": 0.1 * engine_cpu},
+            "cores": [{"core": c, "user_s": busy, "system_s": 0.0, "irq_s": 0.0,
+                       "softirq_s": 0.0, "idle_s": 1.0, "steal_s": 0.0}
+                      for c, busy in ((0, core0_busy), (1, core1_busy))]}
+
+
+def test_other_work_on_the_cores_is_background_that_leaves_less_room():
+    est = Estimator(window_s=5.0)
+    est.add(Snapshot.of(_doc(1.0, 0.2, 0.1, 0.3, 0.1)))
+    # Over 2 s the host thread ran 0.6 s on a core busy 1.4 s: 0.4 of a core is others'.
+    # The engine's core ran only the engine (its idle polling is no one else's).
+    est.add(Snapshot.of(_doc(3.0, 0.8, 0.5, 1.7, 0.5, n=300)))
+    e = est.estimate()
+    assert e.u_host_other == pytest.approx(0.4)
+    assert e.u_engine_other == pytest.approx(0.0)
+    assert e.room() == pytest.approx((0.6, 1.0))
+    assert e.u_host == pytest.approx(0.3) and e.u_engine == pytest.approx(0.18)

@@ -86,10 +86,6 @@ class Snapshot:
                    engine_busy_s=cpu.get("engine", 0.0) - doc["engine"]["idle_poll_s"],
                    host_other_s=other("host"), engine_other_s=other("engine"))
 
-    @property
-    def classes(self) -> int:
-        return self.n.shape[1]
-
 
 @dataclass(frozen=True)
 class Estimate:
