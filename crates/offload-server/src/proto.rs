@@ -340,8 +340,10 @@ impl Proto {
         conn.writable = true;
         conn.since = self.now;
         if let Some(slot) = self.attach(conn) {
-            // The other loop's work was its own; registering it is this loop's.
-            self.conns[slot].work = self.now.elapsed();
+            if self.account {
+                // The other loop's work was its own; registering it is this loop's.
+                self.conns[slot].work = self.now.elapsed();
+            }
             self.advance(slot, app);
         }
     }

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from offloadlab.errors import InputError, RunError, require
+from offloadlab.errors import InputError, require
 from offloadlab.handoff import policy
 from offloadlab.testbed import modes
 from offloadlab.testbed.server import ServerOptions
@@ -111,23 +111,15 @@ def run(exp: Experiment, progress: Callable[[str, int, int], None] | None = None
                              keep_alive=exp.keep_alive, size_class=exp.size_class,
                              seed=exp.seed)
     cores = [] if exp.engine_core is None else [exp.engine_core]
-    rows, series = [], []
-    total = exp.repeats * len(exp.policies)
-    for rep in range(exp.repeats):
-        for name in exp.policies:
-            if progress is not None:
-                progress(name, len(rows), total)
-            try:
-                done = modes.run_mode(modes.with_mode(exp.server(), name), requests,
-                                      exp.manifest, name=name, cores=cores, repeat=True,
-                                      max_duration_s=exp.run_s, **_LOAD)
-            except RunError as exc:
-                raise RunError(f"handoff experiment, {name}, repeat {rep + 1}: {exc}"
-                               ) from None
-            rows.append(_row(name, rep, done))
-            series.append(_series(name, rep, done.server))
-    if progress is not None:
-        progress("", total, total)
+
+    def run_one(name: str, _rep: int) -> modes.ModeRun:
+        return modes.run_mode(modes.with_mode(exp.server(), name), requests, exp.manifest,
+                              name=name, cores=cores, repeat=True,
+                              max_duration_s=exp.run_s, **_LOAD)
+
+    done = modes.rounds(exp.policies, exp.repeats, run_one, "handoff experiment", progress)
+    rows = [_row(name, rep, run) for name, rep, run in done]
+    series = [_series(name, rep, run.server) for name, rep, run in done]
     return Result(pd.DataFrame(rows, columns=list(RUN_COLUMNS)),
                   pd.concat(series, ignore_index=True) if series else
                   pd.DataFrame(columns=list(SERIES_COLUMNS)))

@@ -16,10 +16,11 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import TypeVar
 
 import pandas as pd
 
-from offloadlab.errors import InputError
+from offloadlab.errors import InputError, RunError
 from offloadlab.testbed import load
 from offloadlab.testbed.server import ServerOptions, has_engine, running
 from offloadlab.workload.stream import Stream
@@ -84,6 +85,31 @@ def run_modes(options: ServerOptions, modes: Sequence[str], requests: Stream,
     check_modes(options, modes)
     return [run_mode(with_mode(options, m), requests, manifest, name=m, **load_options)
             for m in modes]
+
+
+T = TypeVar("T")
+
+
+def rounds(policies: Sequence[str], repeats: int, run_one: Callable[[str, int], T],
+           what: str, progress: Callable[[str, int, int], None] | None = None
+           ) -> list[tuple[str, int, T]]:
+    """``run_one(policy, repeat)`` for every policy, ``repeats`` rounds of them
+    interleaved (so drift on a shared machine hits every policy alike);
+    ``progress(policy, done, total)`` before each run and ``("", total, total)`` at the
+    end. A failed run is reported as ``what``, the policy and the repeat."""
+    total = repeats * len(policies)
+    done: list[tuple[str, int, T]] = []
+    for rep in range(repeats):
+        for name in policies:
+            if progress is not None:
+                progress(name, len(done), total)
+            try:
+                done.append((name, rep, run_one(name, rep)))
+            except RunError as exc:
+                raise RunError(f"{what}, {name}, repeat {rep + 1}: {exc}") from None
+    if progress is not None:
+        progress("", total, total)
+    return done
 
 
 def check_modes(options: ServerOptions, modes: Sequence[str]) -> None:

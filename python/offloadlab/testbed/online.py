@@ -33,7 +33,7 @@ from offloadlab import dist
 from offloadlab.errors import InputError, RunError, require
 from offloadlab.online.control import Controller, Policy
 from offloadlab.online.estimate import Snapshot
-from offloadlab.testbed import load
+from offloadlab.testbed import load, modes
 from offloadlab.testbed.server import ServerOptions, running
 from offloadlab.workload import stream
 from offloadlab.workload.classes import CLASS_BOUNDS, N_CLASSES
@@ -238,20 +238,13 @@ def run(exp: Experiment, progress: Callable[[str, int, int], None] | None = None
         head = requests.frame[requests.frame["time_s"] < exp.warmup_s]
         warm = stream.Stream(head.reset_index(drop=True), requests.meta)
         _run_policy(exp, "fixed:0.5", warm, cores)
-    total = exp.repeats * len(exp.policies)
-    for rep in range(exp.repeats):
-        for name in exp.policies:
-            if progress is not None:
-                progress(name, len(rows), total)
-            try:
-                result, doc, decided = _run_policy(exp, name, requests, cores)
-            except RunError as exc:
-                raise RunError(f"online placement, {name}, repeat {rep + 1}: {exc}") from None
-            rows.append(_row(exp, name, rep, result, doc))
-            bins.append(_latency(name, rep, result.records))
-            steps.extend({"policy": name, "repeat": rep, **s} for s in decided)
-    if progress is not None:
-        progress("", total, total)
+    done = modes.rounds(exp.policies, exp.repeats,
+                        lambda name, _rep: _run_policy(exp, name, requests, cores),
+                        "online placement", progress)
+    for name, rep, (result, doc, decided) in done:
+        rows.append(_row(exp, name, rep, result, doc))
+        bins.append(_latency(name, rep, result.records))
+        steps.extend({"policy": name, "repeat": rep, **s} for s in decided)
     return Result(pd.DataFrame(rows), pd.DataFrame(steps), pd.concat(bins, ignore_index=True))
 
 
