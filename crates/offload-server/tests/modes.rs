@@ -732,7 +732,7 @@ fn load_control_cuts_the_soft_limit_of_a_slow_engine_and_the_host_takes_the_rest
 }
 
 /// A handoff server under model-driven placement: classes split at 10 KiB, so the
-/// 1 KiB file is class 0 and the 1 MiB file class 1.
+/// 1 KiB file is class 0 and the 10 MiB file class 1.
 fn placement_server(fractions: [f64; 2]) -> Server {
     use offload_server::placement::Placement;
     Server::start(Mode::Handoff, |c| {
@@ -769,7 +769,7 @@ fn placement_sends_each_class_where_its_fraction_says_and_accounts_it_there() {
     };
     for version in ["1.0", "1.1"] {
         get(1024, version);
-        get(1048576, version);
+        get(10485760, version);
     }
     let before = server.control.document().unwrap();
     assert_eq!(accounted(&before, "host"), [4, 0]);
@@ -779,13 +779,13 @@ fn placement_sends_each_class_where_its_fraction_says_and_accounts_it_there() {
 
     server.control.knobs.set_fractions(&[1.0, 0.0]);
     get(1024, "1.0");
-    get(1048576, "1.0");
+    get(10485760, "1.0");
     let stats = server.stop();
     assert_eq!(accounted(&stats, "host"), [4, 1]);
     assert_eq!(accounted(&stats, "engine"), [1, 4]);
     assert_eq!(handoff_count(&stats, "passed"), 3);
     assert_eq!(handoff_count(&stats, "engine_requests"), 5);
-    // Time is charged: a sendfile of 1 MiB costs more than a write of 1 KiB.
+    // Time is charged: a sendfile of 10 MiB costs more than a write of 1 KiB.
     let mean = |account: &str, c: usize| {
         let m = &stats["placement"][account][c];
         m["sum_s"].as_f64().unwrap() / m["n"].as_f64().unwrap()
