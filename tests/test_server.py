@@ -211,6 +211,13 @@ BAD = [
     (dict(mode="handoff", watermarks=(4, 16, 1, 1)), "lowat (16) must be below hiwat"),
     (dict(mode="handoff", watermarks=(16, 4, 0, 1)), "step_down"),
     (dict(mode="handoff", watermarks=(16, 4, 1)), "watermarks"),
+    (dict(app_offload="proxy"), "app_offload"),
+    (dict(mode="uring", app_offload="cache"), "set-up C"),
+    (dict(app_offload="cache", cache_policy="fifo"), "cache_policy"),
+    (dict(app_offload="cache", cache_size="10MB!"), "cache_size"),
+    (dict(app_offload="cache", cache_size=0), "cache_size"),
+    (dict(app_offload="cache", cache_max_object="1KB"), "KiB for 1024"),
+    (dict(max_age=-1), "max_age"),
 ]
 
 
@@ -247,13 +254,14 @@ def test_cli_serve_bad_input_exits_2(tmp_path):
     assert result.exit_code == 2 and "--idle-timeout" in result.output
 
 
-@pytest.mark.parametrize(("signum", "mode"), [(signal.SIGTERM, "engine"),
-                                              (signal.SIGINT, "inline")],
-                         ids=["SIGTERM", "SIGINT"])
-def test_offload_serve_stops_cleanly_on_a_signal(site, tmp_path, signum, mode):
+@pytest.mark.parametrize(("signum", "mode", "extra"),
+                         [(signal.SIGTERM, "engine", []), (signal.SIGINT, "inline", []),
+                          (signal.SIGTERM, "engine", ["--app-offload", "cache"])],
+                         ids=["SIGTERM", "SIGINT", "cache"])
+def test_offload_serve_stops_cleanly_on_a_signal(site, tmp_path, signum, mode, extra):
     stats = tmp_path / "stats.json"
     command = [sys.executable, "-m", "offloadlab", "serve", str(site["root"]), "--mode", mode,
-               "--stats", str(stats), "--stats-interval", "100ms"]
+               "--stats", str(stats), "--stats-interval", "100ms", *extra]
     proc = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                             text=True)
     try:
@@ -273,6 +281,8 @@ def test_offload_serve_stops_cleanly_on_a_signal(site, tmp_path, signum, mode):
     assert doc["final"] is True and doc["requests"] >= 1 and doc["mode"] == mode
     summary = "".join(_drain(lines))
     assert re.search(r"requests? in", summary) and "host CPU" in summary
+    if extra:
+        assert doc["cache"]["misses"] == 1 and "cache 0 hits, 1 misses" in summary
 
 
 def _lines(stream) -> queue.Queue:

@@ -7,6 +7,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
+use offload_server::cache::{CacheConfig, Policy};
 use offload_server::{Config, EngineWait, Fault, Limits, Mode};
 use pyo3::exceptions::PyRuntimeError;
 use pyo3::prelude::*;
@@ -125,7 +126,8 @@ fn seconds(what: &str, s: f64) -> PyResult<Duration> {
 #[pyo3(signature = (host, port, root, mode, host_core, engine_core, sendfile_above, work,
                     seed, engine_wait, engine_slowdown, max_header_bytes, max_uri_bytes,
                     max_headers, max_conns, header_timeout_s, idle_timeout_s, stats_path,
-                    stats_interval_s, stats_endpoint, fault, handoff, placement, control))]
+                    stats_interval_s, stats_endpoint, fault, handoff, placement, max_age,
+                    cache, control))]
 #[allow(clippy::too_many_arguments)]
 fn serve(
     py: Python<'_>,
@@ -152,6 +154,8 @@ fn serve(
     fault: Option<(String, u64)>,
     handoff: Option<HandoffArgs>,
     placement: Option<PlacementArgs>,
+    max_age: u32,
+    cache: Option<(u64, String, u64)>,
     control: &ServerControl,
 ) -> PyResult<String> {
     let ip: IpAddr = host
@@ -195,6 +199,14 @@ fn serve(
             )));
         }
         config.placement = Some(placement);
+    }
+    config.max_age = max_age;
+    if let Some((capacity, policy, max_object)) = cache {
+        config.cache = Some(CacheConfig {
+            capacity,
+            policy: Policy::parse(&policy).map_err(value_error)?,
+            max_object,
+        });
     }
     // Every connection is a descriptor: lift the soft limit as the load generator does.
     offload_load::raise_fd_limit();

@@ -2,6 +2,12 @@
 //! application work X_a on the host thread, looks the file up, and builds the head; a
 //! body up to `sendfile_above` bytes is copied into the answer (write path), a longer
 //! one is left to sendfile (zero-copy path), as Apache does.
+//!
+//! As an origin behind a cache it says what may be cached: a static file carries its
+//! `ETag` and `Cache-Control: max-age`, and a request whose `If-None-Match` names the
+//! file's tag gets 304. A dynamic page (`?work=MICROSECONDS`) burns that much more CPU,
+//! then sends the file at its path as the page, marked `no-store` unless the query says
+//! `cacheable=1`.
 
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
@@ -13,8 +19,8 @@ use rand_xoshiro::Xoshiro256PlusPlus;
 use crate::conn::FileRange;
 use crate::cpu;
 use crate::files::Files;
-use crate::http::{self, response, Head, Method, Status};
-use crate::proto::Reply;
+use crate::http::{self, response, Dynamic, Head, Method, Status};
+use crate::proto::{Body, Reply};
 use crate::stats::Stats;
 
 /// Path of the stats document when `stats_endpoint` is on.
@@ -24,8 +30,12 @@ pub struct Handler {
     files: Files,
     sendfile_above: u64,
     work: Option<Dist>,
+    /// `Cache-Control: max-age` of static files and cacheable pages, seconds.
+    max_age: u32,
     rng: Xoshiro256PlusPlus,
     date: http::Date,
+    /// The cache headers of the answer being built.
+    extra: Vec<u8>,
     stats: Arc<Stats>,
     stats_endpoint: bool,
 }
@@ -35,6 +45,7 @@ impl Handler {
         files: Files,
         sendfile_above: u64,
         work: Option<Dist>,
+        max_age: u32,
         seed: u64,
         stats: Arc<Stats>,
         stats_endpoint: bool,
@@ -43,8 +54,10 @@ impl Handler {
             files,
             sendfile_above,
             work,
+            max_age,
             rng: Xoshiro256PlusPlus::seed_from_u64(seed),
             date: http::Date::new(),
+            extra: Vec::new(),
             stats,
             stats_endpoint,
         }
@@ -52,8 +65,10 @@ impl Handler {
 
     /// The answer to one request, built in `buf` (an empty recycled buffer).
     pub fn respond(&mut self, head: Head, path: &[u8], mut buf: Vec<u8>) -> Reply {
-        if let Some(work) = &self.work {
-            let used = cpu::burn(work.sample(&mut self.rng));
+        let page = head.dynamic.map_or(0.0, |d| f64::from(d.work_us) * 1e-6);
+        let work = self.work.as_ref().map_or(0.0, |w| w.sample(&mut self.rng)) + page;
+        if work > 0.0 {
+            let used = cpu::burn(work);
             let app = &self.stats.app;
             app.work_ns
                 .fetch_add((used * 1e9) as u64, Ordering::Relaxed);
@@ -69,23 +84,56 @@ impl Handler {
             Ok(file) => file,
             Err(status) => return self.error(buf, head, status),
         };
+        self.extra.clear();
+        let status = match head.dynamic {
+            None => {
+                response::etag(&mut self.extra, file.etag);
+                response::max_age(&mut self.extra, self.max_age.into());
+                if head.if_none_match == Some(file.etag) {
+                    Status::NOT_MODIFIED
+                } else {
+                    Status::OK
+                }
+            }
+            Some(Dynamic {
+                cacheable: true, ..
+            }) => {
+                response::max_age(&mut self.extra, self.max_age.into());
+                Status::OK
+            }
+            Some(Dynamic {
+                cacheable: false, ..
+            }) => {
+                self.extra.extend_from_slice(b"Cache-Control: no-store\r\n");
+                Status::OK
+            }
+        };
         let date = self.date.now();
         let content_type = response::content_type(path);
-        response::head(
+        response::head_with(
             &mut buf,
-            Status::OK,
+            status,
             content_type,
             file.size,
             head.keep_alive,
             date,
+            &self.extra,
         );
+        if status == Status::NOT_MODIFIED {
+            self.stats.count_status(status);
+            return Reply {
+                bytes: buf,
+                body: Body::None,
+                keep_alive: head.keep_alive,
+            };
+        }
         let mut reply = Reply {
             bytes: buf,
-            file: None,
+            body: Body::None,
             keep_alive: head.keep_alive,
         };
         if !head_only && file.size > self.sendfile_above {
-            reply.file = Some(FileRange {
+            reply.body = Body::File(FileRange {
                 fd: file.fd,
                 offset: 0,
                 len: file.size,
@@ -114,7 +162,7 @@ impl Handler {
         }
         Reply {
             bytes: buf,
-            file: None,
+            body: Body::None,
             keep_alive: head.keep_alive,
         }
     }
@@ -129,7 +177,7 @@ impl Handler {
         response::error(&mut buf, status, keep_alive, head_only, self.date.now());
         Reply {
             bytes: buf,
-            file: None,
+            body: Body::None,
             keep_alive,
         }
     }

@@ -8,6 +8,7 @@ use std::time::Duration;
 use offload_sim::dist::Dist;
 use offload_sim::handoff::{Paper, Priority, Selection, Watermarks};
 
+use crate::cache::CacheConfig;
 use crate::placement::Placement;
 
 /// Who makes the socket calls.
@@ -150,6 +151,11 @@ pub struct Config {
     /// `handoff` mode only: the engine places each new connection by its class's offload
     /// fraction (at its first request) instead of by `handoff`'s selection.
     pub placement: Option<Placement>,
+    /// `Cache-Control: max-age` the application gives static files, seconds.
+    pub max_age: u32,
+    /// A reverse-proxy cache in front of the application: on the host thread in
+    /// `inline` mode (seed 001's set-up B), on the engine in `engine` mode (set-up C).
+    pub cache: Option<CacheConfig>,
 }
 
 impl Config {
@@ -173,6 +179,8 @@ impl Config {
             fault: None,
             handoff: default_handoff(),
             placement: None,
+            max_age: 3600,
+            cache: None,
         }
     }
 }

@@ -5,6 +5,7 @@
 use std::collections::VecDeque;
 use std::io;
 use std::os::fd::{AsRawFd, RawFd};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use mio::net::TcpStream;
@@ -28,7 +29,27 @@ pub enum Segment {
         buf: Vec<u8>,
         pos: usize,
     },
+    /// Bytes shared with the cache.
+    Shared {
+        buf: Arc<[u8]>,
+        pos: usize,
+    },
     File(FileRange),
+}
+
+/// Sends `buf[*pos..]`, advancing `pos` by what was sent; returns send's result.
+/// `more`: another segment follows.
+fn send(fd: RawFd, buf: &[u8], pos: &mut usize, more: bool) -> isize {
+    // MSG_MORE lets the kernel put a head and the file after it in the same segments,
+    // as TCP_CORK would.
+    let flags = libc::MSG_NOSIGNAL | if more { libc::MSG_MORE } else { 0 };
+    let rest = &buf[*pos..];
+    // SAFETY: `rest` is a live slice; send reads at most its length.
+    let n = unsafe { libc::send(fd, rest.as_ptr().cast(), rest.len(), flags) };
+    if n >= 0 {
+        *pos += n as usize;
+    }
+    n
 }
 
 /// Where a connection is between requests.
@@ -153,18 +174,8 @@ impl Conn {
                 break;
             };
             let n = match front {
-                Segment::Bytes { buf, pos } => {
-                    // MSG_MORE lets the kernel put a head and the file after it in the
-                    // same segments, as TCP_CORK would.
-                    let flags = libc::MSG_NOSIGNAL | if more { libc::MSG_MORE } else { 0 };
-                    let rest = &buf[*pos..];
-                    // SAFETY: `rest` is a live slice; send reads at most its length.
-                    let n = unsafe { libc::send(fd, rest.as_ptr().cast(), rest.len(), flags) };
-                    if n >= 0 {
-                        *pos += n as usize;
-                    }
-                    n
-                }
+                Segment::Bytes { buf, pos } => send(fd, &buf[..], pos, more),
+                Segment::Shared { buf, pos } => send(fd, &buf[..], pos, more),
                 Segment::File(range) => {
                     let mut off = range.offset as libc::off_t;
                     let count = range.len.min(1 << 30) as usize;
@@ -196,6 +207,7 @@ impl Conn {
             *sent += n as u64;
             let finished = match self.out.front() {
                 Some(Segment::Bytes { buf, pos }) => *pos == buf.len(),
+                Some(Segment::Shared { buf, pos }) => *pos == buf.len(),
                 Some(Segment::File(range)) => range.len == 0,
                 None => false,
             };

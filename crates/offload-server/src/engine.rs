@@ -21,6 +21,7 @@
 //! thread dies), the host shuts down the engine's connections, so their clients see a
 //! clean close instead of a hang, and serves new connections itself, inline.
 
+use std::collections::HashMap;
 use std::io;
 use std::sync::atomic::{AtomicBool, AtomicI32, Ordering};
 use std::sync::Arc;
@@ -31,6 +32,7 @@ use mio::net::TcpListener;
 use offload_sim::handoff::{Paper, Policy, Priority, Trigger};
 
 use crate::app::Handler;
+use crate::cache::{Lookup, Proxy, Ticket};
 use crate::config::{Config, EngineWait, Fault, Mode};
 use crate::conn::{Conn, FileRange};
 use crate::cpu;
@@ -38,7 +40,7 @@ use crate::files::{DocRoot, Files};
 use crate::http::Head;
 use crate::placement::{self, Placer};
 use crate::pool::Pool;
-use crate::proto::{ConnId, Dispatch, Proto, Reply, Then, TICK};
+use crate::proto::{Body, ConnId, Dispatch, Proto, Reply, Then, TICK};
 use crate::ring::{self, Receiver, Sender, Wake};
 use crate::server::Inline;
 use crate::stats::Stats;
@@ -164,6 +166,11 @@ pub fn run(
             policy: policy.clone(),
             placer,
             slow: Slowdown::default(),
+            proxy: config
+                .cache
+                .as_ref()
+                .map(|cache| Proxy::new(cache, stats.clone())),
+            forwarded: HashMap::new(),
         };
         let (core, wait) = (config.engine_core, config.engine_wait);
         std::thread::Builder::new()
@@ -261,12 +268,62 @@ struct EngineSide {
     /// Model-driven placement: decides at each connection's first request.
     placer: Option<Placer>,
     slow: Slowdown,
+    /// Seed 001's set-up C: the cache on the engine, and the requests it sent on to
+    /// the host (the application) whose answers have not all come back.
+    proxy: Option<Proxy>,
+    forwarded: HashMap<ConnId, Forwarded>,
+}
+
+/// One piece of a host's answer.
+enum Piece {
+    Bytes(Vec<u8>),
+    File(FileRange),
+}
+
+/// A request the cache sent to the host, and the head of the host's answer while the
+/// file that follows it has not come yet.
+struct Forwarded {
+    ticket: Ticket,
+    head: Vec<u8>,
 }
 
 impl EngineSide {
     fn pay(&mut self) {
         let stats = &self.shared.stats;
         self.slow.pay(|| beat(stats));
+    }
+
+    /// Carries out a host command. The host's answers to requests the cache forwarded
+    /// go through the cache, once whole; the rest go straight to the sockets.
+    fn apply(&mut self, proto: &mut Proto, command: Command) {
+        let (conn, piece, then) = match command {
+            Command::Adopt(conn) => return self.adopt(proto, *conn),
+            Command::Send { conn, buf, then } => (conn, Piece::Bytes(buf), then),
+            Command::Sendfile { conn, file, then } => (conn, Piece::File(file), then),
+        };
+        let Some(mut forwarded) = self.forwarded.remove(&conn) else {
+            return match piece {
+                Piece::Bytes(buf) => proto.send(self, conn, buf, then),
+                Piece::File(file) => proto.sendfile(self, conn, file, then),
+            };
+        };
+        let (bytes, body) = match piece {
+            Piece::Bytes(buf) if then == Then::More => {
+                forwarded.head = buf;
+                self.forwarded.insert(conn, forwarded);
+                return;
+            }
+            Piece::Bytes(buf) => (buf, Body::None),
+            Piece::File(file) => (forwarded.head, Body::File(file)),
+        };
+        let origin = Reply {
+            bytes,
+            body,
+            keep_alive: then == Then::KeepAlive,
+        };
+        let proxy = self.proxy.as_mut().expect("only the cache forwards");
+        let reply = proxy.complete(forwarded.ticket, origin, &mut proto.pool);
+        proto.reply(self, conn, reply);
     }
 
     /// Publishes the events queued for the host.
@@ -322,6 +379,21 @@ impl Dispatch for EngineSide {
         path: &mut Vec<u8>,
         pool: &mut Pool,
     ) -> Option<Reply> {
+        let head = match &mut self.proxy {
+            None => head,
+            Some(proxy) => match proxy.lookup(head, path, pool) {
+                Lookup::Hit(reply) => return Some(reply),
+                Lookup::Forward(head, ticket) => {
+                    let head_bytes = Vec::new();
+                    let forwarded = Forwarded {
+                        ticket,
+                        head: head_bytes,
+                    };
+                    self.forwarded.insert(conn, forwarded);
+                    head
+                }
+            },
+        };
         let path = std::mem::replace(path, pool.take());
         self.events.push(Event::Request {
             conn,
@@ -420,13 +492,7 @@ fn engine_loop(
         beat(stats);
         side.slow.start(shared.control.knobs.slowdown());
         let applied = commands.drain(|command| {
-            match command {
-                Command::Send { conn, buf, then } => proto.send(&mut side, conn, buf, then),
-                Command::Sendfile { conn, file, then } => {
-                    proto.sendfile(&mut side, conn, file, then)
-                }
-                Command::Adopt(conn) => side.adopt(&mut proto, *conn),
-            }
+            side.apply(&mut proto, command);
             side.worked();
         });
         let mut timeout = Duration::ZERO;
@@ -486,22 +552,23 @@ impl HostApp {
         let start = self.account.then(Instant::now);
         let reply = self.inline.0.respond(head, &path, pool.take());
         pool.give(path);
-        let then = if reply.keep_alive {
+        let (bytes, file, keep_alive) = reply.into_file_reply();
+        let then = if keep_alive {
             Then::KeepAlive
         } else {
             Then::Close
         };
         let commands = &mut self.commands;
-        match reply.file {
+        match file {
             None => commands.push(Command::Send {
                 conn,
-                buf: reply.bytes,
+                buf: bytes,
                 then,
             }),
             Some(file) => {
                 commands.push(Command::Send {
                     conn,
-                    buf: reply.bytes,
+                    buf: bytes,
                     then: Then::More,
                 });
                 commands.push(Command::Sendfile { conn, file, then });

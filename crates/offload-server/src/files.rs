@@ -88,54 +88,64 @@ pub struct FileRef {
     pub fd: RawFd,
     /// Its size when it was opened.
     pub size: u64,
+    /// Its entity tag: a hash of inode, size and modification time at open.
+    pub etag: u64,
 }
 
 impl FileRef {
     /// Appends the whole file to `out` with pread (loop until `size` bytes; a short file is
     /// an error). On error `out` is left as it was.
     pub fn read_into(&self, out: &mut Vec<u8>) -> io::Result<()> {
-        let size = usize::try_from(self.size)
-            .map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "file larger than memory"))?;
-        let start = out.len();
-        out.reserve(size);
-        let mut done = 0;
-        while done < size {
-            let spare = &mut out.spare_capacity_mut()[..size - done];
-            // SAFETY: pread writes at most `spare.len()` bytes into `spare`, memory that
-            // `out` owns and that nothing else references.
-            let n = unsafe {
-                libc::pread(
-                    self.fd,
-                    spare.as_mut_ptr().cast(),
-                    spare.len(),
-                    done as libc::off_t,
-                )
-            };
-            if n < 0 {
-                let err = io::Error::last_os_error();
-                if err.kind() == io::ErrorKind::Interrupted {
-                    continue;
-                }
-                out.truncate(start);
-                return Err(err);
-            }
-            if n == 0 {
-                out.truncate(start);
-                return Err(io::Error::new(
-                    io::ErrorKind::UnexpectedEof,
-                    format!(
-                        "file shrank to {done} bytes after it was opened with {size}; \
-                         served files must not change during a run"
-                    ),
-                ));
-            }
-            let n = n as usize;
-            // SAFETY: the kernel initialised the first `n` spare bytes.
-            unsafe { out.set_len(out.len() + n) };
-            done += n;
-        }
-        Ok(())
+        read_range(self.fd, 0, self.size, out)
     }
+}
+
+/// Appends `len` bytes of `fd` from `offset` to `out` with pread (loop until done; a
+/// short file is an error). On error `out` is left as it was.
+pub fn read_range(fd: RawFd, offset: u64, len: u64, out: &mut Vec<u8>) -> io::Result<()> {
+    let size = usize::try_from(len)
+        .map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "file larger than memory"))?;
+    let start = out.len();
+    out.reserve(size);
+    let mut done = 0;
+    while done < size {
+        let spare = &mut out.spare_capacity_mut()[..size - done];
+        // SAFETY: pread writes at most `spare.len()` bytes into `spare`, memory that
+        // `out` owns and that nothing else references.
+        let n = unsafe {
+            libc::pread(
+                fd,
+                spare.as_mut_ptr().cast(),
+                spare.len(),
+                (offset + done as u64) as libc::off_t,
+            )
+        };
+        if n < 0 {
+            let err = io::Error::last_os_error();
+            if err.kind() == io::ErrorKind::Interrupted {
+                continue;
+            }
+            out.truncate(start);
+            return Err(err);
+        }
+        if n == 0 {
+            out.truncate(start);
+            return Err(io::Error::new(
+                io::ErrorKind::UnexpectedEof,
+                format!(
+                    "file shrank to {} bytes after it was opened with {}; \
+                     served files must not change during a run",
+                    offset + done as u64,
+                    offset + len
+                ),
+            ));
+        }
+        let n = n as usize;
+        // SAFETY: the kernel initialised the first `n` spare bytes.
+        unsafe { out.set_len(out.len() + n) };
+        done += n;
+    }
+    Ok(())
 }
 
 /// A file the table keeps open.
@@ -143,6 +153,7 @@ impl FileRef {
 struct Open {
     file: File,
     size: u64,
+    etag: u64,
 }
 
 /// Files opened so far, keyed by decoded request path; files are opened once and kept
@@ -194,6 +205,7 @@ impl Files {
         let open = Open {
             file,
             size: meta.len(),
+            etag: etag(&meta),
         };
         let file_ref = open.file_ref();
         self.open.insert(path.to_vec(), open);
@@ -216,8 +228,18 @@ impl Open {
         FileRef {
             fd: self.file.as_raw_fd(),
             size: self.size,
+            etag: self.etag,
         }
     }
+}
+
+/// An entity tag that changes when the file is replaced or modified.
+fn etag(meta: &std::fs::Metadata) -> u64 {
+    use std::hash::{Hash, Hasher};
+    use std::os::unix::fs::MetadataExt;
+    let mut h = std::collections::hash_map::DefaultHasher::new();
+    (meta.ino(), meta.len(), meta.mtime(), meta.mtime_nsec()).hash(&mut h);
+    h.finish()
 }
 
 /// The status for a failed open of a resolved path.
@@ -457,7 +479,11 @@ mod tests {
         assert_eq!(err.kind(), io::ErrorKind::UnexpectedEof);
         assert_eq!(out, b"keep");
         // A bad descriptor is reported too.
-        let bad = FileRef { fd: -1, size: 4 };
+        let bad = FileRef {
+            fd: -1,
+            size: 4,
+            etag: 0,
+        };
         assert!(bad.read_into(&mut out).is_err());
         assert_eq!(out, b"keep");
     }

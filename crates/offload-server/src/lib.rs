@@ -9,6 +9,7 @@
 //! - [`http`]: request parsing with its limits, response heads, status codes;
 //! - [`files`]: the document root (no path escapes it) and the open-file table;
 //! - `app`: the host's application: a parsed request in, a response out, X_a burned;
+//! - [`cache`]: the reverse-proxy object cache of seed 001, on the engine or the host;
 //! - `conn`: one client connection: read buffer, output queue, deadlines;
 //! - `proto`: the epoll loop that makes the socket calls (the host's in `inline`, the
 //!   engine's in `engine`);
@@ -23,6 +24,7 @@
 //! - `stats`: counters, per-thread and per-core CPU accounting, the stats document.
 
 mod app;
+pub mod cache;
 pub mod config;
 mod conn;
 mod cpu;

@@ -40,19 +40,58 @@ pub const TICK: Duration = Duration::from_millis(100);
 
 /// A connection as the application sees it: its slot and the slot's generation, so an
 /// answer for a connection that has since closed is recognised and dropped.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct ConnId {
     pub slot: u32,
     pub gen: u32,
 }
 
 /// The application's answer to one request: head and small body in `bytes`, then
-/// optionally a file range, then keep the connection or close it.
+/// the rest of the body, then keep the connection or close it.
 #[derive(Debug)]
 pub struct Reply {
     pub bytes: Vec<u8>,
-    pub file: Option<FileRange>,
+    pub body: Body,
     pub keep_alive: bool,
+}
+
+impl Reply {
+    /// Bytes and an optional file range: shared bytes are copied after the others (for
+    /// the paths that carry no shared segment: the rings, io_uring).
+    pub fn into_file_reply(self) -> (Vec<u8>, Option<FileRange>, bool) {
+        let Reply {
+            mut bytes,
+            body,
+            keep_alive,
+        } = self;
+        let file = match body {
+            Body::None => None,
+            Body::File(file) => Some(file),
+            Body::Shared(buf) => {
+                bytes.extend_from_slice(&buf);
+                None
+            }
+        };
+        (bytes, file, keep_alive)
+    }
+}
+
+fn body_segment(body: Body) -> Option<Segment> {
+    match body {
+        Body::None => None,
+        Body::File(file) => Some(Segment::File(file)),
+        Body::Shared(buf) => Some(Segment::Shared { buf, pos: 0 }),
+    }
+}
+
+/// The part of an answer's body that is not in its bytes.
+#[derive(Debug)]
+pub enum Body {
+    None,
+    /// A file range, for sendfile.
+    File(FileRange),
+    /// Bytes shared with the cache that stores them.
+    Shared(Arc<[u8]>),
 }
 
 /// What follows a piece of an answer sent by command.
@@ -265,6 +304,26 @@ impl Proto {
     /// Adds a file range to the answer on `id`.
     pub fn sendfile<D: Dispatch>(&mut self, app: &mut D, id: ConnId, file: FileRange, then: Then) {
         self.answer(app, id, Segment::File(file), then);
+    }
+
+    /// Queues a whole answer on `id`.
+    pub fn reply<D: Dispatch>(&mut self, app: &mut D, id: ConnId, reply: Reply) {
+        let then = if reply.keep_alive {
+            Then::KeepAlive
+        } else {
+            Then::Close
+        };
+        let head = Segment::Bytes {
+            buf: reply.bytes,
+            pos: 0,
+        };
+        match body_segment(reply.body) {
+            None => self.answer(app, id, head, then),
+            Some(body) => {
+                self.answer(app, id, head, Then::More);
+                self.answer(app, id, body, then);
+            }
+        }
     }
 
     fn live(&self, id: ConnId) -> bool {
@@ -495,9 +554,7 @@ impl Proto {
                                         buf: reply.bytes,
                                         pos: 0,
                                     });
-                                    if let Some(file) = reply.file {
-                                        conn.out.push_back(Segment::File(file));
-                                    }
+                                    conn.out.extend(body_segment(reply.body));
                                     conn.state = State::Draining {
                                         keep_alive: reply.keep_alive,
                                     };

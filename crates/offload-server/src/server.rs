@@ -11,6 +11,7 @@ use mio::net::TcpListener;
 use serde_json::Value;
 
 use crate::app::Handler;
+use crate::cache::{Lookup, Proxy};
 use crate::config::{Config, Mode};
 use crate::files::{DocRoot, Files};
 use crate::http::Head;
@@ -30,6 +31,13 @@ const BACKLOG: i32 = 511;
 /// Runs a server until `control.stop()`; returns the final stats document. Errors are
 /// messages for the user (a bad root, a busy port, a core that does not exist).
 pub fn serve(config: Config, control: Arc<Control>) -> Result<Value, String> {
+    if config.cache.is_some() && !matches!(config.mode, Mode::Inline | Mode::Engine) {
+        return Err(
+            "the cache runs on the host thread (inline mode, seed 001's set-up B) \
+                    or on the engine (engine mode, set-up C); choose one of those modes"
+                .into(),
+        );
+    }
     let root = DocRoot::new(&config.root).map_err(|e| {
         format!(
             "document root {}: {e}; give an existing directory",
@@ -50,6 +58,7 @@ pub fn serve(config: Config, control: Arc<Control>) -> Result<Value, String> {
         Files::new(root, FILE_CAP),
         config.sendfile_above,
         config.work.clone(),
+        config.max_age,
         config.seed,
         stats.clone(),
         config.stats_endpoint,
@@ -69,7 +78,17 @@ pub fn serve(config: Config, control: Arc<Control>) -> Result<Value, String> {
                         let listener = Some(TcpListener::from_std(listener));
                         let proto =
                             Proto::new(listener, config.limits.clone(), stats.clone(), None)?;
-                        serve_inline(proto, &mut Inline(handler), &control)
+                        match &config.cache {
+                            None => serve_inline(proto, &mut Inline(handler), &control),
+                            Some(cache) => {
+                                let proxy = Proxy::new(cache, stats.clone());
+                                let mut app = Proxied {
+                                    proxy,
+                                    origin: handler,
+                                };
+                                serve_inline(proto, &mut app, &control)
+                            }
+                        }
                     }
                     Mode::Engine | Mode::Handoff => {
                         engine::run(&config, listener, handler, control, stats.clone())
@@ -159,6 +178,31 @@ impl Dispatch for Inline {
         pool: &mut Pool,
     ) -> Option<Reply> {
         Some(self.0.respond(head, path, pool.take()))
+    }
+}
+
+/// Seed 001's set-up B: the cache and the application both on the host thread.
+struct Proxied {
+    proxy: Proxy,
+    origin: Handler,
+}
+
+impl Dispatch for Proxied {
+    fn request(
+        &mut self,
+        _: ConnId,
+        _: u8,
+        head: Head,
+        path: &mut Vec<u8>,
+        pool: &mut Pool,
+    ) -> Option<Reply> {
+        Some(match self.proxy.lookup(head, path, pool) {
+            Lookup::Hit(reply) => reply,
+            Lookup::Forward(head, ticket) => {
+                let origin = self.origin.respond(head, path, pool.take());
+                self.proxy.complete(ticket, origin, pool)
+            }
+        })
     }
 }
 

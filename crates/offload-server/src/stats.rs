@@ -14,6 +14,7 @@ use std::time::Instant;
 
 use serde_json::{json, Value};
 
+use crate::cache;
 use crate::config::Mode;
 use crate::cpu::{self, ThreadClock};
 use crate::http::Status;
@@ -78,7 +79,7 @@ const MAX_SAMPLES: usize = 36_000;
 /// How often `sample_handoff` is meant to be called.
 pub const SAMPLE_EVERY: std::time::Duration = std::time::Duration::from_millis(100);
 
-const CODES: [u16; 11] = [200, 400, 404, 405, 413, 414, 431, 500, 503, 505, 0];
+const CODES: [u16; 12] = [200, 304, 400, 404, 405, 413, 414, 431, 500, 503, 505, 0];
 
 /// A thread whose CPU time is accounted.
 #[derive(Debug)]
@@ -98,6 +99,7 @@ pub struct Stats {
     pub handoff: Handoff,
     /// Model-driven placement's per-class work (empty unless it is on).
     pub placement: Accounts,
+    pub cache: cache::Counts,
     /// (seconds since start, Cnum, Soft_limit, Qlen), every `SAMPLE_EVERY`.
     series: Mutex<Vec<[f64; 4]>>,
     statuses: [AtomicU64; CODES.len()],
@@ -119,6 +121,7 @@ impl Stats {
             app: App::default(),
             handoff: Handoff::default(),
             placement: Accounts::default(),
+            cache: cache::Counts::default(),
             series: Mutex::new(Vec::new()),
             statuses: Default::default(),
             mode,
@@ -296,6 +299,7 @@ impl Stats {
             "cores": self.core_deltas(),
             "handoff": handoff,
             "placement": self.placement.document(),
+            "cache": self.cache.document(),
             "host": {
                 "idle_poll_s": host_idle_poll_s,
             },

@@ -564,8 +564,7 @@ impl Uring<'_> {
                 conn.start += head.len;
                 let reply = self.handler.respond(head, &self.path, self.pool.take());
                 let conn = &mut self.conns[slot];
-                (conn.out, conn.file, conn.keep_alive) =
-                    (reply.bytes, reply.file, reply.keep_alive);
+                (conn.out, conn.file, conn.keep_alive) = reply.into_file_reply();
             }
         }
         self.conns[slot].phase = Phase::Answering;

@@ -1,7 +1,8 @@
 //! The server as a client sees it, in every mode: byte-exact files of every size class,
 //! keep-alive, pipelining, errors and the connection state after them, limits and
-//! timeouts, accounting, (engine mode) the host taking over from a failed engine, and
-//! (handoff mode) connections placed and moved by seed 004's policy.
+//! timeouts, accounting, (engine mode) the host taking over from a failed engine,
+//! (handoff mode) connections placed and moved by seed 004's policy, and seed 001's
+//! object cache on the host thread and on the engine.
 
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpStream};
@@ -10,6 +11,7 @@ use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
+use offload_server::cache::{CacheConfig, Policy};
 use offload_server::{serve, Config, Control, EngineWait, Fault, Mode};
 use offload_sim::dist::Dist;
 use offload_sim::handoff::{Paper, Priority, Selection, Watermarks};
@@ -133,7 +135,11 @@ fn read_response(stream: &mut TcpStream, carry: &mut Vec<u8>, head_request: bool
                 body: Vec::new(),
             };
             let length: usize = response.header("Content-Length").unwrap().parse().unwrap();
-            let length = if head_request { 0 } else { length };
+            let length = if head_request || status == 304 {
+                0
+            } else {
+                length
+            };
             carry.drain(..len);
             while carry.len() < length {
                 let n = stream.read(&mut chunk).unwrap();
@@ -809,4 +815,166 @@ fn a_missing_file_under_placement_is_answered_404_by_the_host() {
     let stats = server.stop();
     assert_eq!(handoff_count(&stats, "passed"), 1);
     assert_eq!(handoff_count(&stats, "engine_requests"), 0);
+}
+
+/// Seed 001's set-ups B (the cache on the host thread) and C (on the engine).
+const CACHED: [Mode; 2] = [Mode::Inline, Mode::Engine];
+
+fn cached_server(mode: Mode, capacity: u64, max_age: u32, files: &[(&str, usize)]) -> Server {
+    let files: Vec<(String, usize)> = files.iter().map(|(n, s)| (n.to_string(), *s)).collect();
+    Server::start(mode, move |c| {
+        for (name, size) in files {
+            std::fs::write(c.root.join(name), content(size)).unwrap();
+        }
+        c.max_age = max_age;
+        c.cache = Some(CacheConfig {
+            capacity,
+            policy: Policy::Lru,
+            max_object: 512 << 10,
+        });
+    })
+}
+
+fn cache_count(stats: &Value, name: &str) -> u64 {
+    stats["cache"][name]
+        .as_u64()
+        .unwrap_or_else(|| panic!("{name}: {stats}"))
+}
+
+fn get(stream: &mut TcpStream, target: &str) -> Response {
+    request(stream, &format!("GET {target} HTTP/1.1\r\nHost: t\r\n\r\n"))
+}
+
+#[test]
+fn cache_hits_are_byte_exact_and_only_misses_reach_the_application() {
+    for mode in CACHED {
+        let server = cached_server(mode, 4 << 20, 3600, &[]);
+        let mut s = server.connect();
+        let sizes = [0, 1 << 10, 10 << 10, 100 << 10]; // below and above sendfile_above
+        for round in 0..2 {
+            for size in sizes {
+                let r = get(&mut s, &format!("/f{size}.bin"));
+                assert_eq!((r.status, r.body.len()), (200, size), "{mode:?} {round}");
+                assert!(
+                    r.body == content(size),
+                    "{mode:?}: {size} B differ in round {round}"
+                );
+                assert!(r.header("ETag").is_some_and(|t| t.len() == 18), "{mode:?}");
+                assert_eq!(r.header("Cache-Control"), Some("max-age=3600"));
+            }
+        }
+        let r = request(&mut s, "HEAD /f102400.bin HTTP/1.1\r\nHost: t\r\n\r\n");
+        assert_eq!(
+            (r.status, r.header("Content-Length")),
+            (200, Some("102400"))
+        );
+        let r = get(&mut s, "/index.html");
+        assert_eq!(
+            r.body, b"<p>hi</p>",
+            "{mode:?}: no body bytes after the HEAD"
+        );
+        let stats = server.stop();
+        assert_eq!(cache_count(&stats, "misses"), 5, "{mode:?}");
+        assert_eq!(cache_count(&stats, "hits"), 5, "{mode:?}");
+        assert_eq!(cache_count(&stats, "admitted"), 5, "{mode:?}");
+        assert_eq!(
+            stats["requests"], 5,
+            "{mode:?}: the application saw only the misses"
+        );
+        let body_bytes: usize = sizes.iter().sum();
+        assert_eq!(cache_count(&stats, "bytes_from_cache"), body_bytes as u64);
+        let charged = sizes
+            .iter()
+            .map(|s| format!("/f{s}.bin").len() + s)
+            .sum::<usize>()
+            + 20;
+        assert_eq!(
+            cache_count(&stats, "used_bytes"),
+            charged as u64,
+            "{mode:?}"
+        );
+    }
+}
+
+#[test]
+fn no_store_pages_are_never_served_from_the_cache_and_cacheable_ones_are() {
+    for mode in CACHED {
+        let server = cached_server(mode, 1 << 20, 3600, &[]);
+        let mut s = server.connect();
+        for _ in 0..2 {
+            let r = get(&mut s, "/index.html?work=10");
+            assert_eq!((r.status, r.body.as_slice()), (200, &b"<p>hi</p>"[..]));
+            assert_eq!(r.header("Cache-Control"), Some("no-store"), "{mode:?}");
+        }
+        for _ in 0..2 {
+            let r = get(&mut s, "/index.html?cacheable=1&work=10");
+            assert_eq!((r.status, r.body.as_slice()), (200, &b"<p>hi</p>"[..]));
+        }
+        let stats = server.stop();
+        let refused = &stats["cache"]["refused"];
+        assert_eq!(refused["uncacheable"], 2, "{mode:?}: {stats}");
+        assert_eq!(
+            (cache_count(&stats, "hits"), cache_count(&stats, "misses")),
+            (1, 3)
+        );
+        assert_eq!(stats["requests"], 3, "{mode:?}");
+    }
+}
+
+#[test]
+fn stale_entries_are_revalidated_with_the_origin_and_a_matching_tag_gets_304() {
+    for mode in CACHED {
+        // max-age 0: every use of an entry asks the origin whether it still holds.
+        let server = cached_server(mode, 1 << 20, 0, &[]);
+        let mut s = server.connect();
+        let first = get(&mut s, "/f10240.bin");
+        let tag = first.header("ETag").unwrap().to_string();
+        let again = get(&mut s, "/f10240.bin");
+        assert!(
+            again.status == 200 && again.body == content(10240),
+            "{mode:?}"
+        );
+        assert_eq!(again.header("ETag"), Some(tag.as_str()));
+        let text = format!("GET /f10240.bin HTTP/1.1\r\nHost: t\r\nIf-None-Match: {tag}\r\n\r\n");
+        let conditional = request(&mut s, &text);
+        assert_eq!(
+            (conditional.status, conditional.body.len()),
+            (304, 0),
+            "{mode:?}"
+        );
+        let other =
+            "GET /f10240.bin HTTP/1.1\r\nHost: t\r\nIf-None-Match: \"0000000000000000\"\r\n\r\n";
+        assert_eq!(request(&mut s, other).body, content(10240), "{mode:?}");
+        let stats = server.stop();
+        assert_eq!(cache_count(&stats, "misses"), 1, "{mode:?}");
+        assert_eq!(cache_count(&stats, "revalidated"), 3, "{mode:?}");
+        assert_eq!(
+            stats["statuses"]["304"], 3,
+            "{mode:?}: the origin confirmed each use"
+        );
+    }
+}
+
+#[test]
+fn the_budget_evicts_the_least_recently_used_and_refuses_what_cannot_fit() {
+    for mode in CACHED {
+        // Room for two of the three 1000-byte files (each charged 1006 with its key).
+        let files = [("a.bin", 1000), ("b.bin", 1000), ("c.bin", 1000)];
+        let server = cached_server(mode, 2100, 3600, &files);
+        let mut s = server.connect();
+        let mut served = Vec::new();
+        for name in ["a", "b", "a", "c", "a", "b", "f1048576"] {
+            let r = get(&mut s, &format!("/{name}.bin"));
+            assert_eq!(r.status, 200);
+            served.push(r.body.len());
+        }
+        let stats = server.stop();
+        // a, b miss; a hits; c evicts b; a hits; b evicts c; the 1 MiB file is too large.
+        assert_eq!(served, [1000, 1000, 1000, 1000, 1000, 1000, 1 << 20]);
+        assert_eq!(cache_count(&stats, "hits"), 2, "{mode:?}: {stats}");
+        assert_eq!(cache_count(&stats, "evictions"), 2, "{mode:?}");
+        assert_eq!(cache_count(&stats, "entries"), 2, "{mode:?}");
+        assert_eq!(cache_count(&stats, "used_bytes"), 2012, "{mode:?}");
+        assert_eq!(stats["cache"]["refused"]["too_large"], 1, "{mode:?}");
+    }
 }

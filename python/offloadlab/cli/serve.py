@@ -95,6 +95,20 @@ def serve_cmd(
         "--stats-endpoint", help="Answer GET /.offload/stats with the stats document.")
     ] = False,
     seed: Annotated[int, typer.Option(help="Seed of the --work draws.")] = 1,
+    app_offload: Annotated[str | None, typer.Option(
+        help="cache: a reverse-proxy object cache in front of the application (seed 001), "
+             "on the engine with --mode engine (set-up C) or on the host thread with "
+             "--mode inline (set-up B).")] = None,
+    cache_size: Annotated[str, typer.Option(
+        help="The cache's budget; each entry is charged its path's and body's length.")
+    ] = "10MiB",
+    cache_policy: Annotated[str, typer.Option(
+        help="The cache's replacement policy: lru, lfu or gdsf.")] = "lru",
+    cache_max_object: Annotated[str, typer.Option(
+        help="Larger bodies are never stored.")] = "1MiB",
+    max_age: Annotated[int, typer.Option(
+        help="Cache-Control max-age of static files, seconds (0: a cache revalidates "
+             "every use).")] = 3600,
 ) -> None:
     """Serve ROOT over HTTP/1.0 and 1.1 until Ctrl-C or SIGTERM, then print a summary."""
     from offloadlab import _core
@@ -110,6 +124,8 @@ def serve_cmd(
         idle_timeout_s=flag_time("--idle-timeout", idle_timeout), stats_path=stats,
         stats_interval_s=flag_time("--stats-interval", stats_interval),
         stats_endpoint=stats_endpoint, handoff=handoff, handoff_limit=handoff_limit,
+        app_offload=app_offload, cache_size=cache_size, cache_policy=cache_policy,
+        cache_max_object=cache_max_object, max_age=max_age,
         **watermark_option(watermarks))
     control = _core.ServerControl()
     with server.stop_on_signals(control):
@@ -146,6 +162,10 @@ def summary_line(doc: dict) -> str:
             f"host CPU {us(per['host_cpu_s'])} µs/request")
     if has_engine(doc):
         text += f", engine CPU {us(per['engine_cpu_s'])} µs/request"
+    if cache := doc.get("cache"):
+        served = cache["hits"] + cache["revalidated"]
+        text += (f"; cache {served:,} hits, {cache['misses']:,} misses "
+                 f"({cache['entries']:,} entries, {cache['used_bytes']:,} B)")
     if engine["failed"]:
         text += (f"; the engine failed after {engine['takeover_after_s']:.1f} s "
                  f"({engine['takeover_reason']}) and the host took over")

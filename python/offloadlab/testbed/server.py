@@ -36,8 +36,11 @@ from offloadlab.background import watched
 from offloadlab.errors import InputError, RunError, require
 from offloadlab.handoff import policy
 from offloadlab.sim.run import to_core
+from offloadlab.workload.fileset import parse_bytes
 
 MODES = ("inline", "engine", "uring", "handoff")
+APP_OFFLOADS = ("cache",)
+CACHE_POLICIES = ("lru", "lfu", "gdsf")
 ENGINE_WAITS = ("poll", "adaptive")
 FAULTS = ("stall", "panic")
 # Size classes placement distinguishes at most.
@@ -67,6 +70,14 @@ class ServerOptions:
     bytes (class c holds objects up to ``placement[c]``; one more class above the last
     edge); the engine keeps a share ``fractions[c]`` of class c's new connections (None:
     none), and a controller may change them while the server runs (``Running.control``).
+
+    Application offload (seed 001): ``app_offload="cache"`` puts a reverse-proxy object
+    cache in front of the application, on the engine in engine mode (set-up C) or on the
+    host thread in inline mode (set-up B). ``cache_size`` is its byte budget (each entry
+    is charged its path's and its body's length), ``cache_policy`` lru, lfu or gdsf, and
+    bodies above ``cache_max_object`` are not stored; sizes take units, e.g. ``"10MiB"``.
+    ``max_age`` is the ``Cache-Control: max-age`` of static files, in seconds (0: the
+    cache revalidates every use with the application).
     """
 
     root: Path
@@ -96,6 +107,11 @@ class ServerOptions:
     watermarks: tuple[int, int, int, int] = _core.TESTBED_WATERMARKS
     placement: tuple[int, ...] | None = None
     fractions: tuple[float, ...] | None = None
+    max_age: int = 3600
+    app_offload: str | None = None
+    cache_size: int | str = "10MiB"
+    cache_policy: str = "lru"
+    cache_max_object: int | str = "1MiB"
 
     def check(self) -> None:
         """Raise :class:`InputError` for the first field that cannot work."""
@@ -115,6 +131,7 @@ class ServerOptions:
         self._check_stats_path()
         self._check_fault()
         self._check_handoff()
+        self._check_cache()
 
     def address(self) -> str:
         """The IP address to listen on (a host name resolved); loopback unless allowed."""
@@ -218,6 +235,37 @@ class ServerOptions:
         require(all(_finite(f) and 0 <= f <= 1 for f in fractions),
                 f"fractions {list(fractions)}: each must be in [0, 1]")
 
+    def _check_cache(self) -> None:
+        require(_is_int(self.max_age) and 0 <= self.max_age < 2**32,
+                f"max_age={self.max_age!r}: use whole seconds >= 0")
+        if self.app_offload is None:
+            return
+        require(self.app_offload in APP_OFFLOADS,
+                f"app_offload {self.app_offload!r}: use {', '.join(APP_OFFLOADS)} or none")
+        require(self.mode in ("inline", "engine"),
+                f"app_offload: the cache runs on the engine (mode 'engine', seed 001's "
+                f"set-up C) or on the host thread (mode 'inline', set-up B), not in "
+                f"{self.mode!r} mode")
+        require(self.cache_policy in CACHE_POLICIES,
+                f"cache_policy {self.cache_policy!r}: use {', '.join(CACHE_POLICIES)}")
+        size, largest = self.cache_bytes()
+        require(size >= 1, f"cache_size={self.cache_size!r}: give a budget of at least 1 "
+                           "byte, e.g. 10MiB")
+        require(largest >= 1, f"cache_max_object={self.cache_max_object!r}: give a size "
+                              "of at least 1 byte, e.g. 1MiB")
+
+    def cache_args(self) -> tuple[int, str, int] | None:
+        """The cache as ``_core.serve`` takes it (None without one)."""
+        if self.app_offload is None:
+            return None
+        size, largest = self.cache_bytes()
+        return size, self.cache_policy, largest
+
+    def cache_bytes(self) -> tuple[int, int]:
+        """The cache's budget and largest object, in bytes."""
+        return (parse_bytes(self.cache_size, "cache_size"),
+                parse_bytes(self.cache_max_object, "cache_max_object"))
+
     def placement_fractions(self) -> tuple[float, ...]:
         if self.fractions is not None:
             return tuple(self.fractions)
@@ -251,7 +299,9 @@ class ServerOptions:
             fault=self.fault, handoff=self.handoff_args(),
             placement=None if self.placement is None else (
                 [int(e) for e in self.placement],
-                [float(f) for f in self.placement_fractions()]))
+                [float(f) for f in self.placement_fractions()]),
+            max_age=self.max_age,
+            cache=self.cache_args())
 
     def replace(self, **changes) -> ServerOptions:
         return dataclasses.replace(self, **changes)

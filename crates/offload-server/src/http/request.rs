@@ -35,6 +35,21 @@ pub struct Head {
     pub keep_alive: bool,
     /// Bytes of the buffer this request used (head only: bodies are refused).
     pub len: usize,
+    /// The first entity tag of `If-None-Match` in the form this server issues
+    /// (`"` + 16 hex digits + `"`, weak or not); other tags can never match, so they are
+    /// left out.
+    pub if_none_match: Option<u64>,
+    /// A dynamic page: the query asked for application work (`work=MICROSECONDS`).
+    pub dynamic: Option<Dynamic>,
+}
+
+/// What a dynamic page's query asks of the origin: `?work=MICROSECONDS[&cacheable=1]`.
+/// The page's body is the file at the path, produced after `work_us` of CPU.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Dynamic {
+    pub work_us: u32,
+    /// The origin marks the page cacheable (otherwise `Cache-Control: no-store`).
+    pub cacheable: bool,
 }
 
 /// The outcome of [`parse`].
@@ -190,6 +205,10 @@ fn accept(req: &httparse::Request, len: usize, path: &mut Vec<u8>) -> Result<Hea
         .position(|&b| b == b'?')
         .unwrap_or(target.len());
     percent_decode(&target[..end], path).ok_or(Status::BAD_REQUEST)?;
+    let dynamic = match target.get(end + 1..) {
+        Some(query) => dynamic(query)?,
+        None => None,
+    };
 
     let fields = Fields::scan(req.headers)?;
     if fields.hosts > 1 || (minor >= 1 && fields.hosts == 0) {
@@ -208,6 +227,43 @@ fn accept(req: &httparse::Request, len: usize, path: &mut Vec<u8>) -> Result<Hea
         minor,
         keep_alive,
         len,
+        if_none_match: fields.if_none_match,
+        dynamic,
+    })
+}
+
+/// The dynamic-page parameters of a query; None when it has no `work`. Other
+/// parameters are ignored; a `work` that is not a number of microseconds is a 400.
+fn dynamic(query: &[u8]) -> Result<Option<Dynamic>, Status> {
+    let mut work_us = None;
+    let mut cacheable = false;
+    for pair in query.split(|&b| b == b'&') {
+        let (name, value) = match pair.iter().position(|&b| b == b'=') {
+            Some(at) => (&pair[..at], &pair[at + 1..]),
+            None => (pair, &b""[..]),
+        };
+        match name {
+            b"work" => {
+                let digits = std::str::from_utf8(value).map_err(|_| Status::BAD_REQUEST)?;
+                work_us = Some(digits.parse::<u32>().map_err(|_| Status::BAD_REQUEST)?);
+            }
+            b"cacheable" => cacheable = value == b"1",
+            _ => {}
+        }
+    }
+    Ok(work_us.map(|work_us| Dynamic { work_us, cacheable }))
+}
+
+/// The tag of an `If-None-Match` list that this server could have issued, if any.
+pub(crate) fn our_tag(list: &[u8]) -> Option<u64> {
+    list.split(|&b| b == b',').find_map(|tag| {
+        let tag = tag.trim_ascii();
+        let tag = tag.strip_prefix(b"W/").unwrap_or(tag);
+        let hex = tag.strip_prefix(b"\"")?.strip_suffix(b"\"")?;
+        if hex.len() != 16 {
+            return None;
+        }
+        u64::from_str_radix(std::str::from_utf8(hex).ok()?, 16).ok()
     })
 }
 
@@ -221,6 +277,7 @@ struct Fields {
     has_body: bool,
     close: bool,
     keep_alive: bool,
+    if_none_match: Option<u64>,
 }
 
 impl Fields {
@@ -239,6 +296,8 @@ impl Fields {
                     Some(first) if first != digits => return Err(Status::BAD_REQUEST),
                     _ => length = Some(digits),
                 }
+            } else if name.eq_ignore_ascii_case(b"if-none-match") {
+                fields.if_none_match = fields.if_none_match.or(our_tag(h.value));
             } else if name.eq_ignore_ascii_case(b"transfer-encoding") {
                 fields.chunked = true;
             } else if name.eq_ignore_ascii_case(b"connection") {
@@ -340,10 +399,61 @@ mod tests {
                 method: Method::Get,
                 minor: 1,
                 keep_alive: true,
-                len: buf.len()
+                len: buf.len(),
+                if_none_match: None,
+                dynamic: None,
             }
         );
         assert_eq!(path, b"/index.html");
+    }
+
+    #[test]
+    fn if_none_match_keeps_the_first_tag_of_our_form() {
+        let tag = |value: &str| {
+            let buf = format!("GET / HTTP/1.1\r\nHost: a\r\nIf-None-Match: {value}\r\n\r\n");
+            done(buf.as_bytes()).0.if_none_match
+        };
+        assert_eq!(tag("\"00000000000000ff\""), Some(255));
+        assert_eq!(tag("W/\"00000000000000Ff\""), Some(255));
+        assert_eq!(tag("\"x\", \"0000000000000010\""), Some(16));
+        assert_eq!(tag("*"), None);
+        assert_eq!(tag("\"ff\""), None);
+        assert_eq!(
+            done(b"GET / HTTP/1.1\r\nHost: a\r\n\r\n").0.if_none_match,
+            None
+        );
+    }
+
+    #[test]
+    fn a_work_query_makes_a_dynamic_page() {
+        let dynamic = |target: &str| {
+            let buf = format!("GET {target} HTTP/1.1\r\nHost: a\r\n\r\n");
+            done(buf.as_bytes()).0.dynamic
+        };
+        assert_eq!(dynamic("/p?x=1"), None);
+        assert_eq!(
+            dynamic("/p?work=250"),
+            Some(Dynamic {
+                work_us: 250,
+                cacheable: false
+            })
+        );
+        assert_eq!(
+            dynamic("/p?a&work=0&cacheable=1"),
+            Some(Dynamic {
+                work_us: 0,
+                cacheable: true
+            })
+        );
+        for bad in [
+            "/p?work=",
+            "/p?work=-1",
+            "/p?work=1.5",
+            "/p?work=99999999999",
+        ] {
+            let buf = format!("GET {bad} HTTP/1.1\r\nHost: a\r\n\r\n");
+            assert_eq!(status(buf.as_bytes()), Status::BAD_REQUEST, "{bad}");
+        }
     }
 
     #[test]

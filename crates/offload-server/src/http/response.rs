@@ -80,7 +80,7 @@ pub fn head(
 }
 
 /// [`head`] with `extra`, whole header lines ending in CRLF, before Connection.
-fn head_with(
+pub fn head_with(
     out: &mut Vec<u8>,
     status: Status,
     content_type: &str,
@@ -174,7 +174,24 @@ fn digits(mut n: u64) -> usize {
 }
 
 /// Appends `n` in decimal, through a stack buffer rather than the formatting machinery.
-fn push_u64(out: &mut Vec<u8>, mut n: u64) {
+/// Appends `ETag: "<16 hex digits>"` and its CRLF.
+pub fn etag(out: &mut Vec<u8>, tag: u64) {
+    const HEX: &[u8; 16] = b"0123456789abcdef";
+    out.extend_from_slice(b"ETag: \"");
+    for shift in (0..16).rev() {
+        out.push(HEX[(tag >> (4 * shift)) as usize & 0xf]);
+    }
+    out.extend_from_slice(b"\"\r\n");
+}
+
+/// Appends `Cache-Control: max-age=<seconds>` and its CRLF.
+pub fn max_age(out: &mut Vec<u8>, seconds: u64) {
+    out.extend_from_slice(b"Cache-Control: max-age=");
+    push_u64(out, seconds);
+    out.extend_from_slice(b"\r\n");
+}
+
+pub fn push_u64(out: &mut Vec<u8>, mut n: u64) {
     let mut buf = [0u8; 20]; // u64::MAX has 20 digits
     let mut at = buf.len();
     loop {

@@ -7,6 +7,8 @@ pub struct Status(pub u16);
 impl Status {
     /// The file follows.
     pub const OK: Status = Status(200);
+    /// The client's copy, named by `If-None-Match`, is still the file.
+    pub const NOT_MODIFIED: Status = Status(304);
     /// Malformed request line, target or headers.
     pub const BAD_REQUEST: Status = Status(400);
     /// No such file inside the document root.
@@ -30,6 +32,7 @@ impl Status {
     pub fn reason(self) -> &'static str {
         match self.0 {
             200 => "OK",
+            304 => "Not Modified",
             400 => "Bad Request",
             404 => "Not Found",
             405 => "Method Not Allowed",

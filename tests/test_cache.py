@@ -1,0 +1,89 @@
+"""Seed 001's object cache on the live server, against an independent model of it.
+
+A Zipf-popular request trace goes through the real server, with the cache on the engine
+(set-up C) and on the host thread (set-up B). Every body must be byte-exact, and the
+server's hits, misses, evictions and bytes must equal those of a plain LRU written here
+from the cache's stated rules: key = path, charge = path length + body length, bodies
+above the largest object never stored.
+"""
+
+from __future__ import annotations
+
+import http.client
+from collections import OrderedDict
+
+import numpy as np
+import pytest
+
+from offloadlab.testbed.server import ServerOptions, running
+
+N_FILES = 60
+REQUESTS = 1500
+BUDGET = 256 * 1024
+LARGEST = 48 * 1024
+
+
+@pytest.fixture(scope="module")
+def trace(tmp_path_factory):
+    """A document root of files of spread sizes, and a Zipf(0.8) trace over them."""
+    root = tmp_path_factory.mktemp("cache-root")
+    rng = np.random.default_rng(11)
+    sizes = np.minimum(rng.lognormal(np.log(6000), 1.2, N_FILES).astype(int) + 1, 200_000)
+    files = {}
+    for i, size in enumerate(sizes):
+        path = f"/o{i}.bin"
+        files[path] = rng.integers(0, 256, size, dtype=np.uint8).tobytes()
+        (root / path[1:]).write_bytes(files[path])
+    weights = 1.0 / np.arange(1, N_FILES + 1) ** 0.8
+    picks = rng.choice(N_FILES, REQUESTS, p=weights / weights.sum())
+    return root, files, [f"/o{i}.bin" for i in picks]
+
+
+def lru(paths, sizes, budget, largest):
+    """Which requests an LRU cache over ``paths`` answers, and its evictions, entries
+    and bytes used at the end."""
+    entries: OrderedDict[str, int] = OrderedDict()
+    used = evictions = 0
+    hit = []
+    for path in paths:
+        hit.append(path in entries)
+        if hit[-1]:
+            entries.move_to_end(path)
+            continue
+        charge = len(path) + sizes[path]
+        if sizes[path] > largest or charge > budget:
+            continue
+        while used + charge > budget:
+            used -= entries.popitem(last=False)[1]
+            evictions += 1
+        entries[path] = charge
+        used += charge
+    return hit, dict(evictions=evictions, entries=len(entries), used_bytes=used)
+
+
+@pytest.mark.parametrize("mode", ["engine", "inline"], ids=["set-up C", "set-up B"])
+def test_the_live_cache_matches_an_independent_lru_and_serves_exact_bytes(trace, mode):
+    root, files, paths = trace
+    options = ServerOptions(root, mode=mode, app_offload="cache", cache_size=BUDGET,
+                            cache_max_object=LARGEST, cache_policy="lru")
+    with running(options) as server:
+        conn = http.client.HTTPConnection(server.host, server.port, timeout=10)
+        for path in paths:
+            conn.request("GET", path)
+            response = conn.getresponse()
+            body = response.read()
+            assert response.status == 200 and body == files[path], path
+        conn.close()
+    cache = server.final["cache"]
+    sizes = {p: len(b) for p, b in files.items()}
+    hit, expected = lru(paths, sizes, BUDGET, LARGEST)
+    hits = sum(hit)
+    expected |= dict(hits=hits, misses=REQUESTS - hits,
+                     bytes_from_cache=sum(sizes[p] for p, h in zip(paths, hit) if h),
+                     too_large=sum(sizes[p] > LARGEST for p in paths))
+    got = {k: cache[k] for k in expected if k in cache}
+    got["hits"] += cache["revalidated"]
+    got["too_large"] = cache["refused"]["too_large"]
+    assert got == expected
+    assert expected["evictions"] > 50 and 0.3 < hits / REQUESTS < 0.95
+    assert server.final["requests"] == REQUESTS - hits  # the application saw only misses
