@@ -1,4 +1,5 @@
-"""Seed 001's object cache on the live server, against an independent model of it.
+"""Seed 001's object cache on the live server, against an independent model of it, and
+the dynamic pages of session streams, which it must never store.
 
 A Zipf-popular request trace goes through the real server, with the cache on the engine
 (set-up C) and on the host thread (set-up B). Every body must be byte-exact, and the
@@ -15,7 +16,10 @@ from collections import OrderedDict
 import numpy as np
 import pytest
 
+from offloadlab.testbed import load
 from offloadlab.testbed.server import ServerOptions, running
+from offloadlab.workload import fileset, stream
+from offloadlab.workload.specs import FileSetSpec
 
 N_FILES = 60
 REQUESTS = 1500
@@ -79,7 +83,7 @@ def test_the_live_cache_matches_an_independent_lru_and_serves_exact_bytes(trace,
     hit, expected = lru(paths, sizes, BUDGET, LARGEST)
     hits = sum(hit)
     expected |= dict(hits=hits, misses=REQUESTS - hits,
-                     bytes_from_cache=sum(sizes[p] for p, h in zip(paths, hit) if h),
+                     bytes_from_cache=sum(sizes[p] for p, h in zip(paths, hit, strict=True) if h),
                      too_large=sum(sizes[p] > LARGEST for p in paths))
     got = {k: cache[k] for k in expected if k in cache}
     got["hits"] += cache["revalidated"]
@@ -87,3 +91,24 @@ def test_the_live_cache_matches_an_independent_lru_and_serves_exact_bytes(trace,
     assert got == expected
     assert expected["evictions"] > 50 and 0.3 < hits / REQUESTS < 0.95
     assert server.final["requests"] == REQUESTS - hits  # the application saw only misses
+
+
+def test_session_pages_reach_the_application_as_dynamic_work_and_are_never_cached(
+        tmp_path):
+    site = tmp_path / "site"
+    fileset.materialise(fileset.generate(FileSetSpec(name="s", n_files=30, seed=2)), site)
+    s = stream.sessions(site, "support", clients=4, sessions=3, think="det(1ms)",
+                        embedded=4, app_work="det(300us)", seed=3)
+    pages = int(s.frame["dynamic"].sum())
+    options = ServerOptions(site, mode="engine", app_offload="cache")
+    with running(options) as server:
+        result = load.run(server.url, s, site, records=True)
+    assert (result["completed"], result["failed"]) == (len(s), 0)  # bodies verified
+    dynamic = result.records["path"].str.endswith("?work=300")
+    assert dynamic.sum() == pages > 0
+    doc = server.final
+    cache = doc["cache"]
+    assert cache["refused"]["uncacheable"] == pages  # no-store, every time
+    assert cache["hits"] + cache["misses"] == len(s)
+    app_s = doc["per_request"]["app_cpu_s"] * doc["requests"]
+    assert app_s == pytest.approx(pages * 300e-6, rel=0.1)

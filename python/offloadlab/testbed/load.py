@@ -5,6 +5,10 @@ object, on which connection; the file set's manifest says each object's size, cl
 and SHA-256, so every response is checked. The generator measures open-loop latency
 from each request's *intended* send time (no coordinated omission). :func:`steps` runs
 rising Poisson rates until p99 or the error rate passes a bound (a saturation search).
+
+A session stream's dynamic requests go out as ``PATH?work=MICROSECONDS``: the testbed
+server burns that much CPU for them, as a page's script would, and answers with the file
+at the path, so the body is checked like any other (see ``docs/testbed.md``).
 """
 
 from __future__ import annotations
@@ -123,11 +127,12 @@ def run(target: str | Target, requests: Stream, objects, *, threads: int | None 
     times = frame["think_s" if closed else "time_s"].to_numpy(float)
     if max_duration_s is None:
         max_duration_s = _default_bound(requests, times, timeout_s)
+    targets, index = _targets(manifest, frame, index)
     args = dict(
         addr=target.addr, host=target.host, allow_remote=allow_remote,
-        objects=[(f"{target.prefix}{p}", int(s), str(c or ""), int(k))
-                 for p, s, c, k in zip(manifest["path"], manifest["size_bytes"],
-                                       manifest["checksum"], manifest["class"], strict=True)],
+        objects=[(f"{target.prefix}{t}", int(s), str(c or ""), int(k))
+                 for t, s, c, k in zip(targets["path"], targets["size_bytes"],
+                                       targets["checksum"], targets["class"], strict=True)],
         at_s=times.tolist(), object=index.tolist(),
         conn=frame["conn_id"].to_numpy(np.int64).tolist(),
         keep_alive=frame["keep_alive"].to_numpy(bool).tolist(),
@@ -143,11 +148,29 @@ def run(target: str | Target, requests: Stream, objects, *, threads: int | None 
     table = None
     if "records" in out:
         table = pd.DataFrame(out["records"])
-        table["path"] = manifest["path"].to_numpy()[table["object"]]
-        table["class"] = manifest["class"].to_numpy()[table["object"]]
+        table["path"] = targets["path"].to_numpy()[table["object"]]
+        table["class"] = targets["class"].to_numpy()[table["object"]]
         table["error"] = table["error"].map(lambda e: ERROR_NAMES.get(e, "unfinished")
                                             if e else "")
     return LoadResult(target.addr, json.loads(out["report"]), table)
+
+
+def _targets(manifest: pd.DataFrame, frame: pd.DataFrame,
+             index: np.ndarray) -> tuple[pd.DataFrame, np.ndarray]:
+    """What the generator requests: the manifest's objects, then one ``PATH?work=US``
+    per distinct (object, work) of the stream's dynamic requests, and each request's
+    row in that table."""
+    if "dynamic" not in frame or not frame["dynamic"].any():
+        return manifest, index
+    dynamic = frame["dynamic"].to_numpy(bool)
+    work_us = np.rint(frame["app_work_s"].to_numpy(float)[dynamic] * 1e6).astype(np.int64)
+    pairs, inverse = np.unique(np.stack([index[dynamic], work_us]), axis=1,
+                               return_inverse=True)
+    pages = manifest.iloc[pairs[0]].reset_index(drop=True)
+    pages["path"] = [f"{p}?work={w}" for p, w in zip(pages["path"], pairs[1], strict=True)]
+    index = index.copy()
+    index[dynamic] = len(manifest) + inverse.ravel()
+    return pd.concat([manifest, pages], ignore_index=True), index
 
 
 def _default_bound(requests: Stream, times: np.ndarray, timeout_s: float) -> float:
