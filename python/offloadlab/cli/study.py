@@ -67,9 +67,40 @@ def study_cmd(
     handoff_slowdown: Annotated[float, typer.Option(
         help="The handoff experiment's engine slowdown (6: an engine 7 times slower).")
     ] = HANDOFF_SLOWDOWN,
+    preset: Annotated[str, typer.Option(
+        help="seed000: protocol offload per size class (the default study); appcache: "
+             "seed 001's object cache, set-ups A, B and C under SPECweb2005-like "
+             "sessions (the flags below).")] = "seed000",
+    workload: Annotated[str, typer.Option(
+        help="appcache: the session mix: support, ecommerce or banking.")] = "support",
+    think: Annotated[str, typer.Option(help="appcache: think time between pages.")
+                     ] = "exp(mean=10s)",
+    sessions: Annotated[str | None, typer.Option(
+        help="appcache: session counts, e.g. 5,50,100 (default: the budget's).")] = None,
+    cache_sizes: Annotated[str | None, typer.Option(
+        help="appcache: cache sizes in MiB, e.g. 1,10,100,1000 (default: the budget's).")
+    ] = None,
+    cache_policy: Annotated[str, typer.Option(
+        help="appcache: replacement policy, lru, lfu or gdsf.")] = "lru",
+    files_per_session: Annotated[int, typer.Option(
+        help="appcache: files the sessions draw from, per session (the set scales).")] = 25,
+    time_good: Annotated[str, typer.Option(
+        help="appcache: SPECweb2005's Time_Good (95 % of pages within it).")] = "3s",
+    time_tolerable: Annotated[str, typer.Option(
+        help="appcache: Time_Tolerable (99 % of pages within it).")] = "5s",
+    search: Annotated[bool, typer.Option(
+        "--search/--no-search",
+        help="appcache: also search each set-up's most sessions within the QoS.")] = True,
 ) -> None:
     """Calibrate the model on the testbed, predict with model and simulator, measure the
-    rate sweep, and report whether offload helps, per class."""
+    rate sweep, and report whether offload helps, per class (--preset appcache: seed
+    001's object cache instead)."""
+    if preset == "appcache":
+        return _appcache(out_dir, fileset_dir, budget, run_length, work, seed, host_core,
+                         engine_core, workload, think, sessions, cache_sizes, cache_policy,
+                         files_per_session, time_good, time_tolerable, search)
+    if preset != "seed000":
+        raise InputError(f"--preset {preset!r}: use seed000 or appcache")
     chosen = None if classes is None else _plan().parse_classes(classes)
     study(out_dir, fileset_dir, chosen, modes, budget, work, run_length, seed, host_core,
           engine_core, mix, handoff_slowdown if with_handoff else None)
@@ -91,6 +122,23 @@ def _plan():
     from offloadlab.study import plan
 
     return plan
+
+
+def _appcache(out_dir, fileset_dir, budget, run_length, work, seed, host_core, engine_core,
+              workload, think, sessions, cache_sizes, cache_policy, files_per_session,
+              time_good, time_tolerable, search) -> None:
+    from offloadlab.cli import appcache
+
+    cores = _plan().default_cores()
+    host = cores[0] if host_core is None else host_core
+    exp_args = dict(
+        workload=workload, think=think, files_per_session=files_per_session,
+        cache_policy=cache_policy, time_good_s=flag_time("--time-good", time_good),
+        time_tolerable_s=flag_time("--time-tolerable", time_tolerable), work=work,
+        host_core=host, engine_core=cores[1] if engine_core is None else engine_core,
+        generator_core=host, search=search, seed=seed)
+    appcache.study(out_dir, fileset_dir, exp_args, budget, sessions, cache_sizes,
+                   flag_time("--run-length", run_length))
 
 
 def study(out_dir: Path, fileset_dir: Path | None, classes, modes: str, budget: str,

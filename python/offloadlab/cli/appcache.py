@@ -1,0 +1,125 @@
+"""``offload study --preset appcache``: seed 001's object cache on the testbed, set-ups
+A, B and C under SPECweb2005-like sessions (:mod:`offloadlab.testbed.appcache`)."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from pathlib import Path
+
+from rich.table import Table
+
+from offloadlab.cli.common import err, out
+from offloadlab.errors import InputError
+from offloadlab.report import appcache as figure
+from offloadlab.report.format import ms
+from offloadlab.report.handoff import DPI
+from offloadlab.results import write_atomic, write_json
+from offloadlab.testbed import appcache
+
+
+def parse_sizes(text: str | None, what: str) -> tuple[float, ...] | None:
+    """``"1,10,100"`` as numbers > 0 (None stays None)."""
+    if text is None:
+        return None
+    try:
+        values = tuple(float(v) for v in text.split(","))
+    except ValueError:
+        values = ()
+    if not values or not all(v > 0 for v in values):
+        raise InputError(f"{what} {text!r}: give numbers > 0, comma-separated, e.g. 1,10,100")
+    return values
+
+
+def study(out_dir: Path, fileset_dir: Path | None, exp_args: dict, budget: str,
+          sessions: str | None, cache_sizes: str | None,
+          measure_s: float | None = None) -> None:
+    """Runs the experiment and writes points.csv, probes.csv, summary.json and the
+    figure to ``out_dir``. ``sessions``, ``cache_sizes`` and ``measure_s`` override the
+    budget's."""
+    chosen = appcache.budget(budget)
+    if measure_s is not None:
+        chosen = replace(chosen, measure_s=measure_s)
+    counts = parse_sizes(sessions, "--sessions")
+    if counts is not None:
+        if not all(c == int(c) for c in counts):
+            raise InputError(f"--sessions {sessions!r}: give whole numbers, e.g. 5,50,100")
+        chosen = replace(chosen, sessions=tuple(map(int, counts)))
+    sizes = parse_sizes(cache_sizes, "--cache-sizes")
+    if sizes is not None:
+        chosen = replace(chosen, cache_mib=sizes)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    if fileset_dir is None:
+        err.print("writing the scaling file set …")
+        fileset_dir = appcache.generated_fileset(
+            out_dir / "fileset", chosen.sessions, exp_args["files_per_session"],
+            exp_args["seed"])
+    exp = appcache.Experiment(root=fileset_dir, manifest=appcache.read_fileset(fileset_dir),
+                              budget=chosen, **exp_args)
+    exp.check()
+    runs = len(chosen.sessions) * (1 + 2 * len(chosen.cache_mib))
+    err.print(f"appcache: {runs} runs of {chosen.measure_s:g} s"
+              + (", then the search for the most compliant sessions" if exp.search else ""),
+              highlight=False)
+    result = appcache.run(exp, progress=_say)
+    write_atomic(out_dir / "points.csv", lambda p: result.points.to_csv(p, index=False))
+    if result.probes is not None:
+        write_atomic(out_dir / "probes.csv", lambda p: result.probes.to_csv(p, index=False))
+    written = []
+    fig = figure.figure(result.points, exp.operating)
+    if fig is not None:
+        path = out_dir / "appcache.png"
+        write_atomic(path, lambda tmp: fig.savefig(tmp, dpi=DPI, format="png"))
+        written.append(path.name)
+    write_json(out_dir / "summary.json", {**result.summary(), "figures": written})
+    out.print(hit_table(result))
+    out.print(setup_table(result))
+    if exp.search:
+        out.print(search_line(result), highlight=False)
+    out.print(f"wrote {out_dir}/: points.csv, summary.json"
+              + (", probes.csv" if result.probes is not None else "")
+              + "".join(f", {w}" for w in written))
+
+
+def _say(what: str, done: int, total: int) -> None:
+    if what:
+        err.print(f"[dim]{done + 1}/{total}: {what}[/]", highlight=False)
+
+
+def hit_table(result: appcache.Result) -> Table:
+    table = result.hit_table("C")
+    t = Table("sessions", *(f"{c:g} MiB" for c in table.columns),
+              title="Hit rate (%), cache on the engine (seed 001 Table 4.4: 95.0 / 94.1 / "
+                    "93.1 % at 5 / 50 / 100 sessions with 10 MiB)")
+    for n, row in table.iterrows():
+        t.add_row(str(n), *(f"{v:.2f}" if v == v else "" for v in row))
+    return t
+
+
+def setup_table(result: appcache.Result) -> Table:
+    exp = result.experiment
+    p = result.points
+    at = p[(p["setup"] == "A") | (p["cache_mib"] == exp.operating)]
+    t = Table("set-up", "sessions", "hit %", "host CPU %", "engine CPU %", "page ms",
+              "request ms", "MB/s", f"≤{exp.time_good_s:g} s", f"≤{exp.time_tolerable_s:g} s",
+              "errors", title=f"A server alone, B cache on the host, C cache on the engine "
+                              f"(B, C at {exp.operating:g} MiB)")
+    for r in at.sort_values(["sessions", "setup"]).to_dict("records"):
+        t.add_row(r["setup"], str(r["sessions"]), _pct(r["hit_rate"]), _pct(r["host_util"]),
+                  _pct(r["engine_util"]), ms(r["page_mean_s"]), ms(r["request_mean_s"]),
+                  f"{r['byte_rate'] / 1e6:.2f}", _pct(r["good"]), _pct(r["tolerable"]),
+                  _pct(r["error_share"]))
+    return t
+
+
+def search_line(result: appcache.Result) -> str:
+    parts = []
+    for setup in appcache.SETUPS:
+        n = result.most_sessions.get(setup)
+        parts.append(f"{setup} {'none' if n is None else f'{n:,}'}")
+    exp = result.experiment
+    return (f"most sessions within SPECweb2005's QoS (95 % of pages ≤ {exp.time_good_s:g} s, "
+            f"99 % ≤ {exp.time_tolerable_s:g} s, ≤ 0.5 % errors): " + ", ".join(parts))
+
+
+def _pct(x) -> str:
+    return "" if x is None or x != x else f"{100 * x:.1f}"

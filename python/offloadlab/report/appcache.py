@@ -1,0 +1,72 @@
+"""The figure of seed 001's experiment (:mod:`offloadlab.testbed.appcache`):
+
+- the hit rate against the cache size, one line per session count (the graph of Table
+  4.4);
+- by sessions, for set-ups A, B and C (B and C at the operating cache size):
+  - the host's CPU utilisation, with the engine's for C (Figures 4.4-4.6, averaged);
+  - the mean page time (Figure 4.7);
+  - the byte rate (Figure 4.8).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+from matplotlib.axes import Axes
+from matplotlib.figure import Figure
+from matplotlib.ticker import NullFormatter, ScalarFormatter
+
+from offloadlab.report.plots import ENGINE, HOST, HOST_ALONE
+
+COLORS = {"A": HOST_ALONE, "B": "tab:orange", "C": HOST}
+
+
+def figure(points: pd.DataFrame, operating_mib: float) -> Figure | None:
+    if points.empty:
+        return None
+    fig = Figure(figsize=(11, 8), layout="constrained")
+    hits, cpu, page, rate = fig.subplots(2, 2).ravel()
+    _hits(hits, points)
+    at = points[(points["setup"] == "A") | (points["cache_mib"] == operating_mib)]
+    _by_sessions(cpu, at, "host_util", 100, "host CPU (%)")
+    engine = at[at["setup"] == "C"].sort_values("sessions")
+    cpu.plot(engine["sessions"], engine["engine_util"] * 100, "s--", color=ENGINE,
+             label="C: engine")
+    cpu.legend(fontsize="small")
+    _by_sessions(page, at, "page_mean_s", 1e3, "mean page time (ms)")
+    _by_sessions(rate, at, "byte_rate", 1e-6, "byte rate (MB/s)")
+    fig.suptitle(f"Object cache: A server alone, B cache on the host, C cache on the "
+                 f"engine (B and C at {operating_mib:g} MiB)")
+    return fig
+
+
+def _hits(ax: Axes, points: pd.DataFrame) -> None:
+    for (setup, style) in (("C", "o-"), ("B", "x:")):
+        rows = points[points["setup"] == setup]
+        for i, (n, g) in enumerate(rows.groupby("sessions")):
+            g = g.sort_values("cache_mib")
+            ax.plot(g["cache_mib"], g["hit_rate"] * 100, style, color=f"C{i}",
+                    label=f"{setup}, {n} sessions")
+    ax.set_xscale("log")
+    ax.set_xlabel("cache size (MiB)")
+    ax.set_ylabel("hit rate (%)")
+    ax.set_title("hit rate (Table 4.4)")
+    ax.legend(fontsize="x-small", ncol=2)
+    ax.grid(True, alpha=0.3)
+
+
+def _by_sessions(ax: Axes, points: pd.DataFrame, column: str, scale: float,
+                 label: str) -> None:
+    for setup, color in COLORS.items():
+        rows = points[points["setup"] == setup].sort_values("sessions")
+        values = rows[column].astype(float) * scale
+        if np.isfinite(values).any():
+            ax.plot(rows["sessions"], values, "o-", color=color, label=setup)
+    ax.set_xscale("log")
+    ax.set_xticks(sorted(points["sessions"].unique()))
+    ax.xaxis.set_major_formatter(ScalarFormatter())
+    ax.xaxis.set_minor_formatter(NullFormatter())
+    ax.set_xlabel("sessions")
+    ax.set_ylabel(label)
+    ax.legend(fontsize="small")
+    ax.grid(True, alpha=0.3)

@@ -1,0 +1,369 @@
+"""Seed 001 on the testbed (``offload study --preset appcache``): a reverse-proxy object
+cache in front of the application, under SPECweb2005-like sessions, in three set-ups:
+
+- ``A``: the server alone (inline mode, no cache);
+- ``B``: the cache on the host thread, in front of the application (inline mode);
+- ``C``: the cache on the engine (engine mode): hits never reach the host.
+
+**The matrix.** Each point is one set-up, one number of sessions and one cache size (A
+has none). The sessions are closed-loop clients walking the page mix, with think times
+(:func:`offloadlab.workload.sessions.sessions`). Each page is one dynamic request (never
+cached) and its embedded static files.
+
+**The file set scales with the sessions**, as SPECweb2005's does. A run with ``n``
+sessions draws from the ``files_per_session × n`` most popular files of the file set,
+with their Zipf popularity.
+
+**Each run has two parts:**
+
+- **Warm-up.** The same page mix with no think time, ``warm_requests_per_file`` requests
+  per file. It is not measured, as SPECweb2005's warm-up phase primes the caches.
+- **Measurement.** The sessions with their think times, for ``measure_s``. Server-side
+  figures (CPU, cache counts) are the difference between a snapshot taken after the
+  warm-up and the final document.
+
+**What a point reports:**
+
+- the hit rate;
+- host and engine CPU (utilisation and per request);
+- mean request and page times;
+- the byte rate;
+- SPECweb2005's quality of service: the share of pages done within ``time_good_s`` and
+  within ``time_tolerable_s``. A point is *compliant* when these shares are at least 95 %
+  and 99 % and at most 0.5 % of requests fail.
+
+**The search.** For each set-up, it finds the most sessions that stay compliant (at
+the operating cache size for B and C). It doubles the sessions until a run fails, then
+bisects.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from offloadlab.errors import InputError, require
+from offloadlab.testbed import load
+from offloadlab.testbed.server import ServerOptions, running
+from offloadlab.workload import fileset, stream
+from offloadlab.workload.classes import MiB
+from offloadlab.workload.sessions import MIXES, SESSION_EMBEDDED
+
+SETUPS = ("A", "B", "C")
+SETUP_NAMES = {"A": "server alone", "B": "cache on the host", "C": "cache on the engine"}
+# SPECweb2005's page QoS: shares of pages within Time_Good and Time_Tolerable, and the
+# failed requests a compliant run may have (reference 001 §4.5).
+GOOD_SHARE, TOLERABLE_SHARE, MAX_ERROR_SHARE = 0.95, 0.99, 0.005
+# Reference 001 does not give Time_Good and Time_Tolerable [gap]; these are our defaults.
+TIME_GOOD_S, TIME_TOLERABLE_S = 3.0, 5.0
+# Most sessions the search tries.
+MAX_SESSIONS = 20_000
+# The load generator as in the other testbed experiments, checking each body's length.
+_LOAD = {"threads": 1, "verify": "length", "timeout_s": 10.0}
+POINT_COLUMNS = ("setup", "sessions", "cache_mib", "requests", "pages", "hit_rate",
+                 "host_util", "engine_util", "host_cpu_us", "engine_cpu_us",
+                 "request_mean_s", "page_mean_s", "byte_rate", "good", "tolerable",
+                 "error_share", "compliant")
+
+
+@dataclass(frozen=True)
+class Budget:
+    """How much to run: the session counts and cache sizes of the matrix, the length of
+    each measurement, and how many bisection steps the search takes."""
+
+    name: str
+    sessions: tuple[int, ...]
+    cache_mib: tuple[float, ...]
+    measure_s: float
+    search_steps: int
+
+
+BUDGETS = {
+    "quick": Budget("quick", (5, 50), (1, 10), 8.0, 2),
+    "standard": Budget("standard", (5, 50, 100, 200), (1, 10, 100, 1000), 20.0, 4),
+    "thorough": Budget("thorough", (5, 50, 100, 200, 400), (1, 10, 100, 1000), 60.0, 6),
+}
+
+
+def budget(name: str) -> Budget:
+    require(name in BUDGETS, f"budget {name!r}: use one of {', '.join(BUDGETS)}")
+    return BUDGETS[name]
+
+
+@dataclass(frozen=True)
+class Experiment:
+    """Seed 001's experiment on a file set (see the module notes)."""
+
+    root: Path
+    manifest: pd.DataFrame
+    budget: Budget
+    workload: str = "support"
+    think: str = "exp(mean=10s)"
+    files_per_session: int = 25
+    warm_requests_per_file: float = 3.0
+    #: Seed 001's 10 MB (see :attr:`operating`).
+    operating_mib: float = 10.0
+    cache_policy: str = "lru"
+    time_good_s: float = TIME_GOOD_S
+    time_tolerable_s: float = TIME_TOLERABLE_S
+    work: str | None = None
+    host_core: int | None = None
+    engine_core: int | None = None
+    generator_core: int | None = None
+    search: bool = True
+    seed: int = 1
+
+    def check(self) -> None:
+        require(self.workload in MIXES,
+                f"workload {self.workload!r}: use one of {', '.join(MIXES)}")
+        require(self.files_per_session >= 1,
+                f"files per session {self.files_per_session!r}: use a whole number >= 1")
+        require(self.warm_requests_per_file >= 0, "warm-up requests per file: use >= 0")
+        require(0 < self.time_good_s <= self.time_tolerable_s,
+                f"time good {self.time_good_s} s and tolerable {self.time_tolerable_s} s: "
+                "give 0 < good <= tolerable")
+        for mib in (*self.budget.cache_mib, self.operating_mib):
+            require(mib > 0, f"cache size {mib} MiB: use sizes > 0")
+        for setup in SETUPS:
+            self.options(setup, self.operating_mib).check()
+        stream.sessions(self.objects(1), self.workload, clients=1, sessions=1,
+                        think=self.think, seed=self.seed)  # checks the think time
+
+    @property
+    def operating(self) -> float:
+        """The matrix's cache size nearest ``operating_mib`` (by ratio): where B and C
+        are compared with A, and searched."""
+        return min(self.budget.cache_mib, key=lambda m: abs(math.log(m / self.operating_mib)))
+
+    def objects(self, sessions: int) -> pd.DataFrame:
+        """The files ``sessions`` sessions draw from: the most popular ones."""
+        n = min(len(self.manifest), self.files_per_session * sessions)
+        return self.manifest.sort_values("rank").head(n)
+
+    def options(self, setup: str, cache_mib: float | None) -> ServerOptions:
+        mode = "engine" if setup == "C" else "inline"
+        cache = {} if setup == "A" else {
+            "app_offload": "cache", "cache_policy": self.cache_policy,
+            "cache_size": int(cache_mib * MiB)}
+        return ServerOptions(self.root, mode=mode, host_core=self.host_core,
+                             engine_core=self.engine_core if mode == "engine" else None,
+                             work=self.work, seed=self.seed, **cache)
+
+    def generator_cores(self) -> list[int]:
+        return [] if self.generator_core is None else [self.generator_core]
+
+    def warm_stream(self, sessions: int) -> stream.Stream | None:
+        objects = self.objects(sessions)
+        wanted = math.ceil(self.warm_requests_per_file * len(objects))
+        if wanted == 0:
+            return None
+        pages = wanted / (1 + SESSION_EMBEDDED)
+        clients = min(sessions, 16)
+        per_client = math.ceil(pages / clients / MIXES[self.workload].mean_pages)
+        return stream.sessions(objects, self.workload, clients=clients,
+                               sessions=max(1, per_client), think="det(0)",
+                               seed=self.seed + 7)
+
+    def measured_stream(self, sessions: int) -> stream.Stream:
+        return stream.sessions(self.objects(sessions), self.workload, clients=sessions,
+                               duration_s=self.budget.measure_s, think=self.think,
+                               seed=self.seed)
+
+    def describe(self) -> dict:
+        return {"workload": self.workload, "think": self.think,
+                "files_per_session": self.files_per_session,
+                "warm_requests_per_file": self.warm_requests_per_file,
+                "operating_mib": self.operating, "cache_policy": self.cache_policy,
+                "time_good_s": self.time_good_s, "time_tolerable_s": self.time_tolerable_s,
+                "work": self.work, "budget": self.budget.name,
+                "measure_s": self.budget.measure_s, "files": len(self.manifest),
+                "file_bytes": int(self.manifest["size_bytes"].sum())}
+
+
+@dataclass
+class Result:
+    experiment: Experiment
+    points: pd.DataFrame
+    #: Per set-up, the most compliant sessions found (None: not even the first probe)
+    #: and every probe of the search.
+    most_sessions: dict[str, int | None] = field(default_factory=dict)
+    probes: pd.DataFrame | None = None
+
+    def hit_table(self, setup: str = "C") -> pd.DataFrame:
+        """Hit rate (%) by sessions (rows) and cache size in MiB (columns): the analog of
+        seed 001's Table 4.4."""
+        rows = self.points[self.points["setup"] == setup]
+        return rows.pivot_table(index="sessions", columns="cache_mib", values="hit_rate"
+                                ) * 100
+
+    def summary(self) -> dict:
+        return {"experiment": self.experiment.describe(),
+                "points": self.points.to_dict("records"),
+                "most_sessions": self.most_sessions,
+                "probes": [] if self.probes is None else self.probes.to_dict("records")}
+
+
+def run_point(exp: Experiment, setup: str, sessions: int, cache_mib: float | None) -> dict:
+    """One run (see the module notes); a row of :data:`POINT_COLUMNS`."""
+    measured = exp.measured_stream(sessions)
+    warm = exp.warm_stream(sessions)
+    options = exp.options(setup, cache_mib)
+    cores = exp.generator_cores()
+    with running(options) as server:
+        if warm is not None:
+            load.run(server.url, warm, exp.manifest, cores=cores, **_LOAD)
+        before = json.loads(server.control.snapshot())
+        result = load.run(server.url, measured, exp.manifest, records=True, cores=cores,
+                          max_duration_s=exp.budget.measure_s + 2 * _LOAD["timeout_s"],
+                          **_LOAD)
+    after = server.final
+    return {"setup": setup, "sessions": sessions,
+            "cache_mib": None if setup == "A" else cache_mib,
+            **_server_side(before, after), **_client_side(exp, measured, result)}
+
+
+def _server_side(before: dict, after: dict) -> dict:
+    """Hit rate and CPU between two stats documents."""
+    elapsed = after["elapsed_s"] - before["elapsed_s"]
+    requests = after["requests"] - before["requests"]  # the application's
+
+    def cpu(doc: dict, role: str) -> float:
+        return sum(t["cpu_s"] for t in doc["threads"] if t["role"] == role)
+
+    host = cpu(after, "host") - cpu(before, "host")
+    engine = cpu(after, "engine") - cpu(before, "engine")
+    cache = after.get("cache")
+    if cache is None:
+        hit_rate, served = None, requests
+    else:
+        d = {k: cache[k] - before["cache"][k] for k in ("hits", "revalidated", "misses")}
+        served = d["hits"] + d["revalidated"] + d["misses"]
+        hit_rate = (d["hits"] + d["revalidated"]) / served if served else None
+    return {"hit_rate": hit_rate, "host_util": host / elapsed,
+            "engine_util": engine / elapsed if engine > 0 else None,
+            "host_cpu_us": 1e6 * host / served if served else None,
+            "engine_cpu_us": 1e6 * engine / served if served and engine > 0 else None}
+
+
+def _client_side(exp: Experiment, measured: stream.Stream, result: load.LoadResult) -> dict:
+    """Request and page times, the byte rate and the QoS shares, from the records."""
+    rec = result.records.sort_values("request")
+    frame = measured.frame
+    dynamic = frame["dynamic"].to_numpy(bool)
+    client = frame["client"].to_numpy(np.int64)
+    # A page is a dynamic request and the static ones after it on the same client.
+    page = pd.Series(dynamic).groupby(client).cumsum().to_numpy() + client * len(frame)
+    rows = rec["request"].to_numpy()
+    start = rec["intended_s"].to_numpy()
+    end = start + rec["total_s"].to_numpy()
+    pages = pd.DataFrame({"page": page[rows], "start": start, "end": end,
+                          "failed": rec["error"].to_numpy() != ""})
+    per = pages.groupby("page").agg(start=("start", "min"), end=("end", "max"),
+                                    failed=("failed", "any"), n=("start", "size"))
+    # Pages the end of the run cut short are left out, as SPECweb2005's ramp-down is.
+    expected = pd.Series(page).value_counts()
+    whole = per[(per["n"] == expected.reindex(per.index).to_numpy())]
+    times = (whole["end"] - whole["start"]).where(~whole["failed"], np.inf)
+    done = rec[rec["error"] == ""]
+    span = max(float(end.max() - start.min()), 1e-9) if len(rec) else 1.0
+    failed = int((rec["error"] != "").sum())
+    return {"requests": len(rec), "pages": len(whole),
+            "request_mean_s": float(done["total_s"].mean()) if len(done) else None,
+            "page_mean_s": float(times[np.isfinite(times)].mean()) if len(times) else None,
+            "byte_rate": float(done["bytes"].sum()) / span,
+            "good": float((times <= exp.time_good_s).mean()) if len(times) else None,
+            "tolerable": float((times <= exp.time_tolerable_s).mean()) if len(times) else None,
+            "error_share": failed / len(rec) if len(rec) else None,
+            "compliant": _compliant(times, failed, len(rec), exp)}
+
+
+def _compliant(times: pd.Series, failed: int, requests: int, exp: Experiment) -> bool:
+    if len(times) == 0 or requests == 0:
+        return False
+    return bool((times <= exp.time_good_s).mean() >= GOOD_SHARE
+                and (times <= exp.time_tolerable_s).mean() >= TOLERABLE_SHARE
+                and failed / requests <= MAX_ERROR_SHARE)
+
+
+def run(exp: Experiment, progress: Callable[[str, int, int], None] | None = None) -> Result:
+    """The matrix, then the search (see the module notes). ``progress(what, done,
+    total)`` before each run of the matrix and each probe of the search."""
+    exp.check()
+    plan = [(setup, n, None if setup == "A" else mib)
+            for n in exp.budget.sessions for setup in SETUPS
+            for mib in ((None,) if setup == "A" else exp.budget.cache_mib)]
+    rows = []
+    for i, (setup, n, mib) in enumerate(plan):
+        if progress is not None:
+            progress(_label(setup, n, mib), i, len(plan))
+        rows.append(run_point(exp, setup, n, mib))
+    result = Result(exp, pd.DataFrame(rows, columns=POINT_COLUMNS))
+    if exp.search:
+        probes = []
+        for setup in SETUPS:
+            result.most_sessions[setup] = most_sessions(exp, setup, probes, progress)
+        result.probes = pd.DataFrame(probes, columns=POINT_COLUMNS)
+    if progress is not None:
+        progress("", len(plan), len(plan))
+    return result
+
+
+def most_sessions(exp: Experiment, setup: str, probes: list[dict],
+                  progress: Callable[[str, int, int], None] | None = None) -> int | None:
+    """The most sessions ``setup`` serves compliantly: double from the matrix's largest
+    count until a run fails, then bisect ``search_steps`` times. Every run is appended
+    to ``probes``. None if the first probe already fails."""
+    mib = None if setup == "A" else exp.operating
+    good, bad = None, None
+    n = max(exp.budget.sessions)
+    steps = 0
+    while bad is None and n <= MAX_SESSIONS:
+        if progress is not None:
+            progress(f"search {_label(setup, n, mib)}", len(probes), len(probes) + 1)
+        probes.append(run_point(exp, setup, n, mib))
+        if probes[-1]["compliant"]:
+            good, n = n, 2 * n
+        else:
+            bad = n
+    while good is not None and bad is not None and steps < exp.budget.search_steps \
+            and bad - good > 1:
+        n = (good + bad) // 2
+        if progress is not None:
+            progress(f"search {_label(setup, n, mib)}", len(probes), len(probes) + 1)
+        probes.append(run_point(exp, setup, n, mib))
+        good, bad = (n, bad) if probes[-1]["compliant"] else (good, n)
+        steps += 1
+    return good
+
+
+def _label(setup: str, sessions: int, mib: float | None) -> str:
+    cache = "" if mib is None else f", {mib:g} MiB"
+    return f"{setup} ({SETUP_NAMES[setup]}), {sessions} sessions{cache}"
+
+
+def generated_fileset(folder: Path, sessions: Sequence[int], files_per_session: int,
+                      seed: int) -> Path:
+    """Writes the default file set: SURGE sizes, Zipf(0.9) popularity, enough files for
+    the largest session count. Returns its folder."""
+    from offloadlab.workload.specs import FileSetSpec
+
+    n = files_per_session * max(sessions)
+    spec = FileSetSpec(name="appcache", n_files=n, zipf_alpha=0.9, seed=seed,
+                       description="seed 001's scaling file set, SURGE-like")
+    fileset.materialise(fileset.generate(spec), folder)
+    return folder
+
+
+def read_fileset(folder: Path) -> pd.DataFrame:
+    manifest = fileset.read_manifest(folder)
+    if "rank" not in manifest:
+        raise InputError(f"{folder}: the manifest has no popularity rank; use a file set "
+                         "from 'offload workload fileset'")
+    return manifest
+
