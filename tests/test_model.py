@@ -11,7 +11,8 @@ from conftest import LARGE, SMALL, example, klass, make_scenario, one_class
 from hypothesis import given
 from hypothesis import strategies as st
 
-from offloadlab import dist, scenario
+from offloadlab import dist, scenario, sim
+from offloadlab.errors import InputError
 from offloadlab.model import evaluate, verdict
 
 MS = 1e3  # seconds -> ms
@@ -524,3 +525,64 @@ def test_a_vanishing_fraction_saturates_beyond_float_range_without_overflow():
     c = {k: "exp(mean=10us)" for k in LARGE}
     sc = make_scenario([klass("a", 1, 0.0, **c), klass("b", 1, 2.225073858507203e-309, **c)])
     assert math.isinf(evaluate(sc, [1.0]).overall["lam_star_oe"][0])
+
+
+# Seed 001's object cache on the engine: a share h of the offloaded requests is answered
+# by the engine alone for X_h.
+CACHED = dict(app="exp(mean=1ms)", host_proto="exp(mean=2ms)", host_overhead="exp(mean=0.5ms)",
+              engine_overhead="exp(mean=0.2ms)", engine_proto="exp(mean=0.8ms)",
+              engine_hit="exp(mean=0.3ms)")
+
+
+@pytest.mark.parametrize("delay", ["max", "sum"])
+def test_cache_hits_cost_the_engine_alone_in_closed_form(delay):
+    lam, h = 300.0, 0.9
+    s = make_scenario([{**klass("c", lam, 1.0, CACHED), "hit_ratio": h}],
+                      cpu_queue="mg1", system_delay=delay)
+    row = class_row(evaluate(s), lam, "c")
+    g, e, x = 1.5e-3, 1.0e-3, 0.3e-3  # host X_a + X_o, engine X_c + X_q, engine X_h
+    u_cpu = lam * (1 - h) * g
+    u_oe = lam * ((1 - h) * e + h * x)
+    # Second moments: a sum of two exponentials a, b has 2a^2 + 2b^2 + 2ab.
+    g2 = 2 * 1e-6 + 2 * 0.25e-6 + 2 * 0.5e-6
+    e2 = 2 * 0.04e-6 + 2 * 0.64e-6 + 2 * 0.16e-6
+    w_cpu = lam * (1 - h) * g2 / (2 * (1 - u_cpu))
+    w_oe = lam * ((1 - h) * e2 + h * 2 * x**2) / (2 * (1 - u_oe))
+    host, engine = w_cpu + g, w_oe + e
+    miss = max(host, engine) if delay == "max" else host + engine
+    assert row["U_cpu"] == pytest.approx(u_cpu, rel=1e-12)
+    assert row["U_oe"] == pytest.approx(u_oe, rel=1e-12)
+    assert row["W_oe"] == pytest.approx(w_oe, rel=1e-12)
+    assert row["T_cpu"] == pytest.approx(host, rel=1e-12)
+    assert row["T_oe"] == pytest.approx(w_oe + (1 - h) * e + h * x, rel=1e-12)
+    assert row["T"] == pytest.approx((1 - h) * miss + h * (w_oe + x), rel=1e-12)
+    assert row["N_oe"] == pytest.approx(lam * row["T_oe"], rel=1e-12)  # Little
+
+
+def test_every_request_a_hit_leaves_the_host_idle_and_the_engine_an_mg1():
+    lam = 1000.0
+    s = make_scenario([{**klass("c", lam, 1.0, CACHED), "hit_ratio": 1.0}], cpu_queue="mg1")
+    row = class_row(evaluate(s), lam, "c")
+    x = 0.3e-3
+    assert row["U_cpu"] == 0 and row["U_oe"] == pytest.approx(lam * x)
+    assert row["T"] == pytest.approx(x + lam * 2 * x**2 / (2 * (1 - lam * x)))
+    # No hit ratio is seed 000's model, and the default X_h is the engine's X_q.
+    plain = make_scenario([klass("c", lam / 10, 1.0, CACHED)])
+    none = make_scenario([{**klass("c", lam / 10, 1.0, CACHED), "hit_ratio": 0.0}])
+    assert overall_rows(evaluate(plain)) == overall_rows(evaluate(none))
+    default = {k: v for k, v in CACHED.items() if k != "engine_hit"}
+    s = make_scenario([{**klass("c", lam, 1.0, default), "hit_ratio": 1.0}])
+    assert class_row(evaluate(s), lam, "c")["U_oe"] == pytest.approx(lam * 0.8e-3)
+
+
+def test_hit_ratio_and_engine_hit_are_checked_and_round_trip():
+    bad = {**klass("c", 10.0, 1.0, CACHED), "hit_ratio": 1.5, "engine_hit": "exp(mean=-1ms)"}
+    with pytest.raises(InputError) as err:
+        make_scenario([bad])
+    assert "hit_ratio: 1.5" in str(err.value) and "engine_hit" in str(err.value)
+    s = make_scenario([{**klass("c", 10.0, 1.0, CACHED), "hit_ratio": 0.93}])
+    again = scenario.loads(scenario.dumps(s))
+    assert again.classes[0].hit_ratio == 0.93
+    assert str(again.classes[0].engine_hit) == str(s.classes[0].engine_hit)
+    with pytest.raises(InputError, match="does not model the engine's object cache"):
+        sim.run(s, requests=1000)

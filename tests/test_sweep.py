@@ -169,6 +169,15 @@ def test_model_rows_equal_evaluating_the_point_directly():
         assert pd.isna(row["EXo_max"]) == (row["class"] == "all")  # a per-class bound
 
 
+def test_a_hit_ratio_axis_takes_the_host_work_of_the_hits_away():
+    frame = sweep.run(grid_of({"big.hit_ratio": "0:1:0.25"}), workers=1)
+    big = frame[frame["class"] == "big"].sort_values("big.hit_ratio")
+    assert big["big.hit_ratio"].tolist() == [0, 0.25, 0.5, 0.75, 1]
+    u = big["U_cpu"].to_numpy()
+    assert u[-1] == 0 and u[0] > 0
+    assert u[1:] == pytest.approx(u[0] * (1 - big["big.hit_ratio"].to_numpy()[1:]))
+
+
 def test_without_a_rate_axis_class_rates_set_the_total():
     grid = grid_of({"big.rate": [10, 30]})
     rows = sweep.run(grid, workers=1)

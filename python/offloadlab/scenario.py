@@ -64,10 +64,19 @@ class TrafficClass:
     engine_overhead: Dist
     engine_proto: Dist
     offload: Offload = 1.0
+    #: Share of the offloaded requests that an object cache on the engine answers
+    #: alone (seed 001): a hit costs the engine ``engine_hit`` and the host nothing.
+    hit_ratio: float = 0.0
+    #: X_h, the engine's cost of a hit (None: the same as ``engine_proto``).
+    engine_hit: Dist | None = None
 
     @property
     def auto(self) -> bool:
         return self.offload == "auto"
+
+    @property
+    def hit_cost(self) -> Dist:
+        return self.engine_proto if self.engine_hit is None else self.engine_hit
 
 
 @dataclass(frozen=True)
@@ -175,7 +184,8 @@ def _traffic_class(raw: object, index: int, base_dir: Path | None,
         name = f"#{index + 1}"
     where = f'class "{name}": '
     before = len(errors)
-    _unknown_keys(raw, {"name", "rate", "offload", *COST_FIELDS}, where, errors)
+    _unknown_keys(raw, {"name", "rate", "offload", "hit_ratio", "engine_hit", *COST_FIELDS},
+                  where, errors)
 
     rate = raw.get("rate")
     if not (_is_number(rate) and math.isfinite(rate) and rate > 0):
@@ -183,11 +193,13 @@ def _traffic_class(raw: object, index: int, base_dir: Path | None,
                       "rates must be > 0 requests/s, e.g. rate = 50")
 
     costs = {}
-    for key, meaning in COST_FIELDS.items():
+    for key, meaning in (*COST_FIELDS.items(), ("engine_hit", "X_h, the engine's cost of a "
+                                                               "cache hit")):
         spec = raw.get(key)
         if spec is None:
-            errors.append(f"{where}{key}: missing ({meaning}); add e.g. "
-                          f'{key} = "exp(mean=1ms)", or "det(0)" if it is negligible')
+            if key != "engine_hit":
+                errors.append(f"{where}{key}: missing ({meaning}); add e.g. "
+                              f'{key} = "exp(mean=1ms)", or "det(0)" if it is negligible')
             continue
         try:
             d = dist.parse(spec, base_dir)
@@ -198,6 +210,10 @@ def _traffic_class(raw: object, index: int, base_dir: Path | None,
             errors.append(f"{where}{key}: {d.infinite_m2_hint()}")
             continue
         costs[key] = d
+    hit_ratio = raw.get("hit_ratio", 0.0)
+    if not (_is_number(hit_ratio) and 0 <= hit_ratio <= 1):
+        errors.append(f"{where}hit_ratio: {hit_ratio!r} must be a share in [0, 1] of the "
+                      "offloaded requests, e.g. hit_ratio = 0.93")
 
     offload = raw.get("offload", 1.0)
     if not (offload == "auto" or (_is_number(offload) and 0 <= offload <= 1)):
@@ -205,7 +221,7 @@ def _traffic_class(raw: object, index: int, base_dir: Path | None,
     if len(errors) > before:
         return None
     return TrafficClass(name, float(rate), offload=offload if offload == "auto" else float(offload),
-                        **costs)
+                        hit_ratio=float(hit_ratio), **costs)
 
 
 def _unknown_keys(table: dict, known: set[str], where: str, errors: list[str]) -> None:
@@ -227,7 +243,9 @@ def dumps(scenario: Scenario) -> str:
     data["class"] = [
         {"name": c.name, "rate": c.rate,
          **{key: str(getattr(c, key)) for key in COST_FIELDS},
-         "offload": c.offload}
+         "offload": c.offload,
+         **({"hit_ratio": c.hit_ratio} if c.hit_ratio else {}),
+         **({"engine_hit": str(c.engine_hit)} if c.engine_hit is not None else {})}
         for c in scenario.classes
     ]
     return tomli_w.dumps(data)

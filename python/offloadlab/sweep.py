@@ -45,10 +45,10 @@ SWEEP_SETS = ("rates", "fractions", "threads", "progress")
 # Run facts that are not results: the simulator's wall-clock time differs from run to
 # run, and would make two evaluations of the same grid differ.
 NOT_RESULTS = ("wall_s",)
-CLASS_FIELDS = ("rate", "offload", *scenario.COST_FIELDS)
+CLASS_FIELDS = ("rate", "offload", "hit_ratio", "engine_hit", *scenario.COST_FIELDS)
 OPTION_FIELDS = tuple(f.name for f in fields(scenario.Options))
 # Fields whose axis may be written START:STOP:STEP.
-NUMERIC_FIELDS = ("rate", "offload", "util_cap")
+NUMERIC_FIELDS = ("rate", "offload", "hit_ratio", "util_cap")
 MAX_POINTS = 1_000_000
 CONNECT_TIMEOUT_S = 10.0
 

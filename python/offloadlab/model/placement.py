@@ -59,12 +59,13 @@ def optimise(rates: np.ndarray, share: np.ndarray, fixed: np.ndarray, k: ClassCo
 def _host_cpu_optimum(lam, fixed, auto, k, cap):
     """Greedy fill of the engine with the classes that save most host time per engine time."""
     f = np.where(auto, 0.0, np.nan_to_num(fixed))[None, :].repeat(len(lam), 0)
-    room = cap - (lam * f * k.e1).sum(-1)
-    saves = k.h1 - k.g1  # host time saved per offloaded request: E[X_p] - E[X_o]
+    engine = k.sent_engine1  # engine time per offloaded request
+    room = cap - (lam * f * engine).sum(-1)
+    saves = k.h1 - k.sent_host1  # host time saved per offloaded request
     with np.errstate(divide="ignore", invalid="ignore"):
-        ratio = np.where(k.e1 > 0, saves / k.e1, np.inf)
+        ratio = np.where(engine > 0, saves / engine, np.inf)
     for c in sorted(np.flatnonzero(auto & (saves > 0)), key=lambda c: -ratio[c]):
-        need = lam[:, c] * k.e1[c]  # engine utilisation if all of class c went there
+        need = lam[:, c] * engine[c]  # engine utilisation if all of class c went there
         with np.errstate(divide="ignore", invalid="ignore"):
             part = np.where(need > 0, np.clip(room / need, 0.0, 1.0), 1.0)
         f[:, c] = part
@@ -99,7 +100,7 @@ def _min_delay(lam, share, fixed, auto, greedy, k, options, cap):
         return bool(better.any())
 
     auto_idx = np.flatnonzero(auto)
-    pairs = [(w, i, j) for w in (lam_s * k.e1, lam_s * (k.h1 - k.g1))  # load per unit f
+    pairs = [(w, i, j) for w in (lam_s * k.sent_engine1, lam_s * (k.h1 - k.sent_host1))
              for i, j in combinations(auto_idx, 2)]
     for _ in range(_MAX_SWEEPS):
         # Every move is built from the current f: a coarse look along the whole line,

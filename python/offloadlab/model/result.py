@@ -47,15 +47,15 @@ def _per_class(q, lam, f, share, k: ClassCosts) -> dict[str, np.ndarray]:
     shape = lam.shape
     offloaded = lam * f
     stable = ((q.U_cpu < SATURATED_AT) & (q.U_oe < SATURATED_AT))[:, None]
-    cpu_relieved = np.broadcast_to(k.o1 < k.p1, shape)
+    cpu_relieved = np.broadcast_to(k.sent_host1 < k.h1, shape)
     W_oe = np.broadcast_to(q.W_oe[:, None], shape)
     return {
         "lam": lam, "f": f,
         "U_noe": lam * k.h1, "W_noe": np.broadcast_to(q.W_noe[:, None], shape),
         "T_noe": q.T_noe_c,
-        "U_cpu": lam * ((1 - f) * k.h1 + f * k.g1),
+        "U_cpu": lam * ((1 - f) * k.h1 + f * k.sent_host1),
         "W_cpu": np.broadcast_to(q.W_cpu[:, None], shape), "T_cpu": q.T_cpu_c,
-        "U_oe": offloaded * k.e1, "W_oe": W_oe, "T_oe": q.T_oe_c,
+        "U_oe": offloaded * k.sent_engine1, "W_oe": W_oe, "T_oe": q.T_oe_c,
         "T": q.T_c, "T_sum": q.T_sum_c,
         "N_q": weighted(offloaded, W_oe),
         "N_oe": weighted(offloaded, q.T_oe_c),
@@ -75,7 +75,7 @@ def _overall(q, per: dict, rates, f, share, k: ClassCosts) -> dict[str, np.ndarr
     oe_weight = np.where(any_sent[:, None], sent, share)
     oe_weight = oe_weight / oe_weight.sum(-1, keepdims=True)
     stable = (q.U_cpu < SATURATED_AT) & (q.U_oe < SATURATED_AT)
-    cpu_relieved = (sent * (k.h1 - k.g1)).sum(-1) > 0
+    cpu_relieved = (sent * (k.h1 - k.sent_host1)).sum(-1) > 0
     T, T_noe = _wmean(share, q.T_c), _wmean(share, q.T_noe_c)
     return {
         "lam": rates, "f": sent.sum(-1),
@@ -100,8 +100,8 @@ def _saturation_rates(k: ClassCosts, f, share) -> dict[str, np.ndarray]:
     """Total arrival rate at which each queue reaches U = 1, at this mix and these fractions."""
     per_unit_rate = {
         "noe": (share * k.h1).sum(-1),
-        "cpu": (share * ((1 - f) * k.h1 + f * k.g1)).sum(-1),
-        "oe": (share * f * k.e1).sum(-1),
+        "cpu": (share * ((1 - f) * k.h1 + f * k.sent_host1)).sum(-1),
+        "oe": (share * f * k.sent_engine1).sum(-1),
     }
     # A vanishing load (a fraction of 1e-309) saturates at a rate beyond float range: inf.
     with np.errstate(divide="ignore", over="ignore"):

@@ -7,6 +7,10 @@ host X_a + X_o and then the engine X_c + X_q; the rest stay on the host with
 X_a + X_p. Host and engine are FCFS M/G/1 queues (Poisson thinning keeps each
 stream Poisson); with one class and f = 1 this is exactly eqs 3.11-3.33.
 
+Seed 001's object cache on the engine: a share h_c of the offloaded requests hits it
+and is answered by the engine alone, for X_h; the misses go as above. With h = 0 the
+model is seed 000's.
+
 All functions broadcast: rates and fractions may carry any leading shape (a rate
 sweep, a batch of candidate splits) with classes on the last axis.
 """
@@ -27,7 +31,8 @@ class ClassCosts:
 
     h: host service of a request that stays on the host, X_a + X_p
     g: host service of an offloaded request, X_a + X_o
-    e: engine service of an offloaded request, X_c + X_q
+    e: engine service of an offloaded request that misses the cache, X_c + X_q
+    x: engine service of a cache hit, X_h; ``hit`` is the hit ratio h
     The second moment of a sum of independent X, Y is E[X^2] + E[Y^2] + 2 E[X] E[Y].
     """
 
@@ -43,6 +48,19 @@ class ClassCosts:
     e1: np.ndarray
     e2: np.ndarray
     cpu_queue: str
+    hit: np.ndarray
+    x1: np.ndarray
+    x2: np.ndarray
+
+    @property
+    def sent_host1(self) -> np.ndarray:
+        """Mean host time of an offloaded request, hit or miss: (1 - h) E[X_a + X_o]."""
+        return (1 - self.hit) * self.g1
+
+    @property
+    def sent_engine1(self) -> np.ndarray:
+        """Mean engine time of an offloaded request: (1 - h) E[X_c + X_q] + h E[X_h]."""
+        return (1 - self.hit) * self.e1 + self.hit * self.x1
 
     @classmethod
     def of(cls, scenario: Scenario) -> ClassCosts:
@@ -54,12 +72,15 @@ class ClassCosts:
             "host_overhead")
         (c1, c2), (q1, q2) = moments("engine_overhead"), moments("engine_proto")
         o_scv = np.array([c.host_overhead.scv for c in scenario.classes])
+        hits = [c.hit_cost for c in scenario.classes]
         g1 = a1 + o1
         return cls(a1=a1, a2=a2, p1=p1, o1=o1, o_scv=o_scv,
                    h1=a1 + p1, h2=a2 + p2 + 2 * a1 * p1,
                    g1=g1, g2=offloaded_host_m2(a1, a2, o1, o2, scenario.options.cpu_queue),
                    e1=c1 + q1, e2=c2 + q2 + 2 * c1 * q1,
-                   cpu_queue=scenario.options.cpu_queue)
+                   cpu_queue=scenario.options.cpu_queue,
+                   hit=np.array([c.hit_ratio for c in scenario.classes]),
+                   x1=np.array([d.mean for d in hits]), x2=np.array([d.m2 for d in hits]))
 
     @classmethod
     def measured(cls, h1, h2, g1, g2, e1, e2) -> ClassCosts:
@@ -71,7 +92,8 @@ class ClassCosts:
         zero = np.zeros_like(h1)
         return cls(a1=zero, a2=zero, p1=h1, o1=g1, o_scv=o_scv, h1=h1,
                    h2=np.asarray(h2, float), g1=g1, g2=np.asarray(g2, float),
-                   e1=np.asarray(e1, float), e2=np.asarray(e2, float), cpu_queue="mg1")
+                   e1=np.asarray(e1, float), e2=np.asarray(e2, float), cpu_queue="mg1",
+                   hit=zero, x1=zero, x2=zero)
 
 
 def offloaded_host_m2(a1, a2, o1, o2, cpu_queue: str):
@@ -126,26 +148,33 @@ class Queues:
 def solve(lam: np.ndarray, f: np.ndarray, k: ClassCosts, options: Options) -> Queues:
     """Solve host-alone and host + engine for class rates ``lam`` and fractions ``f``."""
     on_host, offloaded = lam * (1 - f), lam * f
+    missed, hits = offloaded * (1 - k.hit), offloaded * k.hit
     U_noe = (lam * k.h1).sum(-1)
     W_noe = pk_wait((lam * k.h2).sum(-1), U_noe)
-    U_cpu = (on_host * k.h1 + offloaded * k.g1).sum(-1)
-    load2_cpu = (on_host * k.h2 + offloaded * k.g2).sum(-1)
+    U_cpu = (on_host * k.h1 + missed * k.g1).sum(-1)
+    load2_cpu = (on_host * k.h2 + missed * k.g2).sum(-1)
     W_cpu = pk_wait(load2_cpu, U_cpu)
-    U_oe = (offloaded * k.e1).sum(-1)
-    W_oe = pk_wait((offloaded * k.e2).sum(-1), U_oe)
+    U_oe = (missed * k.e1 + hits * k.x1).sum(-1)
+    W_oe = pk_wait((missed * k.e2 + hits * k.x2).sum(-1), U_oe)
 
     T_host_c = W_cpu[..., None] + k.h1  # a request of class c that stays on the host
     T_cpu_off_c = W_cpu[..., None] + k.g1  # ... one that is offloaded: its host part
-    T_oe_c = W_oe[..., None] + k.e1  # ... and its engine part
-    T_sum_off = T_cpu_off_c + T_oe_c
-    T_off = np.maximum(T_cpu_off_c, T_oe_c) if options.system_delay == "max" else T_sum_off
+    T_miss_oe_c = W_oe[..., None] + k.e1  # ... and its engine part
+    T_hit_c = W_oe[..., None] + k.x1  # ... one the engine's cache answers
+    T_sum_off = mix(k.hit, T_cpu_off_c + T_miss_oe_c, T_hit_c)
+    T_max_off = mix(k.hit, np.maximum(T_cpu_off_c, T_miss_oe_c), T_hit_c)
+    T_off = T_max_off if options.system_delay == "max" else T_sum_off
+    # The host's sojourn over the requests that visit it (hits do not).
+    visits = (1 - f) + f * (1 - k.hit)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        sent_share = np.where(visits > 0, f * (1 - k.hit) / visits, 0.0)
     return Queues(
         U_noe=U_noe, W_noe=W_noe, U_cpu=U_cpu, load2_cpu=load2_cpu, W_cpu=W_cpu,
         U_oe=U_oe, W_oe=W_oe,
         T_noe_c=W_noe[..., None] + k.h1,
-        T_cpu_c=mix(f, T_host_c, T_cpu_off_c),
+        T_cpu_c=mix(sent_share, T_host_c, T_cpu_off_c),
         T_cpu_off_c=T_cpu_off_c,
-        T_oe_c=T_oe_c,
+        T_oe_c=W_oe[..., None] + k.sent_engine1,  # over every engine visit
         T_c=mix(f, T_host_c, T_off),
         T_sum_c=mix(f, T_host_c, T_sum_off),
     )
@@ -183,6 +212,7 @@ def overhead_bound(lam: np.ndarray, f: np.ndarray, k: ClassCosts, q: Queues) -> 
 def _host_sojourn_with_overhead(x, c: int, offloaded, k: ClassCosts, q: Queues):
     """Host sojourn of an offloaded class-c request if its mean overhead E[X_o] were x."""
     g2_x = offloaded_host_m2(k.a1[c], k.a2[c], x, (1 + k.o_scv[c]) * x**2, k.cpu_queue)
-    util = q.U_cpu + offloaded * (x - k.o1[c])
-    load2 = q.load2_cpu + offloaded * (g2_x - k.g2[c])
+    missed = offloaded * (1 - k.hit[c])  # hits cost the host nothing
+    util = q.U_cpu + missed * (x - k.o1[c])
+    load2 = q.load2_cpu + missed * (g2_x - k.g2[c])
     return pk_wait(load2, util) + k.a1[c] + x

@@ -218,8 +218,8 @@ def _balanced(rates: np.ndarray, k: ClassCosts, fixed: np.ndarray, lo: float,
     minimises max(U_host, U_engine); both are linear in the fractions."""
     n = len(rates)
     c = np.r_[np.zeros(n), 1.0]  # minimise z
-    host = np.r_[rates * (k.g1 - k.h1), -1.0]  # U_host - z <= 0, less its constant part
-    engine = np.r_[rates * k.e1, -1.0]
+    host = np.r_[rates * (k.sent_host1 - k.h1), -1.0]  # U_host - z <= 0, less its constant part
+    engine = np.r_[rates * k.sent_engine1, -1.0]
     bounds = [(lo, hi) if np.isnan(f) else (f, f) for f in fixed] + [(0, None)]
     out = linprog(c, A_ub=np.vstack([host, engine]), b_ub=[-(rates * k.h1).sum(), 0.0],
                   bounds=bounds, method="highs")
