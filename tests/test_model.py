@@ -11,7 +11,7 @@ from conftest import LARGE, SMALL, example, klass, make_scenario, one_class
 from hypothesis import given
 from hypothesis import strategies as st
 
-from offloadlab import dist, scenario, sim
+from offloadlab import dist, scenario
 from offloadlab.errors import InputError
 from offloadlab.model import evaluate, verdict
 
@@ -584,5 +584,3 @@ def test_hit_ratio_and_engine_hit_are_checked_and_round_trip():
     again = scenario.loads(scenario.dumps(s))
     assert again.classes[0].hit_ratio == 0.93
     assert str(again.classes[0].engine_hit) == str(s.classes[0].engine_hit)
-    with pytest.raises(InputError, match="does not model the engine's object cache"):
-        sim.run(s, requests=1000)

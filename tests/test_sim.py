@@ -95,6 +95,24 @@ def test_jackson_tandem_sojourn_is_exact():
         assert cdf(r.overall[f"T_sum_{q}"][0]) == pytest.approx(sim.QUANTILES[q], abs=0.005)
 
 
+def test_cache_hits_match_the_model_exactly_where_the_model_is_exact():
+    # Seed 001's cache on the engine. Every host service is exp(1 ms), so the host is
+    # M/M/1 whatever the path; its departures are Poisson (Burke) with independent
+    # marks, so the misses reach the engine as a Poisson stream, as the hits do. The
+    # engine is then an exact M/G/1, and the model exact at both queues.
+    cached = {**klass("hot", 300.0, 1.0), "app": "det(0)", "host_overhead": "exp(mean=1ms)",
+              "engine_overhead": "det(0)", "engine_proto": "exp(mean=1.2ms)",
+              "hit_ratio": 0.7, "engine_hit": "exp(mean=0.4ms)"}
+    plain = {**cached, "name": "cold", "rate": 100.0, "offload": 0.5,
+             "host_proto": "exp(mean=1ms)", "hit_ratio": 0.0}
+    sc = make_scenario([cached, plain], cpu_queue="mg1", system_delay="sum")
+    want = model.evaluate(sc).overall
+    runs = three_runs(sc, requests=300_000)
+    for key in ("U_cpu", "U_oe", "W_cpu", "W_oe", "T_cpu", "T_oe", "N_oe", "T_sum"):
+        assert covered(runs, key, want[key][0]), (key, want[key][0],
+                                                   [r.overall[key][0] for r in runs])
+
+
 def test_seed_000_mm1_cpu_formula_overestimates_and_more_so_at_high_load():
     # Reference 000 section 2.11: the thesis's M/M/1 host over-estimates the simulated
     # T_cpu of example (b), a little at U_cpu 0.17 and more at 0.83.
@@ -257,8 +275,11 @@ def test_bad_arguments_name_the_field(kwargs, field):
 def test_the_extension_and_the_schema_agree():
     assert tuple(_core.METRICS) == METRICS
     with pytest.raises(ValueError, match="shares"):
-        _core.simulate(10.0, [(0.5, 0.0, *[_core.Dist.det(1e-3)] * 5)], True, 1000, 1, 1,
-                       None, 20, None, 0, 1)
+        _core.simulate(10.0, [(0.5, 0.0, *[_core.Dist.det(1e-3)] * 5, 0.0,
+                               _core.Dist.det(0))], True, 1000, 1, 1, None, 20, None, 0, 1)
+    with pytest.raises(ValueError, match="hit must lie in"):
+        _core.simulate(10.0, [(1.0, 1.0, *[_core.Dist.det(1e-3)] * 5, 1.5,
+                               _core.Dist.det(0))], True, 1000, 1, 1, None, 20, None, 0, 1)
 
 
 runner = CliRunner()

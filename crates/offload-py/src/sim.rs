@@ -95,8 +95,18 @@ impl Control {
 }
 
 /// One class: (share, offload fraction, app, host_proto, host_overhead,
-/// engine_overhead, engine_proto).
-type ClassTuple = (f64, f64, PyDist, PyDist, PyDist, PyDist, PyDist);
+/// engine_overhead, engine_proto, hit ratio, engine_hit).
+type ClassTuple = (
+    f64,
+    f64,
+    PyDist,
+    PyDist,
+    PyDist,
+    PyDist,
+    PyDist,
+    f64,
+    PyDist,
+);
 
 /// Simulate the request-level network once (one rate point). Returns a dict of plain
 /// Python values; see `offloadlab.sim` for their meaning. `warmup=None` means MSER-5.
@@ -124,7 +134,7 @@ fn simulate<'py>(
         delay_max,
         classes: classes
             .into_iter()
-            .map(|(share, offload, a, p, o, c, q)| Class {
+            .map(|(share, offload, a, p, o, c, q, hit, x)| Class {
                 share,
                 offload,
                 app: a.0,
@@ -132,6 +142,8 @@ fn simulate<'py>(
                 host_overhead: o.0,
                 engine_overhead: c.0,
                 engine_proto: q.0,
+                hit,
+                engine_hit: x.0,
             })
             .collect(),
     };

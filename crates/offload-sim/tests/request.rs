@@ -21,6 +21,8 @@ fn tandem(rate: f64, host: f64, engine: f64, offload: f64) -> Network {
             host_overhead: Dist::exp(host).unwrap(),
             engine_overhead: Dist::det(0.0).unwrap(),
             engine_proto: Dist::exp(engine).unwrap(),
+            hit: 0.0,
+            engine_hit: Dist::det(0.0).unwrap(),
         }],
     }
 }
@@ -76,6 +78,29 @@ fn jackson_tandem_sojourn_is_the_sum_of_two_mm1() {
     // Little's law on the engine: time-averaged count = rate x mean sojourn.
     let n_oe = out.metrics[0][col("N_oe")];
     assert!((n_oe - 500.0 * out.metrics[0][col("T_oe")]).abs() < 0.01 * n_oe);
+}
+
+#[test]
+fn cache_hits_skip_the_host_and_share_the_engine_with_the_misses() {
+    // Every request offloaded; 60 % hit the engine's cache (exp 0.5 ms there, no host).
+    // Host: M/M/1 at rate 0.4 lam, mean 1 ms. Engine: M/G/1 whose service is exp 1.4 ms
+    // for a miss, exp 0.5 ms for a hit: E[S] = 0.86 ms, E[S^2] = 2 (0.4 1.4^2 + 0.6 0.5^2).
+    let (lam, h) = (800.0, 0.6);
+    let mut net = tandem(lam, 1e-3, 1.4e-3, 1.0);
+    net.classes[0].hit = h;
+    net.classes[0].engine_hit = Dist::exp(0.5e-3).unwrap();
+    let out = run(&net, &plan(400_000, 13));
+    let t_cpu = 1.0 / (1000.0 - (1.0 - h) * lam);
+    let (s1, s2) = (0.86e-3, 2.0 * (0.4 * 1.96e-6 + 0.6 * 0.25e-6));
+    let u_oe = lam * s1;
+    let w_oe = lam * s2 / (2.0 * (1.0 - u_oe));
+    assert_covers(&out, "U_cpu", (1.0 - h) * lam * 1e-3);
+    assert_covers(&out, "U_oe", u_oe);
+    assert_covers(&out, "W_oe", w_oe);
+    assert_covers(&out, "T_cpu", t_cpu);
+    assert_covers(&out, "T_oe", w_oe + s1);
+    let t_sum = (1.0 - h) * (t_cpu + w_oe + 1.4e-3) + h * (w_oe + 0.5e-3);
+    assert_covers(&out, "T_sum", t_sum);
 }
 
 #[test]

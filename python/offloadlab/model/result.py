@@ -77,10 +77,14 @@ def _overall(q, per: dict, rates, f, share, k: ClassCosts) -> dict[str, np.ndarr
     stable = (q.U_cpu < SATURATED_AT) & (q.U_oe < SATURATED_AT)
     cpu_relieved = (sent * (k.h1 - k.sent_host1)).sum(-1) > 0
     T, T_noe = _wmean(share, q.T_c), _wmean(share, q.T_noe_c)
+    # The host's sojourn is a mean over the requests that visit it: cache hits do not.
+    visits = share * (1 - f * k.hit)
+    total = visits.sum(-1, keepdims=True)
+    visits = np.divide(visits, total, out=np.zeros_like(visits), where=total > 0)
     return {
         "lam": rates, "f": sent.sum(-1),
         "U_noe": q.U_noe, "W_noe": q.W_noe, "T_noe": T_noe,
-        "U_cpu": q.U_cpu, "W_cpu": q.W_cpu, "T_cpu": _wmean(share, q.T_cpu_c),
+        "U_cpu": q.U_cpu, "W_cpu": q.W_cpu, "T_cpu": _wmean(visits, q.T_cpu_c),
         "U_oe": q.U_oe, "W_oe": q.W_oe, "T_oe": _wmean(oe_weight, q.T_oe_c),
         "T": T, "T_sum": _wmean(share, q.T_sum_c),
         "N_q": per["N_q"].sum(-1), "N_oe": per["N_oe"].sum(-1),

@@ -77,11 +77,6 @@ def run(scenario: Scenario, *, rates=None, fractions=None, requests: int = 200_0
     """
     check_options(requests=requests, seed=seed, replications=replications, warmup=warmup,
                   ci=ci, ci_metric=ci_metric, batches=batches, threads=threads)
-    cached = [c.name for c in scenario.classes if c.hit_ratio > 0]
-    if cached:
-        raise InputError(f"class {cached[0]!r}: the simulator does not model the engine's "
-                         "object cache yet (hit_ratio > 0); evaluate it with the model, or "
-                         "set hit_ratio = 0 to simulate without the cache")
     rates, share, f = operating_points(scenario, rates, fractions, positive=True)
     notes: list[str] = []
     if f is None:
@@ -90,7 +85,8 @@ def run(scenario: Scenario, *, rates=None, fractions=None, requests: int = 200_0
         if any(c.auto for c in scenario.classes):
             notes.append('classes with offload = "auto" use the model\'s fractions at each rate')
     notes.extend(_heavy_tail_notes(scenario))
-    costs = [tuple(to_core(getattr(c, key)) for key in COST_FIELDS) for c in scenario.classes]
+    costs = [(*(to_core(getattr(c, key)) for key in COST_FIELDS), c.hit_ratio,
+              to_core(c.hit_cost)) for c in scenario.classes]
     planned = len(rates) * replications * requests
     base = 0
     outputs = []

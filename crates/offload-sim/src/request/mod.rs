@@ -9,7 +9,8 @@
 //! - host alone ("noe"): one queue, service X_a + X_p;
 //! - host + engine: the host queue ("cpu") serves X_a + X_p for requests kept on the
 //!   host and X_a + X_o for offloaded ones, which then queue at the engine ("oe") for
-//!   X_c + X_q.
+//!   X_c + X_q. With an object cache on the engine (seed 001), a share `hit` of the
+//!   offloaded requests skips the host and is served by the engine alone for X_h.
 //!
 //! A queue whose offered load (rate times mean service) is 1 or more has no steady
 //! state; it is not simulated and its delays are reported as infinite.
@@ -38,6 +39,10 @@ pub struct Class {
     pub engine_overhead: Dist,
     /// X_q, protocol work on the engine.
     pub engine_proto: Dist,
+    /// Share of the offloaded requests the engine's cache answers alone.
+    pub hit: f64,
+    /// X_h, the engine's cost of a hit.
+    pub engine_hit: Dist,
 }
 
 /// The network to simulate.
@@ -80,6 +85,9 @@ impl Network {
                     c.offload
                 ));
             }
+            if !(0.0..=1.0).contains(&c.hit) {
+                return Err(format!("class {i}: hit must lie in [0, 1], got {}", c.hit));
+            }
         }
         let total: f64 = self.classes.iter().map(|c| c.share).sum();
         if (total - 1.0).abs() > 1e-9 {
@@ -97,11 +105,11 @@ impl Network {
                 let (a, p) = (c.app.mean(), c.host_proto.mean());
                 let o = c.host_overhead.mean();
                 let e = c.engine_overhead.mean() + c.engine_proto.mean();
-                let f = c.offload;
+                let (f, h) = (c.offload, c.hit);
                 [
                     lam * (a + p),
-                    lam * (a + (1.0 - f) * p + f * o),
-                    lam * f * e,
+                    lam * ((1.0 - f) * (a + p) + f * (1.0 - h) * (a + o)),
+                    lam * f * ((1.0 - h) * e + h * c.engine_hit.mean()),
                 ]
             })
             .collect()

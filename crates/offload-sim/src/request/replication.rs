@@ -25,6 +25,8 @@ struct Job {
     id: u64,
     class: u32,
     sent: bool,
+    /// Answered by the engine's cache (it never visits the host).
+    hit: bool,
     /// When it arrived to the system, and to this queue.
     born: f64,
     entered: f64,
@@ -185,16 +187,25 @@ impl<'a> Replication<'a> {
             .min(net.classes.len() - 1);
         let spec = &net.classes[class];
         let sent = self.rng.random::<f64>() < spec.offload;
+        // A class without a cache makes no cache draws, so its stream is seed 000's.
+        let cached = spec.hit > 0.0;
+        let hit = cached && self.rng.random::<f64>() < spec.hit && sent;
         let rng = &mut self.rng;
         let app = spec.app.sample(rng);
         let proto = spec.host_proto.sample(rng);
         let overhead = spec.host_overhead.sample(rng);
         let engine = spec.engine_overhead.sample(rng) + spec.engine_proto.sample(rng);
+        let answer = if cached {
+            spec.engine_hit.sample(rng)
+        } else {
+            0.0
+        };
 
         let job = Job {
             id,
             class: class as u32,
             sent: false,
+            hit: false,
             born: self.now,
             entered: self.now,
             service: app + proto,
@@ -203,7 +214,18 @@ impl<'a> Replication<'a> {
         if self.stable[Station::Noe as usize] {
             self.enter(Station::Noe, job);
         }
-        if self.stable[Station::Cpu as usize] {
+        if hit {
+            // The cache answers it on the engine, which is simulated only when stable.
+            if self.stable[Station::Oe as usize] {
+                let at_engine = Job {
+                    sent,
+                    hit,
+                    service: answer,
+                    ..job
+                };
+                self.enter(Station::Oe, at_engine);
+            }
+        } else if self.stable[Station::Cpu as usize] {
             let host = if sent { app + overhead } else { app + proto };
             self.enter(
                 Station::Cpu,
@@ -261,6 +283,11 @@ impl<'a> Replication<'a> {
                 tally.host_kept.depart(wait, job.service);
                 record(&mut self.hist_system, now - job.born);
                 self.pilot_record(job.id, Station::Cpu, now - job.born);
+            }
+            Station::Oe if job.hit => {
+                tally.hit.depart(wait, job.service);
+                record(&mut self.hist_system, now - job.born);
+                self.pilot_record(job.id, Station::Oe, now - job.born);
             }
             Station::Oe => {
                 tally.oe.depart(wait, job.service);

@@ -44,13 +44,15 @@ impl Leg {
 }
 
 /// One class's legs: host alone, host for requests kept there, host for offloaded
-/// requests, engine; and the end-to-end sojourn of offloaded requests.
+/// requests, engine for them, engine for the cache's hits (which skip the host); and
+/// the end-to-end sojourn of offloaded requests that missed.
 #[derive(Clone, Copy, Debug, Default)]
 pub struct ClassTally {
     pub noe: Leg,
     pub host_kept: Leg,
     pub host_sent: Leg,
     pub oe: Leg,
+    pub hit: Leg,
     pub end_to_end_sent: Tally,
 }
 
@@ -96,6 +98,7 @@ impl Window {
             a.host_kept.merge(&b.host_kept);
             a.host_sent.merge(&b.host_sent);
             a.oe.merge(&b.oe);
+            a.hit.merge(&b.hit);
             a.end_to_end_sent.merge(&b.end_to_end_sent);
         }
     }
@@ -105,9 +108,10 @@ impl Window {
     ///
     /// Delays are means over the departures in the window. Per-class counts (N_*) come
     /// from Little's law (class throughput x mean time); the all-classes ones are time
-    /// averages. T mixes a class's two paths by the observed offloaded share: kept
-    /// requests take their host sojourn; offloaded ones max(host, engine) sojourn means
-    /// with `delay_max` (seed 000), else their end-to-end sojourn. A saturated station
+    /// averages. T mixes a class's paths by their observed shares: kept requests take
+    /// their host sojourn; offloaded ones max(host, engine) sojourn means with
+    /// `delay_max` (seed 000), else their end-to-end sojourn; hits their engine sojourn.
+    /// The engine's U, W and T cover misses and hits alike. A saturated station
     /// reports its offered load as U and infinite delays; a mean over no departures is NaN.
     pub fn metrics(&self, ctx: &Context) -> Vec<Vec<f64>> {
         let per_class: Vec<Vec<f64>> = self
@@ -134,14 +138,24 @@ impl Window {
         let mean = |ok: bool, tally: Tally| if ok { tally.mean() } else { f64::INFINITY };
         let mut host = t.host_kept;
         host.merge(&t.host_sent);
+        let mut engine = t.oe;
+        engine.merge(&t.hit);
         let uses_engine = ctx.offload[c] > 0.0;
         let engine_ok = oe_ok || !uses_engine;
 
-        let (w_oe, t_oe) = (mean(engine_ok, t.oe.wait), mean(engine_ok, t.oe.sojourn));
+        let (w_oe, t_oe) = (
+            mean(engine_ok, engine.wait),
+            mean(engine_ok, engine.sojourn),
+        );
         let kept = mean(cpu_ok, t.host_kept.sojourn);
         let sent_sum = mean(cpu_ok && engine_ok, t.end_to_end_sent);
-        let sent_max = mean(cpu_ok, t.host_sent.sojourn).max(t_oe);
-        let sent_share = share(t.host_sent.sojourn.n, t.host_kept.sojourn.n);
+        let sent_max = mean(cpu_ok, t.host_sent.sojourn).max(mean(engine_ok, t.oe.sojourn));
+        let hit = mean(engine_ok, t.hit.sojourn);
+        let counts = [
+            t.host_kept.sojourn.n,
+            t.host_sent.sojourn.n,
+            t.hit.sojourn.n,
+        ];
         let sent = if ctx.delay_max { sent_max } else { sent_sum };
         let little = |ok: bool, sojourn: Tally| {
             if ok {
@@ -165,13 +179,13 @@ impl Window {
             util(cpu_ok, host.busy, Station::Cpu),
             mean(cpu_ok, host.wait),
             mean(cpu_ok, host.sojourn),
-            util(oe_ok, t.oe.busy, Station::Oe),
+            util(oe_ok, engine.busy, Station::Oe),
             w_oe,
             t_oe,
-            mix(sent_share, kept, sent),
-            mix(sent_share, kept, sent_sum),
-            count(t.oe.wait.n, w_oe),
-            count(t.oe.sojourn.n, t_oe),
+            paths(counts, [kept, sent, hit]),
+            paths(counts, [kept, sent_sum, hit]),
+            count(engine.wait.n, w_oe),
+            count(engine.sojourn.n, t_oe),
             little(noe_ok, t.noe.sojourn),
             little(cpu_ok, host.sojourn),
         ]
@@ -190,17 +204,18 @@ impl Window {
             total.mean()
         };
         let sum_col = |col: usize| per_class.iter().map(|r| r[col]).sum::<f64>();
-        // A class's T weighs by its host departures (the requests it had in the window).
-        let host_departures: Vec<f64> = self
+        // A class's T weighs by the requests it had in the window: its host departures
+        // and its hits.
+        let departures: Vec<f64> = self
             .classes
             .iter()
-            .map(|t| (t.host_kept.sojourn.n + t.host_sent.sojourn.n) as f64)
+            .map(|t| (t.host_kept.sojourn.n + t.host_sent.sojourn.n + t.hit.sojourn.n) as f64)
             .collect();
-        let total_departures: f64 = host_departures.iter().sum();
+        let total_departures: f64 = departures.iter().sum();
         let mean_col = |col: usize| {
             per_class
                 .iter()
-                .zip(&host_departures)
+                .zip(&departures)
                 .map(|(r, n)| weighted(n / total_departures, r[col]))
                 .sum()
         };
@@ -214,8 +229,8 @@ impl Window {
             pooled(cpu_ok, |t| [t.host_kept.wait, t.host_sent.wait]),
             pooled(cpu_ok, |t| [t.host_kept.sojourn, t.host_sent.sojourn]),
             sum_col(6),
-            pooled(oe_ok, |t| [t.oe.wait, Tally::default()]),
-            pooled(oe_ok, |t| [t.oe.sojourn, Tally::default()]),
+            pooled(oe_ok, |t| [t.oe.wait, t.hit.wait]),
+            pooled(oe_ok, |t| [t.oe.sojourn, t.hit.sojourn]),
             if cpu_ok { mean_col(9) } else { f64::INFINITY },
             if cpu_ok { mean_col(10) } else { f64::INFINITY },
             area(oe_ok, self.area_queue[Station::Oe as usize]),
@@ -226,13 +241,23 @@ impl Window {
     }
 }
 
-/// Offloaded share of a class's host departures (0 when there were none).
-fn share(sent: u64, kept: u64) -> f64 {
-    if sent + kept == 0 {
+/// The mean over a class's paths (kept, offloaded and missed, hit) weighted by their
+/// departures; with none at all, the kept path's value.
+fn paths(counts: [u64; 3], values: [f64; 3]) -> f64 {
+    let total = counts.iter().sum::<u64>() as f64;
+    let (sent, hit) = if total > 0.0 {
+        (counts[1] as f64 / total, counts[2] as f64 / total)
+    } else {
+        (0.0, 0.0)
+    };
+    // The kept share by difference, so that without hits this is (1 - f) kept + f sent;
+    // zero when none were kept, not a rounding residue that would weigh a NaN mean.
+    let kept = if counts[0] == 0 {
         0.0
     } else {
-        sent as f64 / (sent + kept) as f64
-    }
+        1.0 - sent - hit
+    };
+    weighted(kept, values[0]) + weighted(sent, values[1]) + weighted(hit, values[2])
 }
 
 /// w x, where a zero weight contributes 0 even if x is NaN or infinite (a path no
@@ -243,9 +268,4 @@ fn weighted(w: f64, x: f64) -> f64 {
     } else {
         0.0
     }
-}
-
-/// (1 - f) kept + f sent, by the same rule.
-fn mix(f: f64, kept: f64, sent: f64) -> f64 {
-    weighted(1.0 - f, kept) + weighted(f, sent)
 }
