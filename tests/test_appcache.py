@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 from dataclasses import replace
 
+import numpy as np
 import pandas as pd
 import pytest
 from typer.testing import CliRunner
@@ -51,6 +52,13 @@ def test_a_short_study_runs_a_b_and_c_and_the_cache_spares_the_host(small_set, t
     summary = json.loads((out / "summary.json").read_text())
     assert summary["figures"] == ["appcache.png"] and (out / "appcache.png").stat().st_size
     assert "Hit rate" in result.output and "cache on the engine" in result.output
+    # Four runs of C at two hit ratios fit a hit's and a miss's engine cost apart.
+    costs = summary["model"]["costs"]
+    assert 0 < costs["engine_hit_s"] < costs["engine_miss_s"] + costs["host_file_miss_s"]
+    versus = pd.read_csv(out / "model.csv")
+    assert len(versus) == 2 + 4  # the runs of A and C
+    c = versus[versus["setup"] == "C"]
+    assert np.allclose(c["model_engine_util"], c["engine_util"], rtol=0.5)
 
 
 def test_the_search_doubles_then_bisects_to_the_last_compliant_count(small_set, monkeypatch):
@@ -84,3 +92,39 @@ def test_bad_appcache_flags_exit_2_naming_them(small_set, tmp_path, args, fragme
     result = CliRunner().invoke(app, ["study", "--fileset", str(small_set), "--out",
                                       str(tmp_path / "o"), *args])
     assert result.exit_code == 2 and fragment in result.output, result.output
+
+
+def test_the_fit_recovers_known_costs_and_the_model_then_matches_every_run():
+    from offloadlab.calibrate import appcache as fitting
+
+    alone, page, file_miss, engine_miss, engine_hit = 300e-6, 1.2e-3, 150e-6, 120e-6, 40e-6
+    d = 0.05
+    rows = []
+    for sessions, rate in ((5, 100.0), (50, 900.0)):
+        rows.append(dict(setup="A", sessions=sessions, cache_mib=None, rate=rate,
+                         dynamic_share=d, hit_rate=None, host_util=rate * alone,
+                         engine_util=None))
+        for mib, h in ((1, 0.4), (10, 0.9)):
+            rows.append(dict(setup="C", sessions=sessions, cache_mib=mib, rate=rate,
+                             dynamic_share=d, hit_rate=h,
+                             host_util=rate * (d * page + (1 - d - h) * file_miss),
+                             engine_util=rate * ((1 - h) * engine_miss + h * engine_hit)))
+    points = pd.DataFrame(rows)
+    costs = fitting.fit(points)
+    want = (alone, page, file_miss, engine_miss, engine_hit)
+    assert [getattr(costs, f) for f in ("host_alone", "host_page", "host_file_miss",
+                                        "engine_miss", "engine_hit")] == pytest.approx(want)
+    table = fitting.compare(points, costs)
+    assert len(table) == len(points)
+    assert np.allclose(table["model_host_util"], table["host_util"], rtol=1e-6)
+    c = table[table["setup"] == "C"]
+    assert np.allclose(c["model_engine_util"], c["engine_util"], rtol=1e-6)
+    # The simulator, run on the same fitted scenario, agrees with the model.
+    assert np.allclose(table["sim_host_util"], table["model_host_util"], rtol=0.03)
+    assert np.allclose(c["sim_engine_util"], c["model_engine_util"], rtol=0.03)
+    assert np.allclose(table["sim_T"], table["model_T"], rtol=0.1)
+    # One hit ratio cannot tell a hit's engine cost from a miss's: no fit, no comparison.
+    one = points[(points["setup"] == "A") | (points["cache_mib"] == 10)]
+    costs = fitting.fit(one)
+    assert costs.engine_hit is None and costs.host_alone == pytest.approx(alone)
+    assert set(fitting.compare(one, costs)["setup"]) == {"A"}

@@ -8,10 +8,11 @@ from pathlib import Path
 
 from rich.table import Table
 
+from offloadlab.calibrate import appcache as fitting
 from offloadlab.cli.common import err, out
 from offloadlab.errors import InputError
 from offloadlab.report import appcache as figure
-from offloadlab.report.format import ms
+from offloadlab.report.format import ms, us
 from offloadlab.report.handoff import DPI
 from offloadlab.results import write_atomic, write_json
 from offloadlab.testbed import appcache
@@ -61,7 +62,10 @@ def study(out_dir: Path, fileset_dir: Path | None, exp_args: dict, budget: str,
               + (", then the search for the most compliant sessions" if exp.search else ""),
               highlight=False)
     result = appcache.run(exp, progress=_say)
+    costs = fitting.fit(result.points)
+    versus = fitting.compare(result.points, costs)
     write_atomic(out_dir / "points.csv", lambda p: result.points.to_csv(p, index=False))
+    write_atomic(out_dir / "model.csv", lambda p: versus.to_csv(p, index=False))
     if result.probes is not None:
         write_atomic(out_dir / "probes.csv", lambda p: result.probes.to_csv(p, index=False))
     written = []
@@ -70,12 +74,15 @@ def study(out_dir: Path, fileset_dir: Path | None, exp_args: dict, budget: str,
         path = out_dir / "appcache.png"
         write_atomic(path, lambda tmp: fig.savefig(tmp, dpi=DPI, format="png"))
         written.append(path.name)
-    write_json(out_dir / "summary.json", {**result.summary(), "figures": written})
+    write_json(out_dir / "summary.json", {
+        **result.summary(), "figures": written,
+        "model": {"costs": costs.to_json(), "runs": versus.to_dict("records")}})
     out.print(hit_table(result))
     out.print(setup_table(result))
+    out.print(model_table(versus, costs))
     if exp.search:
         out.print(search_line(result), highlight=False)
-    out.print(f"wrote {out_dir}/: points.csv, summary.json"
+    out.print(f"wrote {out_dir}/: points.csv, model.csv, summary.json"
               + (", probes.csv" if result.probes is not None else "")
               + "".join(f", {w}" for w in written))
 
@@ -111,11 +118,37 @@ def setup_table(result: appcache.Result) -> Table:
     return t
 
 
+def model_table(versus, costs: fitting.Costs) -> Table:
+    fitted = ", ".join(f"{name} {us(v)} µs" for name, v in (
+        ("host alone", costs.host_alone), ("host per page", costs.host_page),
+        ("host per missed file", costs.host_file_miss), ("engine per miss", costs.engine_miss),
+        ("engine per hit", costs.engine_hit)) if v is not None)
+    t = Table("set-up", "sessions", "MiB", "req/s", "hit %", "host CPU % testbed",
+              "model", "sim", "engine CPU % testbed", "model", "sim", "ms testbed",
+              "model", "sim", title="Model and simulator against the testbed",
+              caption=f"fitted per request: {fitted}; testbed times include the client "
+                      "and the loopback")
+    for r in versus.to_dict("records"):
+        t.add_row(r["setup"], str(r["sessions"]),
+                  "" if r["cache_mib"] is None or r["cache_mib"] != r["cache_mib"]
+                  else f"{r['cache_mib']:g}",
+                  f"{r['rate']:,.0f}", _pct(r["hit_rate"]),
+                  *(_pct(r[f"{s}host_util"]) for s in ("", "model_", "sim_")),
+                  *(_pct(r[f"{s}engine_util"]) for s in ("", "model_", "sim_")),
+                  ms(r["request_mean_s"]), ms(r["model_T"]), ms(r["sim_T"]))
+    return t
+
+
 def search_line(result: appcache.Result) -> str:
     parts = []
     for setup in appcache.SETUPS:
-        n = result.most_sessions.get(setup)
-        parts.append(f"{setup} {'none' if n is None else f'{n:,}'}")
+        n, failed = result.most_sessions.get(setup), result.first_failed(setup)
+        if n is None:
+            parts.append(f"{setup} none (failed at {failed:,})")
+        elif failed is None:
+            parts.append(f"{setup} ≥ {n:,} (never failed)")
+        else:
+            parts.append(f"{setup} {n:,} (failed at {failed:,})")
     exp = result.experiment
     return (f"most sessions within SPECweb2005's QoS (95 % of pages ≤ {exp.time_good_s:g} s, "
             f"99 % ≤ {exp.time_tolerable_s:g} s, ≤ 0.5 % errors): " + ", ".join(parts))

@@ -66,7 +66,8 @@ TIME_GOOD_S, TIME_TOLERABLE_S = 3.0, 5.0
 MAX_SESSIONS = 20_000
 # The load generator as in the other testbed experiments, checking each body's length.
 _LOAD = {"threads": 1, "verify": "length", "timeout_s": 10.0}
-POINT_COLUMNS = ("setup", "sessions", "cache_mib", "requests", "pages", "hit_rate",
+POINT_COLUMNS = ("setup", "sessions", "cache_mib", "requests", "rate", "dynamic_share",
+                 "pages", "hit_rate",
                  "host_util", "engine_util", "host_cpu_us", "engine_cpu_us",
                  "request_mean_s", "page_mean_s", "byte_rate", "good", "tolerable",
                  "error_share", "compliant")
@@ -195,6 +196,14 @@ class Result:
     most_sessions: dict[str, int | None] = field(default_factory=dict)
     probes: pd.DataFrame | None = None
 
+    def first_failed(self, setup: str) -> int | None:
+        """The fewest sessions ``setup`` failed the QoS with in the search (None: it
+        never failed, so its most sessions is only a lower bound)."""
+        if self.probes is None:
+            return None
+        failed = self.probes[(self.probes["setup"] == setup) & ~self.probes["compliant"]]
+        return int(failed["sessions"].min()) if len(failed) else None
+
     def hit_table(self, setup: str = "C") -> pd.DataFrame:
         """Hit rate (%) by sessions (rows) and cache size in MiB (columns): the analog of
         seed 001's Table 4.4."""
@@ -206,6 +215,7 @@ class Result:
         return {"experiment": self.experiment.describe(),
                 "points": self.points.to_dict("records"),
                 "most_sessions": self.most_sessions,
+                "first_failed": {s: self.first_failed(s) for s in self.most_sessions},
                 "probes": [] if self.probes is None else self.probes.to_dict("records")}
 
 
@@ -237,7 +247,9 @@ def _server_side(before: dict, after: dict) -> dict:
         return sum(t["cpu_s"] for t in doc["threads"] if t["role"] == role)
 
     host = cpu(after, "host") - cpu(before, "host")
-    engine = cpu(after, "engine") - cpu(before, "engine")
+    # The engine's busy time: its spinning while idle is not work.
+    idle = after["engine"]["idle_poll_s"] - before["engine"]["idle_poll_s"]
+    engine = cpu(after, "engine") - cpu(before, "engine") - idle
     cache = after.get("cache")
     if cache is None:
         hit_rate, served = None, requests
@@ -273,7 +285,9 @@ def _client_side(exp: Experiment, measured: stream.Stream, result: load.LoadResu
     done = rec[rec["error"] == ""]
     span = max(float(end.max() - start.min()), 1e-9) if len(rec) else 1.0
     failed = int((rec["error"] != "").sum())
-    return {"requests": len(rec), "pages": len(whole),
+    return {"requests": len(rec), "rate": len(rec) / span,
+            "dynamic_share": float(dynamic[rows].mean()) if len(rows) else None,
+            "pages": len(whole),
             "request_mean_s": float(done["total_s"].mean()) if len(done) else None,
             "page_mean_s": float(times[np.isfinite(times)].mean()) if len(times) else None,
             "byte_rate": float(done["bytes"].sum()) / span,
