@@ -69,7 +69,7 @@ def study(out_dir: Path, fileset_dir: Path | None, exp_args: dict, budget: str,
     if result.probes is not None:
         write_atomic(out_dir / "probes.csv", lambda p: result.probes.to_csv(p, index=False))
     written = []
-    fig = figure.figure(result.points, exp.operating)
+    fig = figure.figure(result.points, exp.operating, versus)
     if fig is not None:
         path = out_dir / "appcache.png"
         write_atomic(path, lambda tmp: fig.savefig(tmp, dpi=DPI, format="png"))

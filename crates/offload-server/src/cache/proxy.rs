@@ -328,3 +328,106 @@ fn parse_origin(bytes: &[u8]) -> Option<OriginHead> {
     }
     Some(head)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::cache::Policy;
+
+    fn origin(head: &str, body: &[u8]) -> Reply {
+        let mut bytes = head.replace('\n', "\r\n").into_bytes();
+        bytes.extend_from_slice(b"\r\n");
+        bytes.extend_from_slice(body);
+        Reply {
+            bytes,
+            body: Body::None,
+            keep_alive: true,
+        }
+    }
+
+    fn get(path: &str) -> (Head, Vec<u8>) {
+        let mut p = Vec::new();
+        let text = format!("GET {path} HTTP/1.1\r\nHost: t\r\n\r\n");
+        match http::parse(text.as_bytes(), &Default::default(), &mut p) {
+            http::Parsed::Done(head) => (head, p),
+            other => panic!("{other:?}"),
+        }
+    }
+
+    /// Two GETs of /x through a fresh proxy whose origin answers `head` and 5 bytes.
+    fn twice(head: &str) -> (Proxy, Arc<Stats>) {
+        let stats = Arc::new(Stats::new(crate::Mode::Engine, 0));
+        let config = CacheConfig {
+            capacity: 1 << 20,
+            policy: Policy::Lru,
+            max_object: 1 << 10,
+        };
+        let mut proxy = Proxy::new(&config, stats.clone());
+        let mut pool = Pool::default();
+        for _ in 0..2 {
+            let (head_in, path) = get("/x");
+            match proxy.lookup(head_in, &path, &mut pool) {
+                Lookup::Hit(_) => {}
+                Lookup::Forward(_, ticket) => {
+                    let body = vec![7u8; 5];
+                    proxy.complete(ticket, origin(head, &body), &mut pool);
+                }
+            }
+        }
+        (proxy, stats)
+    }
+
+    fn count(stats: &Stats, name: &str) -> u64 {
+        stats.cache.document().unwrap()[name].as_u64().unwrap()
+    }
+
+    fn refused(stats: &Stats, why: &str) -> u64 {
+        stats.cache.document().unwrap()["refused"][why]
+            .as_u64()
+            .unwrap()
+    }
+
+    #[test]
+    fn private_and_no_store_answers_are_never_stored() {
+        for cc in ["private", "no-store", "max-age=60, private", "No-Store"] {
+            let head = format!("HTTP/1.1 200 OK\nContent-Length: 5\nCache-Control: {cc}\n");
+            let (_, stats) = twice(&head);
+            assert_eq!(count(&stats, "hits"), 0, "{cc}");
+            assert_eq!(refused(&stats, "uncacheable"), 2, "{cc}");
+        }
+    }
+
+    #[test]
+    fn the_rules_refuse_what_cannot_be_reused_and_store_the_rest() {
+        let cases = [
+            ("HTTP/1.1 200 OK\nCache-Control: max-age=60\n", "unframed"),
+            (
+                "HTTP/1.1 404 Not Found\nContent-Length: 5\nCache-Control: max-age=60\n",
+                "status",
+            ),
+            ("HTTP/1.1 200 OK\nContent-Length: 5\n", "unvalidated"),
+            (
+                "HTTP/1.1 200 OK\nContent-Length: 4\nCache-Control: max-age=60\n",
+                "unframed",
+            ),
+            (
+                "HTTP/1.1 200 OK\nContent-Length: 5\nCache-Control: max-age=60\n",
+                "",
+            ),
+        ];
+        for (head, why) in cases {
+            let (_, stats) = twice(head);
+            if why.is_empty() {
+                assert_eq!((count(&stats, "hits"), count(&stats, "admitted")), (1, 1));
+            } else {
+                assert_eq!(
+                    (count(&stats, "hits"), refused(&stats, why)),
+                    (0, 2),
+                    "{head}"
+                );
+            }
+        }
+        let big = "HTTP/1.1 200 OK\nContent-Length: 5000\nCache-Control: max-age=60\n";
+        assert_eq!(refused(&twice(big).1, "too_large"), 2);
+    }
+}
