@@ -2,7 +2,8 @@
 
 :func:`evaluate` solves a scenario over a rate sweep; :func:`verdict` says in words
 whether offloading helps. The equations are in :mod:`offloadlab.model.tandem` and
-documented in ``docs/model.md``.
+documented in ``docs/model.md``. :mod:`offloadlab.model.mva` solves closed multi-class
+networks (the multi-tier model of seed 003) by mean value analysis.
 """
 
 from offloadlab.model.result import evaluate
