@@ -3,7 +3,8 @@
 :func:`evaluate` solves a scenario over a rate sweep; :func:`verdict` says in words
 whether offloading helps. The equations are in :mod:`offloadlab.model.tandem` and
 documented in ``docs/model.md``. :mod:`offloadlab.model.mva` solves closed multi-class
-networks (the multi-tier model of seed 003) by mean value analysis.
+networks (the multi-tier model of seed 003) by mean value analysis;
+:mod:`offloadlab.model.cache` gives an LRU cache's hit ratio by Che's approximation.
 """
 
 from offloadlab.model.result import evaluate
