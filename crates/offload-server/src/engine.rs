@@ -52,11 +52,6 @@ const RING_SLOTS: usize = 4096;
 const SPIN: Duration = Duration::from_micros(50);
 /// Longest stretch of slowdown burned between two heartbeats.
 const BURN_SLICE: f64 = 0.005;
-/// A slowed engine pays its debt once it reaches this: often enough that answers leave
-/// about (1 + F) times later each, as on a slower processor, rather than at full speed
-/// with the next ones waiting behind one long burn; rarely enough that the clock reads
-/// and wake-ups of paying are a small part of the work.
-const PAY_QUANTUM: f64 = 250e-6;
 /// A heartbeat unchanged this long means the engine is stuck.
 pub const STALL: Duration = Duration::from_millis(500);
 
@@ -220,8 +215,6 @@ struct Slowdown {
     factor: f64,
     /// The engine's CPU clock when the work not yet paid for began.
     since: f64,
-    /// The same moment on the wall clock, which is cheaper to read: it bounds the debt.
-    since_wall: Option<Instant>,
 }
 
 impl Slowdown {
@@ -230,14 +223,7 @@ impl Slowdown {
         self.factor = factor;
         if self.factor > 0.0 {
             self.since = cpu::thread_seconds();
-            self.since_wall = Some(Instant::now());
         }
-    }
-
-    /// Has the debt perhaps reached `PAY_QUANTUM`?
-    fn due(&self) -> bool {
-        self.since_wall
-            .is_some_and(|t| t.elapsed().as_secs_f64() * self.factor >= PAY_QUANTUM)
     }
 
     /// Burns the debt of the work since `start` (or the last payment), in slices
@@ -454,22 +440,12 @@ impl Dispatch for EngineSide {
         self.events.push(Event::Conn(Box::new(conn)));
     }
 
-    /// Host first: give the host what it waits for now, rather than after the rest of
-    /// the turn.
+    /// Host first: pay for the work so far and give the host what it waits for now,
+    /// rather than after the rest of the turn.
     fn pace(&mut self) {
+        self.pay();
         if let Err(e) = self.publish() {
             self.shared.stats.note_error(&e);
-        }
-    }
-
-    /// A slowed engine pays as it goes (see `PAY_QUANTUM`), and then hands the host
-    /// what it has so far, as a turn may take long. Handing over is not charged: it is
-    /// the emulator's cost, paid more often than a real engine would.
-    fn worked(&mut self) {
-        if self.slow.due() {
-            self.pay();
-            self.pace();
-            self.slow.start(self.slow.factor);
         }
     }
 }
@@ -491,10 +467,7 @@ fn engine_loop(
         let turn_start = idle_from.map(|_| cpu::thread_seconds());
         beat(stats);
         side.slow.start(shared.control.knobs.slowdown());
-        let applied = commands.drain(|command| {
-            side.apply(&mut proto, command);
-            side.worked();
-        });
+        let applied = commands.drain(|command| side.apply(&mut proto, command));
         let mut timeout = Duration::ZERO;
         let idle = applied == 0 && side.events.backlog() == 0;
         if idle && wait == EngineWait::Adaptive && idle_since.elapsed() > SPIN {

@@ -148,9 +148,6 @@ pub trait Dispatch {
 
     /// A point between two pieces of work (see `HOST_FIRST_CHUNK`).
     fn pace(&mut self) {}
-
-    /// One piece of work is done: an accept, or one connection's events.
-    fn worked(&mut self) {}
 }
 
 pub struct Proto {
@@ -279,7 +276,6 @@ impl Proto {
                         conn.readable |= readable;
                         conn.writable |= writable;
                         self.advance(slot, app);
-                        app.worked();
                     }
                 }
             }
@@ -375,7 +371,6 @@ impl Proto {
                     } else {
                         app.hand_over(conn);
                     }
-                    app.worked();
                 }
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
                     self.accept_pending = false;
