@@ -182,7 +182,10 @@ pub fn run(
     };
     let mut host = Host {
         app: HostApp {
-            inline: Inline(handler),
+            inline: Inline {
+                origin: handler,
+                proxy: None,
+            },
             commands: cmd_tx,
             policy,
             account,
@@ -523,7 +526,7 @@ impl HostApp {
     /// Answers a request of an engine-held connection with commands.
     fn answer(&mut self, conn: ConnId, class: u8, head: Head, path: Vec<u8>, pool: &mut Pool) {
         let start = self.account.then(Instant::now);
-        let reply = self.inline.0.respond(head, &path, pool.take());
+        let reply = self.inline.origin.respond(head, &path, pool.take());
         pool.give(path);
         let (bytes, file, keep_alive) = reply.into_file_reply();
         let then = if keep_alive {

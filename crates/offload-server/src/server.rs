@@ -78,17 +78,12 @@ pub fn serve(config: Config, control: Arc<Control>) -> Result<Value, String> {
                         let listener = Some(TcpListener::from_std(listener));
                         let proto =
                             Proto::new(listener, config.limits.clone(), stats.clone(), None)?;
-                        match &config.cache {
-                            None => serve_inline(proto, &mut Inline(handler), &control),
-                            Some(cache) => {
-                                let proxy = Proxy::new(cache, stats.clone());
-                                let mut app = Proxied {
-                                    proxy,
-                                    origin: handler,
-                                };
-                                serve_inline(proto, &mut app, &control)
-                            }
-                        }
+                        let proxy = config.cache.map(|c| Proxy::new(&c, stats.clone()));
+                        let mut app = Inline {
+                            origin: handler,
+                            proxy,
+                        };
+                        serve_inline(proto, &mut app, &control)
                     }
                     Mode::Engine | Mode::Handoff => {
                         engine::run(&config, listener, handler, control, stats.clone())
@@ -165,8 +160,12 @@ fn set_nodelay(fd: std::os::fd::RawFd) -> io::Result<()> {
     Ok(())
 }
 
-/// `inline`: the host answers each request itself, in the socket loop.
-pub(crate) struct Inline(pub Handler);
+/// `inline`: the host answers each request itself, in the socket loop; with a cache
+/// in front of the application, seed 001's set-up B (both on the host thread).
+pub(crate) struct Inline {
+    pub origin: Handler,
+    pub proxy: Option<Proxy>,
+}
 
 impl Dispatch for Inline {
     fn request(
@@ -177,30 +176,14 @@ impl Dispatch for Inline {
         path: &mut Vec<u8>,
         pool: &mut Pool,
     ) -> Option<Reply> {
-        Some(self.0.respond(head, path, pool.take()))
-    }
-}
-
-/// Seed 001's set-up B: the cache and the application both on the host thread.
-struct Proxied {
-    proxy: Proxy,
-    origin: Handler,
-}
-
-impl Dispatch for Proxied {
-    fn request(
-        &mut self,
-        _: ConnId,
-        _: u8,
-        head: Head,
-        path: &mut Vec<u8>,
-        pool: &mut Pool,
-    ) -> Option<Reply> {
-        Some(match self.proxy.lookup(head, path, pool) {
+        let Some(proxy) = &mut self.proxy else {
+            return Some(self.origin.respond(head, path, pool.take()));
+        };
+        Some(match proxy.lookup(head, path, pool) {
             Lookup::Hit(reply) => reply,
             Lookup::Forward(head, ticket) => {
                 let origin = self.origin.respond(head, path, pool.take());
-                self.proxy.complete(ticket, origin, pool)
+                proxy.complete(ticket, origin, pool)
             }
         })
     }
