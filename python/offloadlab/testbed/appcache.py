@@ -285,24 +285,19 @@ def _client_side(exp: Experiment, measured: stream.Stream, result: load.LoadResu
     done = rec[rec["error"] == ""]
     span = max(float(end.max() - start.min()), 1e-9) if len(rec) else 1.0
     failed = int((rec["error"] != "").sum())
+    good = float((times <= exp.time_good_s).mean()) if len(times) else None
+    tolerable = float((times <= exp.time_tolerable_s).mean()) if len(times) else None
+    error_share = failed / len(rec) if len(rec) else None
+    compliant = (good is not None and error_share is not None and good >= GOOD_SHARE
+                 and tolerable >= TOLERABLE_SHARE and error_share <= MAX_ERROR_SHARE)
     return {"requests": len(rec), "rate": len(rec) / span,
             "dynamic_share": float(dynamic[rows].mean()) if len(rows) else None,
             "pages": len(whole),
             "request_mean_s": float(done["total_s"].mean()) if len(done) else None,
             "page_mean_s": float(times[np.isfinite(times)].mean()) if len(times) else None,
             "byte_rate": float(done["bytes"].sum()) / span,
-            "good": float((times <= exp.time_good_s).mean()) if len(times) else None,
-            "tolerable": float((times <= exp.time_tolerable_s).mean()) if len(times) else None,
-            "error_share": failed / len(rec) if len(rec) else None,
-            "compliant": _compliant(times, failed, len(rec), exp)}
-
-
-def _compliant(times: pd.Series, failed: int, requests: int, exp: Experiment) -> bool:
-    if len(times) == 0 or requests == 0:
-        return False
-    return bool((times <= exp.time_good_s).mean() >= GOOD_SHARE
-                and (times <= exp.time_tolerable_s).mean() >= TOLERABLE_SHARE
-                and failed / requests <= MAX_ERROR_SHARE)
+            "good": good, "tolerable": tolerable, "error_share": error_share,
+            "compliant": compliant}
 
 
 def run(exp: Experiment, progress: Callable[[str, int, int], None] | None = None) -> Result:
