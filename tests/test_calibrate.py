@@ -5,6 +5,7 @@ import math
 
 import numpy as np
 import pytest
+from scipy import stats
 
 from offloadlab import dist
 from offloadlab.calibrate import fit
@@ -27,6 +28,18 @@ def test_ks_reproduces_table_4_2_with_the_exact_distribution(n, k, p):
     D, pvalue = fit.ks(a, a + k - 0.5)
     assert pytest.approx(k / n) == D
     assert pvalue == pytest.approx(p, abs=1.5e-4)  # the table has 4 decimals
+
+
+def test_ks_falls_back_to_the_asymptotic_p_where_scipy_cannot_compute_the_exact_one():
+    # Two 5-point samples on which scipy's exact recursion gives up (a RuntimeWarning,
+    # an error in a study run under -W error).
+    a = [0.8009643834531339, 0.08237984529913911, 0.5377307648429477, 0.2700115055523207,
+         0.3244284353768756]
+    b = [0.36778799463457446, 0.1981194211736207, 0.42293438508470205, 0.28406055690426213,
+         0.9964509826928074]
+    D, p = fit.ks(a, b)
+    asymptotic = stats.ks_2samp(a, b, method="asymp")
+    assert (D, p) == (asymptotic.statistic, asymptotic.pvalue)
 
 
 def test_ks_ignores_points_a_curve_does_not_have():
