@@ -20,6 +20,12 @@ Exact MVA (Reiser and Lavenberg) walks every population vector n <= N:
 That is prod_c (N_c + 1) vectors. :func:`approximate` is Schweitzer's fixed point
 instead, Q[j, k](N - e_c) ~ Q[j, k](N) (N_j - [j = c]) / N_j, for populations too
 large to walk.
+
+A queueing station may have m > 1 servers (a tier's CPUs). Both solvers then use
+Seidmann's approximation: a single server of demand D/m in series with a delay of
+D (m - 1)/m. It is exact at both ends (one customer: delay D; saturation: capacity
+m/D) and errs a little between; the closed-network simulator measures by how much
+(docs/sim.md §12). Its utilisation is per server, X D / m.
 """
 
 from __future__ import annotations
@@ -47,10 +53,11 @@ class Network:
     delay: np.ndarray
     stations: tuple[str, ...]
     classes: tuple[str, ...]
+    servers: np.ndarray     # per station; 1 unless a queueing station has several
 
     @classmethod
     def of(cls, demands, population, think=None, delay=None, stations=None,
-           classes=None) -> Network:
+           classes=None, servers=None) -> Network:
         """Checks and builds a network; every problem is an :class:`InputError` naming
         the argument."""
         d = np.atleast_2d(np.asarray(demands, float))
@@ -58,6 +65,7 @@ class Network:
         pop = np.asarray(population)
         think = np.zeros(n_classes) if think is None else np.asarray(think, float)
         delay = np.zeros(n_stations, bool) if delay is None else np.asarray(delay, bool)
+        servers = np.ones(n_stations, int) if servers is None else np.asarray(servers)
         stations = tuple(stations or (f"station {k}" for k in range(n_stations)))
         classes = tuple(classes or (f"class {c}" for c in range(n_classes)))
         problems = []
@@ -71,6 +79,9 @@ class Network:
             problems.append(f"think: give one time >= 0 per class ({n_classes})")
         if delay.shape != (n_stations,):
             problems.append(f"delay: give one flag per station ({n_stations})")
+        if servers.shape != (n_stations,) or not np.issubdtype(servers.dtype, np.integer) \
+                or (servers < 1).any():
+            problems.append(f"servers: give one whole number >= 1 per station ({n_stations})")
         if len(stations) != n_stations or len(classes) != n_classes:
             problems.append("stations and classes: give one name each")
         if not problems:
@@ -81,7 +92,19 @@ class Network:
                                 "one")
         if problems:
             raise InputError("\n".join(problems))
-        return cls(d, pop.astype(int), think, delay, stations, classes)
+        return cls(d, pop.astype(int), think, delay, stations, classes,
+                   np.where(delay, 1, servers).astype(int))
+
+    def single_server(self) -> Network:
+        """Seidmann's split of every multi-server station: its queueing part stays in
+        place, the delay parts are appended as extra stations."""
+        many = np.flatnonzero(self.servers > 1)
+        m = self.servers[many]
+        demands = np.hstack([self.demands / self.servers, self.demands[:, many] * (m - 1) / m])
+        return Network(demands, self.population, self.think,
+                       np.concatenate([self.delay, np.ones(len(many), bool)]),
+                       self.stations + tuple(f"{self.stations[k]} (delay)" for k in many),
+                       self.classes, np.ones(demands.shape[1], int))
 
 
 @dataclass(frozen=True)
@@ -99,7 +122,9 @@ class Solution:
 
 
 def exact(net: Network) -> Solution:
-    """Exact multi-class MVA (see the module notes)."""
+    """Exact multi-class MVA (see the module notes; multi-server stations by Seidmann)."""
+    if (net.servers > 1).any():
+        return _fold(net, exact(net.single_server()))
     states = math.prod(int(n) + 1 for n in net.population)
     if states > MAX_STATES:
         raise InputError(f"population {net.population.tolist()}: exact MVA would walk "
@@ -127,6 +152,8 @@ def exact(net: Network) -> Solution:
 def approximate(net: Network, tolerance: float = 1e-10, max_iterations: int = 100_000
                 ) -> Solution:
     """Schweitzer's approximate MVA: a fixed point at the full population only."""
+    if (net.servers > 1).any():
+        return _fold(net, approximate(net.single_server(), tolerance, max_iterations))
     n = net.population.astype(float)
     n_classes, n_stations = net.demands.shape
     per_class = np.where(n[:, None] > 0, n[:, None] / n_stations, 0.0)  # start even
@@ -156,3 +183,16 @@ def _solution(net: Network, x: np.ndarray, residence: np.ndarray, iterations: in
     return Solution(throughput=x, response=residence.sum(1), residence=residence,
                     queue=x[:, None] * residence,
                     utilisation=(x[:, None] * net.demands).sum(0), iterations=iterations)
+
+
+def _fold(net: Network, split: Solution) -> Solution:
+    """A solution of ``net.single_server()`` told per station of ``net``: each delay part
+    added back to its station, utilisation per server."""
+    k = len(net.stations)
+    many = np.flatnonzero(net.servers > 1)
+    residence, queue = split.residence[:, :k].copy(), split.queue[:, :k].copy()
+    residence[:, many] += split.residence[:, k:]
+    queue[:, many] += split.queue[:, k:]
+    busy = (split.throughput[:, None] * net.demands).sum(0) / net.servers
+    return Solution(split.throughput, split.response, residence, queue, busy,
+                    split.iterations)
