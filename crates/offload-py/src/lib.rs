@@ -3,6 +3,7 @@
 
 use pyo3::prelude::*;
 
+mod closed;
 mod handoff;
 mod load;
 mod server;
@@ -13,6 +14,7 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("__version__", offload_sim::VERSION)?;
     sim::register(m)?;
     handoff::register(m)?;
+    closed::register(m)?;
     load::register(m)?;
     server::register(m)?;
     Ok(())

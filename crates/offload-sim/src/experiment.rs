@@ -47,15 +47,7 @@ impl Plan {
         if self.replications == 0 {
             return Err("replications must be at least 1".into());
         }
-        if self.batches < 2 {
-            return Err("batches must be at least 2".into());
-        }
-        if self.requests < u64::from(self.batches) {
-            return Err(format!(
-                "requests must be at least the batch count ({})",
-                self.batches
-            ));
-        }
+        check_batches(self.requests, self.batches)?;
         if let Some(p) = self.precision {
             if self.replications > 1 {
                 return Err(
@@ -298,6 +290,27 @@ fn half_widths(per_window: &[Vec<Vec<f64>>]) -> Vec<Vec<f64>> {
 /// and for host + engine. The pilot doubles while MSER-5 has not settled, up to 500,000
 /// requests whatever the budget (a fraction of a second; a short budget must not hide
 /// a long transient).
+/// Batch means need two batches or more, each with at least one request.
+pub(crate) fn check_batches(requests: u64, batches: u32) -> Result<(), String> {
+    if batches < 2 {
+        return Err("batches must be at least 2".into());
+    }
+    if requests < u64::from(batches) {
+        return Err(format!(
+            "requests must be at least the batch count ({batches})"
+        ));
+    }
+    Ok(())
+}
+
+/// The longest MSER-5 pilot, and the first: a tenth of the run, within limits. A pilot
+/// that has not settled doubles, up to the longest.
+pub(crate) const PILOT_MAX: u64 = 500_000;
+
+pub(crate) fn first_pilot(requests: u64) -> u64 {
+    (requests / 10).clamp(5_000, PILOT_MAX)
+}
+
 fn mser_warmup(
     net: &Network,
     rng: &Xoshiro256PlusPlus,
@@ -306,8 +319,7 @@ fn mser_warmup(
     notes: &mut Vec<String>,
     events: &mut u64,
 ) -> Result<u64, Cancelled> {
-    const PILOT_MAX: u64 = 500_000;
-    let mut length = (requests / 10).clamp(5_000, PILOT_MAX);
+    let mut length = first_pilot(requests);
     loop {
         let mut rep = Replication::new(net, rng.clone(), Some(Pilot::new(length as usize)));
         advance(&mut rep, length, control)?;

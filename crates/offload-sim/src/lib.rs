@@ -6,9 +6,11 @@
 //! - [`request`]: seed 000's request-level host + engine network, next to the host alone;
 //! - [`handoff`]: seed 004's packet-level host + offload NIC with connection handoff and
 //!   its policies;
-//! - [`experiment`]: warm-up, batch means or replications, precision targets.
+//! - [`experiment`]: warm-up, batch means or replications, precision targets;
+//! - [`closed`]: a closed multi-class network of PS and delay stations, to check MVA.
 
 pub mod calendar;
+pub mod closed;
 pub mod dist;
 pub mod experiment;
 pub mod handoff;

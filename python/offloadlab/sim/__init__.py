@@ -5,6 +5,9 @@ the host + offload engine, fed by the same requests — and returns a
 :class:`SimResult` in the result schema the model uses, with 95% confidence
 intervals, sojourn-time quantiles and the run's event count and speed. The method is
 in ``docs/sim.md``.
+
+:func:`offloadlab.sim.closed.simulate` simulates a closed network of
+:mod:`offloadlab.model.mva` instead, to check mean value analysis.
 """
 
 from offloadlab.sim.run import QUANTILES, SimResult, check_options, run
