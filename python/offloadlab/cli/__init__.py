@@ -5,14 +5,24 @@ and sweep commands; ``study`` the main job (``offload study``, ``offload demo``)
 ``workload`` the ``offload workload`` group; ``testbed`` the load generator
 (``offload load``); ``serve`` the testbed server (``offload serve``); ``testbed_run``
 the ``offload testbed`` group (each server mode under the same load); ``handoff`` the
-``offload handoff`` group (seed 004's connection handoff, simulated).
+``offload handoff`` group (seed 004's connection handoff, simulated); ``datacentre`` the
+``offload datacentre`` group (seed 003's multi-tier data centre, modelled).
 """
 
-from offloadlab.cli import evidence, handoff, serve, study, testbed, testbed_run, workload
+from offloadlab.cli import (
+    datacentre,
+    evidence,
+    handoff,
+    serve,
+    study,
+    testbed,
+    testbed_run,
+    workload,
+)
 from offloadlab.cli.common import app
 
-__all__ = ["app", "evidence", "handoff", "main", "serve", "study", "testbed", "testbed_run",
-           "workload"]
+__all__ = ["app", "datacentre", "evidence", "handoff", "main", "serve", "study", "testbed",
+           "testbed_run", "workload"]
 
 
 def main() -> None:

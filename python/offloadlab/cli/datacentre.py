@@ -1,0 +1,144 @@
+"""``offload datacentre``: seed 003's multi-tier data centre on the closed-network model
+(:mod:`offloadlab.model.tiers`) — one data centre solved, or the paper's studies
+repeated and checked by trend (:mod:`offloadlab.datacentre.studies`)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import pandas as pd
+import typer
+from rich.table import Table
+
+from offloadlab.cli.common import app, err, out, user_errors
+from offloadlab.datacentre import config, studies
+from offloadlab.model import tiers
+from offloadlab.report import datacentre as figure
+from offloadlab.report.handoff import DPI
+from offloadlab.results import write_atomic, write_json
+from offloadlab.sim import closed
+
+datacentre_app = typer.Typer(
+    help="Seed 003's multi-tier data centre (proxies, web servers, database, disks, "
+         "network) as a closed queueing network.", no_args_is_help=True,
+    rich_markup_mode="rich")
+app.add_typer(datacentre_app, name="datacentre")
+
+File = Annotated[Path | None, typer.Argument(
+    help="Data-centre TOML (docs/datacentre.md); without it, seed 003's layout.")]
+
+
+@datacentre_app.command("solve")
+@user_errors
+def solve_cmd(file: File = None,
+              out_dir: Annotated[Path | None, typer.Option(
+                  "--out", help="Also write stations.csv and summary.json here.")] = None,
+              check_sim: Annotated[bool, typer.Option(
+                  "--sim", help="Also simulate the same network and show both.")] = False,
+              requests: Annotated[int, typer.Option(
+                  min=1000, help="Completions the --sim run measures.")] = 200_000) -> None:
+    """Throughput, response time, cache hit ratios and the busiest stations, by MVA."""
+    dc = config.load(file)
+    solved = tiers.solve(dc)
+    simulated = None
+    if check_sim:
+        err.print(f"simulating {requests:,} requests …")
+        simulated = closed.simulate(solved.net, requests=requests)
+    out.print(_sites(dc, solved, simulated))
+    out.print(_stations(solved))
+    out.print(f"bottleneck: {solved.bottleneck}", highlight=False)
+    if out_dir is not None:
+        out_dir.mkdir(parents=True, exist_ok=True)
+        frame = pd.DataFrame(solved.stations())
+        write_atomic(out_dir / "stations.csv", lambda p: frame.to_csv(p, index=False))
+        write_json(out_dir / "summary.json", {
+            "sites": _site_rows(dc, solved, simulated), "bottleneck": solved.bottleneck})
+        out.print(f"wrote {out_dir / 'stations.csv'} and {out_dir / 'summary.json'}",
+                  highlight=False)
+
+
+@datacentre_app.command("study")
+@user_errors
+def study_cmd(preset: Annotated[str, typer.Option(
+                  help=f"all, or some of {', '.join(studies.STUDIES)}, comma-separated.")
+              ] = "all",
+              file: Annotated[Path | None, typer.Option(
+                  "--file", help="Base data centre (TOML); each study varies one thing "
+                                 "of it. Default: seed 003's layout.")] = None,
+              out_dir: Annotated[Path, typer.Option(
+                  "--out", help="Folder for <study>.csv, <study>.png and summary.json "
+                                "(created; files in it are replaced).")] = Path("datacentre")
+              ) -> None:
+    """Seed 003's experiments on the model, each checked against the paper's claim."""
+    names = studies.parse(preset)
+    base = config.load(file)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    summary = []
+    for i, name in enumerate(names):
+        err.print(f"[dim]study {i + 1}/{len(names)}: {name}[/]", highlight=False)
+        study = studies.STUDIES[name](base)
+        write_atomic(out_dir / f"{name}.csv", lambda p, s=study: s.points.to_csv(p, index=False))
+        fig = figure.figure(study)
+        write_atomic(out_dir / f"{name}.png",
+                     lambda p, f=fig: f.savefig(p, dpi=DPI, format="png"))
+        out.print(f"[bold]{study.title}[/]")
+        for c in study.checks:
+            mark = "[green]reproduced[/]" if c.holds else "[red]not reproduced[/]"
+            out.print(f"  {c.claim}: {mark} ({c.detail})", highlight=False)
+        summary.append({"study": name, "title": study.title,
+                        "checks": [c.__dict__ for c in study.checks]})
+    write_json(out_dir / "summary.json", {"studies": summary})
+    held = sum(c["holds"] for s in summary for c in s["checks"])
+    total = sum(len(s["checks"]) for s in summary)
+    out.print(f"{held} of {total} of the paper's claims reproduced on the model; "
+              f"results in {out_dir}", highlight=False)
+
+
+def _site_rows(dc: tiers.DataCentre, solved: tiers.Solved, simulated) -> list[dict]:
+    rows = []
+    for i, s in enumerate(dc.sites):
+        row = {"site": s.name, "clients": s.clients, "throughput": float(solved.throughput[i]),
+               "response_s": float(solved.response[i]), "proxy_hit": float(solved.proxy_hit[i]),
+               "page_hit": float(solved.page_hit[i]),
+               "mean_bytes": float(solved.bytes_per_request[i])}
+        if simulated is not None:
+            row |= {"sim_throughput": float(simulated.throughput[i]),
+                    "sim_throughput_hw": float(simulated.throughput_hw[i]),
+                    "sim_response_s": float(simulated.response[i]),
+                    "sim_response_hw": float(simulated.response_hw[i])}
+        rows.append(row)
+    return rows
+
+
+def _sites(dc: tiers.DataCentre, solved: tiers.Solved, simulated) -> Table:
+    t = Table("site", "clients", "req/s", "resp. ms", "proxy hit", "page hit",
+              *(("sim req/s", "sim resp. ms") if simulated is not None else ()),
+              title="by MVA" + (" and simulated (± 95%)" if simulated is not None else ""))
+    for r in _site_rows(dc, solved, simulated):
+        cells = [r["site"], f"{r['clients']}", f"{r['throughput']:,.1f}",
+                 f"{r['response_s'] * 1e3:.3f}", f"{r['proxy_hit']:.1%}", f"{r['page_hit']:.1%}"]
+        if simulated is not None:
+            cells += [f"{r['sim_throughput']:,.1f} ± {r['sim_throughput_hw']:,.1f}",
+                      f"{r['sim_response_s'] * 1e3:.3f} ± {r['sim_response_hw'] * 1e3:.3f}"]
+        t.add_row(*cells)
+    return t
+
+
+def _stations(solved: tiers.Solved, shown: int = 8) -> Table:
+    """The busiest queueing stations (of alike nodes, the first)."""
+    rows = [r for r in solved.stations() if not solved.net.delay[solved.net.stations.index(
+        r["station"])]]
+    rows.sort(key=lambda r: -r["utilisation"])
+    t = Table("station", "servers", "utilisation", "mean queue", title="busiest stations")
+    seen: set[float] = set()
+    for r in rows:
+        key = round(r["utilisation"], 12)
+        if key in seen:
+            continue
+        seen.add(key)
+        t.add_row(r["station"], f"{r['servers']}", f"{r['utilisation']:.1%}", f"{r['queue']:.2f}")
+        if len(seen) == shown:
+            break
+    return t
+

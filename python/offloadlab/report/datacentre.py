@@ -1,0 +1,41 @@
+"""The figure of a data-centre study (:mod:`offloadlab.datacentre.studies`): its ``y``
+against its ``x``, one line per ``line`` value, one panel per ``panel`` value."""
+
+from __future__ import annotations
+
+from matplotlib.figure import Figure
+
+from offloadlab.datacentre.studies import Study
+
+LABELS = {
+    "throughput": "throughput (requests/s)", "response_ms": "mean response time (ms)",
+    "gain": "gain", "ratio": "Cluster 3 / Cluster 1 throughput", "alpha": "Zipf alpha",
+    "working_set_class": "working-set class (Table 2)", "hit_ratio": "page-cache hit ratio",
+    "placement": "placement", "background_class": "background site's class",
+    "stall_share": "share of per-request CPU that is memory stall",
+    "size_KiB": "message size (KiB)",
+}
+
+
+def figure(study: Study) -> Figure:
+    panels = [None] if study.panel is None else sorted(study.points[study.panel].unique())
+    fig = Figure(figsize=(5.5 * len(panels), 4.2), layout="constrained")
+    axes = fig.subplots(1, len(panels), squeeze=False)[0]
+    for ax, value in zip(axes, panels, strict=True):
+        part = study.points if value is None else study.points[study.points[study.panel]
+                                                               == value]
+        for name, line in part.groupby(study.line, sort=True):
+            line = line.dropna(subset=[study.y])
+            ax.plot(line[study.x].astype(str) if study.x == "placement" else line[study.x],
+                    line[study.y], "o-", label=f"{study.line} {name}")
+        if study.log_x:
+            ax.set_xscale("log", base=2)
+        ax.set_xlabel(LABELS.get(study.x, study.x))
+        ax.set_ylabel(LABELS.get(study.y, study.y))
+        if value is not None:
+            ax.set_title(f"{study.panel} {value:g}" if isinstance(value, float)
+                         else f"{study.panel} {value}", fontsize="medium")
+        ax.grid(alpha=0.3)
+        ax.legend(fontsize="small")
+    fig.suptitle(f"{study.title}: the multi-tier model")
+    return fig
