@@ -88,3 +88,45 @@ def check_keep_alive(frame):
     last = frame.groupby("conn_id").tail(1).index
     assert not frame.loc[last, "keep_alive"].any()
     assert frame.drop(last)["keep_alive"].all()
+
+
+@pytest.fixture(scope="session")
+def postgres_url():
+    """A private PostgreSQL server from the distribution's packages (.ci/run installs
+    them), listening on loopback only, stopped and removed at the end. As root it runs
+    as the packages' ``postgres`` user, since PostgreSQL refuses to run as root."""
+    import os
+    import shutil
+    import socket
+    import subprocess
+    import tempfile
+
+    initdb = sorted(Path("/usr/lib/postgresql").glob("*/bin/initdb"))
+    if not initdb:
+        pytest.fail("PostgreSQL is not installed; apt-get install postgresql (.ci/run does)")
+    bin_dir = initdb[-1].parent
+    data = Path(tempfile.mkdtemp(prefix="offload-pg-"))
+    as_user = []
+    if os.geteuid() == 0:
+        shutil.chown(data, "postgres", "postgres")
+        as_user = ["runuser", "-u", "postgres", "--"]
+    with socket.socket() as s:  # a free port; the server binds it a moment later
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+
+    def pg(*args, timeout=60):
+        done = subprocess.run([*as_user, *args], capture_output=True, text=True,
+                              timeout=timeout)
+        assert done.returncode == 0, f"{args[0]}: {done.stderr}"
+
+    pg(str(bin_dir / "initdb"), "-D", str(data / "db"), "-A", "trust", "-U", "postgres",
+       "--no-sync", "-E", "UTF8")
+    options = (f"-c listen_addresses=127.0.0.1 -c port={port} -c fsync=off "
+               f"-c unix_socket_directories={data}")
+    pg(str(bin_dir / "pg_ctl"), "-D", str(data / "db"), "-o", options, "-l",
+       str(data / "log"), "-w", "-t", "30", "start")
+    try:
+        yield f"postgresql://postgres@127.0.0.1:{port}/postgres"
+    finally:
+        pg(str(bin_dir / "pg_ctl"), "-D", str(data / "db"), "-m", "immediate", "-w", "stop")
+        shutil.rmtree(data, ignore_errors=True)

@@ -8,6 +8,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use offload_server::cache::{CacheConfig, Policy};
+use offload_server::db::{Db, DbConfig};
 use offload_server::{Config, EngineWait, Fault, Limits, Mode};
 use pyo3::exceptions::PyRuntimeError;
 use pyo3::prelude::*;
@@ -127,7 +128,7 @@ fn seconds(what: &str, s: f64) -> PyResult<Duration> {
                     seed, engine_wait, engine_slowdown, max_header_bytes, max_uri_bytes,
                     max_headers, max_conns, header_timeout_s, idle_timeout_s, stats_path,
                     stats_interval_s, stats_endpoint, fault, handoff, placement, max_age,
-                    cache, control))]
+                    cache, db, control))]
 #[allow(clippy::too_many_arguments)]
 fn serve(
     py: Python<'_>,
@@ -156,6 +157,7 @@ fn serve(
     placement: Option<PlacementArgs>,
     max_age: u32,
     cache: Option<(u64, String, u64)>,
+    db: Option<String>,
     control: &ServerControl,
 ) -> PyResult<String> {
     let ip: IpAddr = host
@@ -208,6 +210,7 @@ fn serve(
             max_object,
         });
     }
+    config.db = db.as_deref().map(DbConfig::parse);
     // Every connection is a descriptor: lift the soft limit as the load generator does.
     offload_load::raise_fd_limit();
     let control = control.0.clone();
@@ -217,10 +220,21 @@ fn serve(
         .map_err(PyRuntimeError::new_err)
 }
 
+/// Write the database tier's table afresh with `rows` items (`sqlite:PATH`, a path, or a
+/// PostgreSQL URL); raises RuntimeError with the reason when it cannot.
+#[pyfunction]
+fn db_fill(py: Python<'_>, db: &str, rows: u64) -> PyResult<()> {
+    let config = DbConfig::parse(db);
+    py.detach(|| Db::fill(&config, rows))
+        .map_err(PyRuntimeError::new_err)
+}
+
 /// Add the server's names to the module.
 pub(crate) fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<ServerControl>()?;
     m.add_function(wrap_pyfunction!(serve, m)?)?;
+    m.add_function(wrap_pyfunction!(db_fill, m)?)?;
+    m.add("DB_TABLE", offload_server::db::TABLE)?;
     m.add("SERVER_VERSION", offload_server::VERSION)?;
     m.add("PLACEMENT_CLASSES", offload_server::placement::MAX_CLASSES)?;
     let w = offload_server::TESTBED_WATERMARKS;

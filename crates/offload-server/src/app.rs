@@ -7,7 +7,8 @@
 //! `ETag` and `Cache-Control: max-age`, and a request whose `If-None-Match` names the
 //! file's tag gets 304. A dynamic page (`?work=MICROSECONDS`) burns that much more CPU,
 //! then sends the file at its path as the page, marked `no-store` unless the query says
-//! `cacheable=1`.
+//! `cacheable=1`. With `query=COUNT` it first fetches that many items from the database
+//! tier ([`crate::db`]) and says what it got in `X-Db-Rows` and `X-Db-Digest`.
 
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
@@ -16,8 +17,11 @@ use offload_sim::dist::Dist;
 use rand::SeedableRng;
 use rand_xoshiro::Xoshiro256PlusPlus;
 
+use rand::Rng;
+
 use crate::conn::FileRange;
 use crate::cpu;
+use crate::db::Db;
 use crate::files::Files;
 use crate::http::{self, response, Dynamic, Head, Method, Status};
 use crate::proto::{Body, Reply};
@@ -38,9 +42,12 @@ pub struct Handler {
     extra: Vec<u8>,
     stats: Arc<Stats>,
     stats_endpoint: bool,
+    /// The database tier of dynamic pages that ask for items.
+    db: Option<Db>,
 }
 
 impl Handler {
+    #[allow(clippy::too_many_arguments)] // one per setting of the application
     pub fn new(
         files: Files,
         sendfile_above: u64,
@@ -49,6 +56,7 @@ impl Handler {
         seed: u64,
         stats: Arc<Stats>,
         stats_endpoint: bool,
+        db: Option<Db>,
     ) -> Handler {
         Handler {
             files,
@@ -60,6 +68,7 @@ impl Handler {
             extra: Vec::new(),
             stats,
             stats_endpoint,
+            db,
         }
     }
 
@@ -85,6 +94,11 @@ impl Handler {
             Err(status) => return self.error(buf, head, status),
         };
         self.extra.clear();
+        if let Some(d) = head.dynamic.filter(|d| d.queries > 0) {
+            if let Err(status) = self.query(d.queries, d.key) {
+                return self.error(buf, head, status);
+            }
+        }
         let status = match head.dynamic {
             None => {
                 response::etag(&mut self.extra, file.etag);
@@ -144,6 +158,31 @@ impl Handler {
         }
         self.stats.count_status(Status::OK);
         reply
+    }
+
+    /// The page's items from the database, told in the answer's extra headers. Without
+    /// a database the server cannot make the page (503); a failed query is a 500.
+    fn query(&mut self, count: u32, key: Option<u64>) -> Result<(), Status> {
+        let Some(db) = self.db.as_mut() else {
+            return Err(Status::UNAVAILABLE);
+        };
+        let key = key.unwrap_or_else(|| self.rng.random_range(0..db.rows()));
+        let page = db.page(key, count).map_err(|e| {
+            self.stats.note_error(&format!("database: {e}"));
+            Status::INTERNAL_ERROR
+        })?;
+        let app = &self.stats.app;
+        app.db_queries
+            .fetch_add(u64::from(count), Ordering::Relaxed);
+        app.db_ns.fetch_add(page.elapsed_ns, Ordering::Relaxed);
+        self.extra.extend_from_slice(
+            format!(
+                "X-Db-Rows: {}\r\nX-Db-Digest: {:016x}\r\n",
+                page.rows, page.digest
+            )
+            .as_bytes(),
+        );
+        Ok(())
     }
 
     fn whole(&mut self, mut buf: Vec<u8>, head: Head, content_type: &str, body: &[u8]) -> Reply {

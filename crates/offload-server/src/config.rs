@@ -9,6 +9,7 @@ use offload_sim::dist::Dist;
 use offload_sim::handoff::{Paper, Priority, Selection, Watermarks};
 
 use crate::cache::CacheConfig;
+use crate::db::DbConfig;
 use crate::placement::Placement;
 
 /// Who makes the socket calls.
@@ -156,6 +157,8 @@ pub struct Config {
     /// A reverse-proxy cache in front of the application: on the host thread in
     /// `inline` mode (seed 001's set-up B), on the engine in `engine` mode (set-up C).
     pub cache: Option<CacheConfig>,
+    /// The database tier of dynamic pages that ask for items (`query=`).
+    pub db: Option<DbConfig>,
 }
 
 impl Config {
@@ -181,6 +184,7 @@ impl Config {
             placement: None,
             max_age: 3600,
             cache: None,
+            db: None,
         }
     }
 }

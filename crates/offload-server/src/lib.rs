@@ -10,6 +10,7 @@
 //! - [`files`]: the document root (no path escapes it) and the open-file table;
 //! - `app`: the host's application: a parsed request in, a response out, X_a burned;
 //! - [`cache`]: the reverse-proxy object cache of seed 001, on the engine or the host;
+//! - [`db`]: the database tier of dynamic pages (SQLite or PostgreSQL, seed 003);
 //! - `conn`: one client connection: read buffer, output queue, deadlines;
 //! - `proto`: the epoll loop that makes the socket calls (the host's in `inline`, the
 //!   engine's in `engine`);
@@ -28,6 +29,7 @@ pub mod cache;
 pub mod config;
 mod conn;
 mod cpu;
+pub mod db;
 mod engine;
 pub mod files;
 pub mod http;

@@ -13,6 +13,7 @@ use serde_json::Value;
 use crate::app::Handler;
 use crate::cache::{Lookup, Proxy};
 use crate::config::{Config, Mode};
+use crate::db::Db;
 use crate::files::{DocRoot, Files};
 use crate::http::Head;
 use crate::pool::Pool;
@@ -54,6 +55,7 @@ pub fn serve(config: Config, control: Arc<Control>) -> Result<Value, String> {
         stats.placement.enable(placement);
     }
     control.watch(stats.clone());
+    let db = config.db.as_ref().map(Db::open).transpose()?;
     let handler = Handler::new(
         Files::new(root, FILE_CAP),
         config.sendfile_above,
@@ -62,6 +64,7 @@ pub fn serve(config: Config, control: Arc<Control>) -> Result<Value, String> {
         config.seed,
         stats.clone(),
         config.stats_endpoint,
+        db,
     );
     let host = {
         let (config, control, stats) = (config.clone(), control.clone(), stats.clone());

@@ -53,6 +53,9 @@ pub struct App {
     pub work_ns: AtomicU64,
     /// Host CPU spent polling an empty completion ring (uring mode), nanoseconds.
     pub idle_poll_ns: AtomicU64,
+    /// Database queries of dynamic pages, and the time spent in them (wall clock).
+    pub db_queries: AtomicU64,
+    pub db_ns: AtomicU64,
 }
 
 /// Connection handoff (`handoff` mode). The engine writes all but `offered`.
@@ -144,8 +147,9 @@ impl Stats {
         self.statuses[i].fetch_add(1, Ordering::Relaxed);
     }
 
-    /// A socket call failed in a way no client caused (descriptors, memory).
-    pub fn note_error(&self, e: &io::Error) {
+    /// A socket call or a database query failed in a way no client caused
+    /// (descriptors, memory, a lost database connection).
+    pub fn note_error(&self, e: &dyn std::fmt::Display) {
         self.errors.fetch_add(1, Ordering::Relaxed);
         *self.last_error.lock().unwrap() = e.to_string();
     }
@@ -291,6 +295,7 @@ impl Stats {
                 "host_cpu_s": per_request(host_s),
                 "host_busy_cpu_s": per_request((host_s - host_idle_poll_s).max(0.0)),
                 "app_cpu_s": per_request(relaxed(&self.app.work_ns) as f64 * 1e-9),
+                "db_s": per_request(relaxed(&self.app.db_ns) as f64 * 1e-9),
                 "engine_cpu_s": per_request(engine_s),
                 "engine_busy_cpu_s": per_request((engine_s - idle_poll_s).max(0.0)),
                 "commands": per_request(commands as f64),
@@ -300,6 +305,10 @@ impl Stats {
             "handoff": handoff,
             "placement": self.placement.document(),
             "cache": self.cache.document(),
+            "database": {
+                "queries": relaxed(&self.app.db_queries),
+                "time_s": relaxed(&self.app.db_ns) as f64 * 1e-9,
+            },
             "host": {
                 "idle_poll_s": host_idle_poll_s,
             },

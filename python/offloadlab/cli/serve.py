@@ -109,6 +109,10 @@ def serve_cmd(
     max_age: Annotated[int, typer.Option(
         help="Cache-Control max-age of static files, seconds (0: a cache revalidates "
              "every use).")] = 3600,
+    db: Annotated[str | None, typer.Option(
+        help="The database tier of dynamic pages (?query=COUNT): a SQLite file or a "
+             "PostgreSQL URL (postgresql://user@host:port/db), filled by "
+             "'offload workload db'.")] = None,
 ) -> None:
     """Serve ROOT over HTTP/1.0 and 1.1 until Ctrl-C or SIGTERM, then print a summary."""
     from offloadlab import _core
@@ -125,7 +129,7 @@ def serve_cmd(
         stats_interval_s=flag_time("--stats-interval", stats_interval),
         stats_endpoint=stats_endpoint, handoff=handoff, handoff_limit=handoff_limit,
         app_offload=app_offload, cache_size=cache_size, cache_policy=cache_policy,
-        cache_max_object=cache_max_object, max_age=max_age,
+        cache_max_object=cache_max_object, max_age=max_age, db=db,
         **watermark_option(watermarks))
     control = _core.ServerControl()
     with server.stop_on_signals(control):

@@ -131,6 +131,21 @@ def verify_cmd(
     raise typer.Exit(1)
 
 
+@workload_app.command("db")
+@user_errors
+def db_cmd(
+    db: Annotated[str, typer.Option(
+        help="A SQLite file to write, or a PostgreSQL URL (postgresql://user@host:port/db).")],
+    rows: Annotated[int, typer.Option(min=1, help="Items in the catalogue table.")] = 100_000,
+) -> None:
+    """Write the database tier's catalogue table afresh (dynamic pages query it with
+    ?query=COUNT when the server runs with --db)."""
+    from offloadlab.testbed import server
+
+    server.fill_db(db, rows)
+    out.print(f"{db}: table {server.DB_TABLE} holds {rows:,} items", highlight=False)
+
+
 @workload_app.command("stream")
 @user_errors
 def stream_cmd(

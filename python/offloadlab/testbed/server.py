@@ -78,6 +78,10 @@ class ServerOptions:
     bodies above ``cache_max_object`` are not stored; sizes take units, e.g. ``"10MiB"``.
     ``max_age`` is the ``Cache-Control: max-age`` of static files, in seconds (0: the
     cache revalidates every use with the application).
+
+    Database tier (seed 003): ``db`` is where dynamic pages' items live, a SQLite file
+    (a path, or ``sqlite:PATH``) or a PostgreSQL URL (``postgresql://user@host:port/db``),
+    filled by :func:`fill_db`. A page asks for them with ``?query=COUNT[&key=ID]``.
     """
 
     root: Path
@@ -112,6 +116,7 @@ class ServerOptions:
     cache_size: int | str = "10MiB"
     cache_policy: str = "lru"
     cache_max_object: int | str = "1MiB"
+    db: str | Path | None = None
 
     def check(self) -> None:
         """Raise :class:`InputError` for the first field that cannot work."""
@@ -132,6 +137,7 @@ class ServerOptions:
         self._check_fault()
         self._check_handoff()
         self._check_cache()
+        self._check_db()
 
     def address(self) -> str:
         """The IP address to listen on (a host name resolved); loopback unless allowed."""
@@ -254,6 +260,14 @@ class ServerOptions:
         require(largest >= 1, f"cache_max_object={self.cache_max_object!r}: give a size "
                               "of at least 1 byte, e.g. 1MiB")
 
+    def _check_db(self) -> None:
+        if self.db is None or is_postgres(self.db):
+            return
+        path = Path(str(self.db).removeprefix("sqlite:"))
+        require(path.is_file(), f"db {str(self.db)!r}: no such SQLite file; fill one with "
+                                "'offload workload db --db PATH', or give a PostgreSQL URL "
+                                "(postgresql://user@host:port/db)")
+
     def cache_args(self) -> tuple[int, str, int] | None:
         """The cache as ``_core.serve`` takes it (None without one)."""
         if self.app_offload is None:
@@ -301,10 +315,31 @@ class ServerOptions:
                 [int(e) for e in self.placement],
                 [float(f) for f in self.placement_fractions()]),
             max_age=self.max_age,
-            cache=self.cache_args())
+            cache=self.cache_args(), db=None if self.db is None else str(self.db))
 
     def replace(self, **changes) -> ServerOptions:
         return dataclasses.replace(self, **changes)
+
+
+# The catalogue table dynamic pages query.
+DB_TABLE = _core.DB_TABLE
+
+
+def is_postgres(db: str | Path) -> bool:
+    return str(db).startswith(("postgresql://", "postgres://"))
+
+
+def fill_db(db: str | Path, rows: int) -> None:
+    """Write the database tier's table afresh: ``rows`` items, the same content in
+    SQLite and PostgreSQL (see ``crates/offload-server/src/db.rs``)."""
+    require(_is_int(rows) and rows >= 1, f"rows={rows!r}: give a whole number >= 1")
+    if not is_postgres(db):
+        folder = Path(str(db).removeprefix("sqlite:")).parent
+        require(folder.is_dir(), f"db {str(db)!r}: folder {str(folder)!r} does not exist")
+    try:
+        _core.db_fill(str(db), rows)
+    except RuntimeError as exc:
+        raise RunError(str(exc)) from None
 
 
 def _is_int(x: object) -> bool:

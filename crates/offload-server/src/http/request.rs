@@ -43,11 +43,15 @@ pub struct Head {
     pub dynamic: Option<Dynamic>,
 }
 
-/// What a dynamic page's query asks of the origin: `?work=MICROSECONDS[&cacheable=1]`.
-/// The page's body is the file at the path, produced after `work_us` of CPU.
+/// What a dynamic page's query asks of the origin:
+/// `?work=MICROSECONDS[&query=COUNT[&key=ID]][&cacheable=1]`. The page's body is the
+/// file at the path, produced after `work_us` of CPU and `queries` database queries
+/// for the items from `key` on (a random key when none is given).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Dynamic {
     pub work_us: u32,
+    pub queries: u32,
+    pub key: Option<u64>,
     /// The origin marks the page cacheable (otherwise `Cache-Control: no-store`).
     pub cacheable: bool,
 }
@@ -232,10 +236,15 @@ fn accept(req: &httparse::Request, len: usize, path: &mut Vec<u8>) -> Result<Hea
     })
 }
 
-/// The dynamic-page parameters of a query; None when it has no `work`. Other
-/// parameters are ignored; a `work` that is not a number of microseconds is a 400.
+/// The dynamic-page parameters of a query; None when it has neither `work` nor
+/// `query`. Other parameters are ignored; a `work`, `query` or `key` that is not a
+/// whole number is a 400.
 fn dynamic(query: &[u8]) -> Result<Option<Dynamic>, Status> {
-    let mut work_us = None;
+    fn number<T: std::str::FromStr>(value: &[u8]) -> Result<T, Status> {
+        let digits = std::str::from_utf8(value).map_err(|_| Status::BAD_REQUEST)?;
+        digits.parse::<T>().map_err(|_| Status::BAD_REQUEST)
+    }
+    let (mut work_us, mut queries, mut key) = (None, None, None);
     let mut cacheable = false;
     for pair in query.split(|&b| b == b'&') {
         let (name, value) = match pair.iter().position(|&b| b == b'=') {
@@ -243,15 +252,22 @@ fn dynamic(query: &[u8]) -> Result<Option<Dynamic>, Status> {
             None => (pair, &b""[..]),
         };
         match name {
-            b"work" => {
-                let digits = std::str::from_utf8(value).map_err(|_| Status::BAD_REQUEST)?;
-                work_us = Some(digits.parse::<u32>().map_err(|_| Status::BAD_REQUEST)?);
-            }
+            b"work" => work_us = Some(number(value)?),
+            b"query" => queries = Some(number(value)?),
+            b"key" => key = Some(number(value)?),
             b"cacheable" => cacheable = value == b"1",
             _ => {}
         }
     }
-    Ok(work_us.map(|work_us| Dynamic { work_us, cacheable }))
+    if work_us.is_none() && queries.is_none() {
+        return Ok(None);
+    }
+    Ok(Some(Dynamic {
+        work_us: work_us.unwrap_or(0),
+        queries: queries.unwrap_or(0),
+        key,
+        cacheable,
+    }))
 }
 
 /// The tag of an `If-None-Match` list that this server could have issued, if any.
@@ -431,18 +447,29 @@ mod tests {
             done(buf.as_bytes()).0.dynamic
         };
         assert_eq!(dynamic("/p?x=1"), None);
-        assert_eq!(
-            dynamic("/p?work=250"),
-            Some(Dynamic {
-                work_us: 250,
-                cacheable: false
-            })
-        );
+        let page = Dynamic {
+            work_us: 250,
+            queries: 0,
+            key: None,
+            cacheable: false,
+        };
+        assert_eq!(dynamic("/p?work=250"), Some(page));
         assert_eq!(
             dynamic("/p?a&work=0&cacheable=1"),
             Some(Dynamic {
                 work_us: 0,
-                cacheable: true
+                cacheable: true,
+                ..page
+            })
+        );
+        // Queries alone make a page too, with no extra work.
+        assert_eq!(
+            dynamic("/p?query=3&key=41"),
+            Some(Dynamic {
+                work_us: 0,
+                queries: 3,
+                key: Some(41),
+                ..page
             })
         );
         for bad in [
@@ -450,6 +477,8 @@ mod tests {
             "/p?work=-1",
             "/p?work=1.5",
             "/p?work=99999999999",
+            "/p?query=x",
+            "/p?work=1&key=-2",
         ] {
             let buf = format!("GET {bad} HTTP/1.1\r\nHost: a\r\n\r\n");
             assert_eq!(status(buf.as_bytes()), Status::BAD_REQUEST, "{bad}");
