@@ -128,7 +128,7 @@ fn seconds(what: &str, s: f64) -> PyResult<Duration> {
                     seed, engine_wait, engine_slowdown, max_header_bytes, max_uri_bytes,
                     max_headers, max_conns, header_timeout_s, idle_timeout_s, stats_path,
                     stats_interval_s, stats_endpoint, fault, handoff, placement, max_age,
-                    cache, db, control))]
+                    cache, db, memory, uncached, control))]
 #[allow(clippy::too_many_arguments)]
 fn serve(
     py: Python<'_>,
@@ -158,6 +158,8 @@ fn serve(
     max_age: u32,
     cache: Option<(u64, String, u64)>,
     db: Option<String>,
+    memory: Vec<String>,
+    uncached: bool,
     control: &ServerControl,
 ) -> PyResult<String> {
     let ip: IpAddr = host
@@ -211,6 +213,8 @@ fn serve(
         });
     }
     config.db = db.as_deref().map(DbConfig::parse);
+    config.memory = memory;
+    config.uncached = uncached;
     // Every connection is a descriptor: lift the soft limit as the load generator does.
     offload_load::raise_fd_limit();
     let control = control.0.clone();

@@ -146,6 +146,17 @@ impl Handler {
             body: Body::None,
             keep_alive: head.keep_alive,
         };
+        if let Some(body) = self.files.in_memory(path) {
+            self.stats.app.memory_hits.fetch_add(1, Ordering::Relaxed);
+            if !head_only {
+                reply.body = Body::Shared(body);
+            }
+            self.stats.count_status(Status::OK);
+            return reply;
+        }
+        if !head_only {
+            self.files.before_disk_read(file);
+        }
         if !head_only && file.size > self.sendfile_above {
             reply.body = Body::File(FileRange {
                 fd: file.fd,

@@ -159,6 +159,11 @@ pub struct Config {
     pub cache: Option<CacheConfig>,
     /// The database tier of dynamic pages that ask for items (`query=`).
     pub db: Option<DbConfig>,
+    /// Request paths of the files held in memory (seed 003's hybrid placement).
+    pub memory: Vec<String>,
+    /// The other files are dropped from the page cache before each use, so every read
+    /// goes to the disk.
+    pub uncached: bool,
 }
 
 impl Config {
@@ -185,6 +190,8 @@ impl Config {
             max_age: 3600,
             cache: None,
             db: None,
+            memory: Vec::new(),
+            uncached: false,
         }
     }
 }

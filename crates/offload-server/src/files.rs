@@ -12,6 +12,7 @@ use std::os::fd::{AsRawFd, RawFd};
 use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 use crate::http::Status;
 
@@ -158,11 +159,18 @@ struct Open {
 
 /// Files opened so far, keyed by decoded request path; files are opened once and kept
 /// open, since served files are assumed not to change during a run.
+///
+/// Some files may also be held in memory (seed 003's hybrid placement: the popular
+/// ones in RAM, the rest on disk); with `uncached` the others are dropped from the
+/// page cache before each use, so they are read from the disk every time, as on a
+/// server whose memory cannot hold its working set.
 #[derive(Debug)]
 pub struct Files {
     root: DocRoot,
     cap: usize,
     open: HashMap<Vec<u8>, Open>,
+    memory: HashMap<Vec<u8>, Arc<[u8]>>,
+    uncached: bool,
 }
 
 impl Files {
@@ -172,6 +180,40 @@ impl Files {
             root,
             cap,
             open: HashMap::new(),
+            memory: HashMap::new(),
+            uncached: false,
+        }
+    }
+
+    /// Reads each of `paths` (request paths, e.g. `/c1/f000042.bin`) into memory, and
+    /// sets whether the other files bypass the page cache. Returns the bytes held.
+    pub fn place(&mut self, paths: &[String], uncached: bool) -> Result<u64, String> {
+        self.uncached = uncached;
+        let mut bytes = 0;
+        for path in paths {
+            let file = self
+                .get(path.as_bytes())
+                .map_err(|s| format!("memory tier: {path}: cannot open it ({})", s.0))?;
+            let mut body = Vec::new();
+            file.read_into(&mut body)
+                .map_err(|e| format!("memory tier: {path}: {e}"))?;
+            bytes += body.len() as u64;
+            self.memory.insert(path.as_bytes().to_vec(), body.into());
+        }
+        Ok(bytes)
+    }
+
+    /// The body of a file held in memory.
+    pub fn in_memory(&self, path: &[u8]) -> Option<Arc<[u8]>> {
+        self.memory.get(path).cloned()
+    }
+
+    /// About to read `file` from disk: with `uncached`, drop its pages first so the read
+    /// goes to the device (its pages are clean, so the kernel lets them go at once).
+    pub fn before_disk_read(&self, file: FileRef) {
+        if self.uncached {
+            // SAFETY: fd is open for the table's lifetime; the advice only affects caching.
+            unsafe { libc::posix_fadvise(file.fd, 0, 0, libc::POSIX_FADV_DONTNEED) };
         }
     }
 

@@ -4,6 +4,7 @@
 use std::io;
 use std::net::SocketAddr;
 use std::os::fd::AsRawFd;
+use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -56,8 +57,15 @@ pub fn serve(config: Config, control: Arc<Control>) -> Result<Value, String> {
     }
     control.watch(stats.clone());
     let db = config.db.as_ref().map(Db::open).transpose()?;
+    let mut files = Files::new(root, FILE_CAP);
+    let held = files.place(&config.memory, config.uncached)?;
+    stats
+        .app
+        .memory_files
+        .store(config.memory.len() as u64, Ordering::Relaxed);
+    stats.app.memory_bytes.store(held, Ordering::Relaxed);
     let handler = Handler::new(
-        Files::new(root, FILE_CAP),
+        files,
         config.sendfile_above,
         config.work.clone(),
         config.max_age,

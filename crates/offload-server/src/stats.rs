@@ -56,6 +56,10 @@ pub struct App {
     /// Database queries of dynamic pages, and the time spent in them (wall clock).
     pub db_queries: AtomicU64,
     pub db_ns: AtomicU64,
+    /// The memory tier: files and bytes held, and answers it gave.
+    pub memory_files: AtomicU64,
+    pub memory_bytes: AtomicU64,
+    pub memory_hits: AtomicU64,
 }
 
 /// Connection handoff (`handoff` mode). The engine writes all but `offered`.
@@ -305,6 +309,11 @@ impl Stats {
             "handoff": handoff,
             "placement": self.placement.document(),
             "cache": self.cache.document(),
+            "memory_tier": {
+                "files": relaxed(&self.app.memory_files),
+                "bytes": relaxed(&self.app.memory_bytes),
+                "hits": relaxed(&self.app.memory_hits),
+            },
             "database": {
                 "queries": relaxed(&self.app.db_queries),
                 "time_s": relaxed(&self.app.db_ns) as f64 * 1e-9,

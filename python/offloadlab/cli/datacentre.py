@@ -11,10 +11,11 @@ import pandas as pd
 import typer
 from rich.table import Table
 
-from offloadlab.cli.common import app, err, out, user_errors
+from offloadlab.cli.common import app, err, flag_time, out, user_errors
 from offloadlab.datacentre import config, studies
 from offloadlab.model import tiers
 from offloadlab.report import datacentre as figure
+from offloadlab.report.format import format_bytes
 from offloadlab.report.handoff import DPI
 from offloadlab.results import write_atomic, write_json
 from offloadlab.sim import closed
@@ -93,6 +94,79 @@ def study_cmd(preset: Annotated[str, typer.Option(
     total = sum(len(s["checks"]) for s in summary)
     out.print(f"{held} of {total} of the paper's claims reproduced on the model; "
               f"results in {out_dir}", highlight=False)
+
+
+@datacentre_app.command("testbed")
+@user_errors
+def testbed_cmd(
+    classes: Annotated[str, typer.Option(
+        help="Seed 003's working-set classes (Table 2: 0 = 25 MB ... 4 = 6 GB), "
+             "comma-separated; their file sets are written under --out/filesets.")] = "0,1,2",
+    memory_budget: Annotated[str | None, typer.Option(
+        help="The most popular files that fit in this much memory go there "
+             "[default: 64MiB].")] = None,
+    memory_below: Annotated[str | None, typer.Option(
+        help="Or: the files under this size (the paper's rule was 1MiB).")] = None,
+    mode: Annotated[str, typer.Option(help="The server's mode: inline or engine.")
+                    ] = "inline",
+    clients: Annotated[int, typer.Option(min=1, help="Closed-loop keep-alive clients.")] = 32,
+    run_length: Annotated[str, typer.Option(help="Length of each run.")] = "5s",
+    repeats: Annotated[int, typer.Option(min=1, help="Interleaved runs per placement.")] = 3,
+    out_dir: Annotated[Path, typer.Option(
+        "--out", help="Folder for runs.csv, summary.csv, summary.json and hybrid.png "
+                      "(created; files in it are replaced).")] = Path("datacentre-testbed"),
+    seed: Annotated[int, typer.Option(min=0)] = 1,
+) -> None:
+    """Seed 003's hybrid placement on the real server: popular files in memory, the rest
+    read from disk, against everything from disk, per working-set class."""
+    from offloadlab.study.plan import default_cores, parse_classes
+    from offloadlab.testbed import hybrid
+    from offloadlab.workload import fileset, presets
+
+    chosen = parse_classes(classes)
+    if memory_below is None and memory_budget is None:
+        memory_budget = "64MiB"
+    host, engine = default_cores()
+    out_dir.mkdir(parents=True, exist_ok=True)
+    sets = {}
+    for c in chosen:
+        spec = presets.preset(f"seed003-{c + 1}", seed)
+        root = out_dir / "filesets" / spec.name
+        if not (root / "fileset.json").exists():
+            err.print(f"writing {spec.name} ({spec.description}) …", highlight=False)
+            fileset.materialise(fileset.generate(spec), root, create_large=True)
+        sets[str(c)] = root
+    exp = hybrid.Experiment(sets, memory_below=memory_below, memory_budget=memory_budget,
+                            mode=mode, clients=clients, run_s=flag_time("--run-length",
+                                                                       run_length),
+                            repeats=repeats, host_core=host,
+                            engine_core=engine if mode != "inline" else None, seed=seed)
+    runs = hybrid.run(exp, progress=_say_run)
+    table = hybrid.summary(runs)
+    write_atomic(out_dir / "runs.csv", lambda p: runs.to_csv(p, index=False))
+    write_atomic(out_dir / "summary.csv", lambda p: table.to_csv(p, index=False))
+    write_json(out_dir / "summary.json", {"classes": table.to_dict("records"),
+                                          "memory_below": memory_below,
+                                          "memory_budget": memory_budget, "mode": mode,
+                                          "clients": clients, "run_s": exp.run_s,
+                                          "repeats": repeats})
+    fig = figure.hybrid(table)
+    write_atomic(out_dir / "hybrid.png", lambda p: fig.savefig(p, dpi=DPI, format="png"))
+    t = Table("class", "working set", "in memory", "requests there", "disk req/s",
+              "hybrid req/s", "gain", "disk ms", "hybrid ms", title="hybrid placement")
+    for r in table.to_dict("records"):
+        t.add_row(r["class"], format_bytes(r["working_set_bytes"]),
+                  f"{r['memory_files']:,} files, {format_bytes(r['memory_bytes'])}",
+                  f"{r['memory_share']:.0%}", f"{r['disk_throughput']:,.0f}",
+                  f"{r['hybrid_throughput']:,.0f}", f"{r['gain']:+.0%}",
+                  f"{r['disk_mean_ms']:.2f}", f"{r['hybrid_mean_ms']:.2f}")
+    out.print(t)
+    out.print(f"results in {out_dir}", highlight=False)
+
+
+def _say_run(name: str, done: int, total: int) -> None:
+    if name:
+        err.print(f"[dim]run {done + 1}/{total}: {name}[/]", highlight=False)
 
 
 def _site_rows(dc: tiers.DataCentre, solved: tiers.Solved, simulated) -> list[dict]:

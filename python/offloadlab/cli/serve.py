@@ -113,11 +113,21 @@ def serve_cmd(
         help="The database tier of dynamic pages (?query=COUNT): a SQLite file or a "
              "PostgreSQL URL (postgresql://user@host:port/db), filled by "
              "'offload workload db'.")] = None,
+    memory_below: Annotated[str | None, typer.Option(
+        help="Hybrid placement (seed 003): hold the files under this size in memory "
+             "(ROOT must be a file set with a manifest).")] = None,
+    memory_budget: Annotated[str | None, typer.Option(
+        help="Or: hold the most popular files that fit in this much memory.")] = None,
+    uncached: Annotated[bool, typer.Option(
+        "--uncached", help="Read every file not held in memory from the disk, dropping "
+                           "it from the page cache before each use.")] = False,
 ) -> None:
     """Serve ROOT over HTTP/1.0 and 1.1 until Ctrl-C or SIGTERM, then print a summary."""
     from offloadlab import _core
     from offloadlab.testbed import server
 
+    memory = (() if memory_below is None and memory_budget is None
+              else server.memory_files(root, memory_below, memory_budget))
     options = server.ServerOptions(
         root=root, mode=mode, host=host, port=port, allow_remote=allow_remote,
         host_core=host_core, engine_core=engine_core, sendfile_above=sendfile_above,
@@ -129,7 +139,8 @@ def serve_cmd(
         stats_interval_s=flag_time("--stats-interval", stats_interval),
         stats_endpoint=stats_endpoint, handoff=handoff, handoff_limit=handoff_limit,
         app_offload=app_offload, cache_size=cache_size, cache_policy=cache_policy,
-        cache_max_object=cache_max_object, max_age=max_age, db=db,
+        cache_max_object=cache_max_object, max_age=max_age, db=db, memory=memory,
+        uncached=uncached,
         **watermark_option(watermarks))
     control = _core.ServerControl()
     with server.stop_on_signals(control):

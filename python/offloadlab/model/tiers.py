@@ -390,14 +390,23 @@ def _page_hits(dc: DataCentre, reads: list[np.ndarray]) -> list[np.ndarray]:
 
 def with_memory_fs(site: Site, below_bytes: float | None = None,
                    budget_bytes: float | None = None) -> Site:
-    """Seed 003's hybrid placement: files under ``below_bytes`` on the memory file
-    system, or the most popular files while they fit in ``budget_bytes``."""
+    """``site`` with its files on the memory file system chosen by :func:`memory_set`."""
+    return replace(site, in_memory=memory_set(site.sizes, site.popularity, below_bytes,
+                                              budget_bytes))
+
+
+def memory_set(sizes, popularity, below_bytes: float | None = None,
+               budget_bytes: float | None = None) -> np.ndarray:
+    """Seed 003's hybrid placement, which files go to memory: those under
+    ``below_bytes``, or the most popular while they fit in ``budget_bytes`` (the scan
+    stops at the first that does not). The model and the testbed server both use it."""
     if (below_bytes is None) == (budget_bytes is None):
         raise InputError("memory file system: give a size threshold or a memory budget")
+    sizes = np.asarray(sizes, float)
     if below_bytes is not None:
-        return replace(site, in_memory=site.sizes < below_bytes)
-    order = np.argsort(-site.popularity, kind="stable")
-    fits = np.cumsum(site.sizes[order]) <= budget_bytes
-    memory = np.zeros(len(site.sizes), bool)
+        return sizes < below_bytes
+    order = np.argsort(-np.asarray(popularity, float), kind="stable")
+    fits = np.cumsum(sizes[order]) <= budget_bytes
+    memory = np.zeros(len(sizes), bool)
     memory[order[fits]] = True
-    return replace(site, in_memory=memory)
+    return memory

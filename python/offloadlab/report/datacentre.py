@@ -1,8 +1,12 @@
-"""The figure of a data-centre study (:mod:`offloadlab.datacentre.studies`): its ``y``
-against its ``x``, one line per ``line`` value, one panel per ``panel`` value."""
+"""The figures of the data-centre commands: a study on the model
+(:mod:`offloadlab.datacentre.studies`: its ``y`` against its ``x``, one line per ``line``
+value, one panel per ``panel`` value), and the hybrid placement on the testbed
+(:mod:`offloadlab.testbed.hybrid`)."""
 
 from __future__ import annotations
 
+import numpy as np
+import pandas as pd
 from matplotlib.figure import Figure
 
 from offloadlab.datacentre.studies import Study
@@ -38,4 +42,26 @@ def figure(study: Study) -> Figure:
         ax.grid(alpha=0.3)
         ax.legend(fontsize="small")
     fig.suptitle(f"{study.title}: the multi-tier model")
+    return fig
+
+
+def hybrid(summary: pd.DataFrame) -> Figure:
+    """Throughput with every file from disk and with the hybrid placement, per class,
+    and the mean response time."""
+    fig = Figure(figsize=(11, 4.2), layout="constrained")
+    rate, delay = fig.subplots(1, 2)
+    x = np.arange(len(summary))
+    for ax, column, label in ((rate, "throughput", "throughput (requests/s)"),
+                              (delay, "mean_ms", "mean response time (ms)")):
+        for offset, placement in ((-0.2, "disk"), (0.2, "hybrid")):
+            ax.bar(x + offset, summary[f"{placement}_{column}"], 0.4, label=placement)
+        ax.set_xticks(x, [f"class {c}" for c in summary["class"]])
+        ax.set_ylabel(label)
+        ax.grid(alpha=0.3, axis="y")
+        ax.legend(fontsize="small")
+    for i, gain in enumerate(summary["gain"]):
+        rate.annotate(f"{gain:+.0%}", (x[i], summary["hybrid_throughput"].iloc[i]),
+                      ha="center", va="bottom", fontsize="small")
+    fig.suptitle("Hybrid placement on the testbed: popular files in memory, the rest "
+                 "from disk")
     return fig

@@ -82,6 +82,12 @@ class ServerOptions:
     Database tier (seed 003): ``db`` is where dynamic pages' items live, a SQLite file
     (a path, or ``sqlite:PATH``) or a PostgreSQL URL (``postgresql://user@host:port/db``),
     filled by :func:`fill_db`. A page asks for them with ``?query=COUNT[&key=ID]``.
+
+    Hybrid placement (seed 003): ``memory`` lists files (paths under the root) the
+    server reads into memory at start and serves from there (:func:`memory_files`
+    chooses them); with ``uncached`` every other file is dropped from the page cache
+    before each use, so it is read from the disk, as on a server whose memory cannot
+    hold its working set.
     """
 
     root: Path
@@ -117,6 +123,8 @@ class ServerOptions:
     cache_policy: str = "lru"
     cache_max_object: int | str = "1MiB"
     db: str | Path | None = None
+    memory: tuple[str, ...] = ()
+    uncached: bool = False
 
     def check(self) -> None:
         """Raise :class:`InputError` for the first field that cannot work."""
@@ -138,6 +146,7 @@ class ServerOptions:
         self._check_handoff()
         self._check_cache()
         self._check_db()
+        self._check_memory()
 
     def address(self) -> str:
         """The IP address to listen on (a host name resolved); loopback unless allowed."""
@@ -268,6 +277,13 @@ class ServerOptions:
                                 "'offload workload db --db PATH', or give a PostgreSQL URL "
                                 "(postgresql://user@host:port/db)")
 
+    def _check_memory(self) -> None:
+        root = Path(self.root)
+        missing = [p for p in self.memory if not (root / str(p).lstrip("/")).is_file()]
+        require(not missing, f"memory: {len(missing)} files are not under the root "
+                             f"{str(root)!r}, e.g. {missing[0] if missing else ''!r}; give "
+                             "paths of the served file set")
+
     def cache_args(self) -> tuple[int, str, int] | None:
         """The cache as ``_core.serve`` takes it (None without one)."""
         if self.app_offload is None:
@@ -315,7 +331,8 @@ class ServerOptions:
                 [int(e) for e in self.placement],
                 [float(f) for f in self.placement_fractions()]),
             max_age=self.max_age,
-            cache=self.cache_args(), db=None if self.db is None else str(self.db))
+            cache=self.cache_args(), db=None if self.db is None else str(self.db),
+            memory=["/" + str(p).lstrip("/") for p in self.memory], uncached=self.uncached)
 
     def replace(self, **changes) -> ServerOptions:
         return dataclasses.replace(self, **changes)
@@ -340,6 +357,21 @@ def fill_db(db: str | Path, rows: int) -> None:
         _core.db_fill(str(db), rows)
     except RuntimeError as exc:
         raise RunError(str(exc)) from None
+
+
+def memory_files(root: str | Path, below: int | str | None = None,
+                 budget: int | str | None = None) -> tuple[str, ...]:
+    """The files of the file set at ``root`` that seed 003's hybrid placement puts in
+    memory (:func:`offloadlab.model.tiers.memory_set`): those under ``below`` bytes, or
+    the most popular that fit in ``budget``, by the set's manifest."""
+    from offloadlab.model.tiers import memory_set
+    from offloadlab.workload.fileset import read_manifest
+
+    manifest = read_manifest(root)
+    chosen = memory_set(manifest["size_bytes"], manifest["probability"],
+                        None if below is None else parse_bytes(below, "memory_below"),
+                        None if budget is None else parse_bytes(budget, "memory_budget"))
+    return tuple(manifest.loc[chosen, "path"].astype(str))
 
 
 def _is_int(x: object) -> bool:

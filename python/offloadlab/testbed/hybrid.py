@@ -1,0 +1,120 @@
+"""Seed 003's hybrid placement on the testbed: the popular files in memory, the rest on
+disk, against everything on disk, for each working-set class.
+
+Each class is a file set on disk. Its files are read from the disk on every use
+(``uncached``: a server whose memory cannot hold its working set, which is the case
+the paper's hybrid placement is for). ``hybrid`` also holds the files that
+:func:`offloadlab.testbed.server.memory_files` picks in memory. Both run under the same
+closed-loop load (zero think time, keep-alive), interleaved, ``repeats`` times; the
+gain is the ratio of the medians.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from offloadlab.errors import InputError, require
+from offloadlab.testbed import modes
+from offloadlab.testbed.server import ServerOptions, memory_files
+from offloadlab.workload import fileset, stream
+
+PLACEMENTS = ("disk", "hybrid")
+_TIMEOUT_S = 10.0
+
+
+@dataclass(frozen=True)
+class Experiment:
+    """``sets`` maps a label (the working-set class) to its file-set folder."""
+
+    sets: dict[str, Path]
+    memory_below: int | str | None = None
+    memory_budget: int | str | None = "64MiB"
+    mode: str = "inline"
+    clients: int = 32
+    run_s: float = 5.0
+    repeats: int = 3
+    host_core: int | None = None
+    engine_core: int | None = None
+    seed: int = 1
+
+    def check(self) -> None:
+        require(bool(self.sets), "give at least one file set")
+        require(self.clients >= 1 and self.repeats >= 1 and self.run_s > 0,
+                "clients and repeats must be >= 1 and the run length > 0")
+        for label, root in self.sets.items():
+            self.memory(root)
+            self.options(root, "hybrid").check()
+            require(Path(root).is_dir(), f"class {label}: {root} is not a file set folder")
+
+    def memory(self, root: Path) -> tuple[str, ...]:
+        try:
+            return memory_files(root, self.memory_below, self.memory_budget)
+        except InputError as exc:
+            raise InputError(f"{root}: {exc}") from None
+
+    def options(self, root: Path, placement: str) -> ServerOptions:
+        return ServerOptions(root=root, mode=self.mode, host_core=self.host_core,
+                             engine_core=self.engine_core, seed=self.seed, uncached=True,
+                             memory=self.memory(root) if placement == "hybrid" else ())
+
+
+def run(exp: Experiment, progress: Callable[[str, int, int], None] | None = None
+        ) -> pd.DataFrame:
+    """One row per run: class, placement, repeat, throughput, latency, memory hits."""
+    exp.check()
+    rows = []
+    for label, root in exp.sets.items():
+        manifest = fileset.read_manifest(root)
+        requests = stream.closed(manifest, exp.clients, think="det(0)", requests=2000,
+                                 keep_alive=100, seed=exp.seed)
+
+        def one(placement: str, _rep: int, root=root, manifest=manifest, requests=requests):
+            return modes.run_mode(exp.options(root, placement), requests, manifest,
+                                  repeat=True, max_duration_s=exp.run_s, threads=1,
+                                  verify="length", timeout_s=_TIMEOUT_S)
+
+        say = None if progress is None else (
+            lambda name, done, total, label=label: progress(
+                f"class {label}, {name}" if name else "", done, total))
+        for placement, rep, done in modes.rounds(PLACEMENTS, exp.repeats, one,
+                                                 f"class {label}", say):
+            report, server = done.load.report, done.server
+            rows.append({
+                "class": label, "placement": placement, "repeat": rep,
+                "throughput": report["throughput"],
+                "mean_ms": report["total"]["mean_s"] * 1e3,
+                "p99_ms": report["total"]["p99_s"] * 1e3,
+                "errors": report["failed"],
+                "memory_share": server["memory_tier"]["hits"] / max(server["requests"], 1),
+                "memory_files": server["memory_tier"]["files"],
+                "memory_bytes": server["memory_tier"]["bytes"],
+                "host_cpu_us": (server["per_request"]["host_cpu_s"] or np.nan) * 1e6,
+                "working_set_bytes": int(manifest["size_bytes"].sum()),
+                "files": len(manifest),
+            })
+    return pd.DataFrame(rows)
+
+
+def summary(runs: pd.DataFrame) -> pd.DataFrame:
+    """Per class: medians of each placement and the hybrid's gain."""
+    med = runs.groupby(["class", "placement"]).median(numeric_only=True)
+    out = []
+    for label in runs["class"].unique():
+        disk, hybrid = med.loc[(label, "disk")], med.loc[(label, "hybrid")]
+        out.append({
+            "class": label, "working_set_bytes": int(disk["working_set_bytes"]),
+            "files": int(disk["files"]), "memory_files": int(hybrid["memory_files"]),
+            "memory_bytes": int(hybrid["memory_bytes"]),
+            "memory_share": hybrid["memory_share"],
+            "disk_throughput": disk["throughput"], "hybrid_throughput": hybrid["throughput"],
+            "gain": hybrid["throughput"] / disk["throughput"] - 1,
+            "disk_mean_ms": disk["mean_ms"], "hybrid_mean_ms": hybrid["mean_ms"],
+            "runs": int(runs[runs["class"] == label]["repeat"].nunique()),
+            "errors": int(runs[runs["class"] == label]["errors"].sum()),
+        })
+    return pd.DataFrame(out)
