@@ -13,6 +13,7 @@ from rich.table import Table
 
 from offloadlab.cli.common import app, err, flag_time, out, user_errors
 from offloadlab.datacentre import config, studies
+from offloadlab.errors import InputError
 from offloadlab.model import tiers
 from offloadlab.report import datacentre as figure
 from offloadlab.report.format import format_bytes
@@ -162,6 +163,57 @@ def testbed_cmd(
                   f"{r['disk_mean_ms']:.2f}", f"{r['hybrid_mean_ms']:.2f}")
     out.print(t)
     out.print(f"results in {out_dir}", highlight=False)
+
+
+@datacentre_app.command("nic")
+@user_errors
+def nic_cmd(
+    sizes: Annotated[str, typer.Option(
+        help="Message sizes, comma-separated (three or more).")
+    ] = "1KiB,4KiB,16KiB,64KiB,256KiB",
+    run_length: Annotated[str, typer.Option(help="Length of each run.")] = "2s",
+    repeats: Annotated[int, typer.Option(min=1, help="Runs per setting and size.")] = 3,
+    out_dir: Annotated[Path, typer.Option(
+        "--out", help="Folder for runs.csv, savings.csv, costs.json and nic.png "
+                      "(created; files in it are replaced).")] = Path("datacentre-nic"),
+) -> None:
+    """Measure what checksum and segmentation offload save the host, by message size:
+    the server in a private network namespace behind a veth pair whose offloads are
+    switched with ethtool (needs root)."""
+    from offloadlab.model.protocol_costs import TABLE5
+    from offloadlab.testbed import nic
+    from offloadlab.workload.fileset import parse_bytes
+
+    try:
+        chosen = tuple(parse_bytes(s.strip(), "--sizes") for s in sizes.split(","))
+    except InputError as exc:
+        raise InputError(f"--sizes {sizes!r}: {exc}") from None
+    exp = nic.Experiment(sizes=chosen, run_s=flag_time("--run-length", run_length),
+                         repeats=repeats)
+    exp.check()
+    out_dir.mkdir(parents=True, exist_ok=True)
+    runs = nic.run(exp, out_dir / "fileset", progress=_say_run)
+    fitted = nic.fit(runs)
+    saved = nic.savings(runs)
+    costs = nic.byte_costs(fitted, TABLE5["datacenter"])
+    write_atomic(out_dir / "runs.csv", lambda p: runs.to_csv(p, index=False))
+    write_atomic(out_dir / "savings.csv", lambda p: saved.to_csv(p, index=False))
+    write_json(out_dir / "costs.json", {
+        "fit": fitted.__dict__, "packet_s": fitted.packet, "byte_costs": costs.__dict__,
+        "note": "sender costs measured; receiver costs from Table 5's data-centre row"})
+    fig = figure.nic(saved)
+    write_atomic(out_dir / "nic.png", lambda p: fig.savefig(p, dpi=DPI, format="png"))
+    t = Table("size", *(f"{s} µs" for s in nic.SETTINGS), "segmentation saves",
+              "checksum saves", title="host CPU per request")
+    for r in saved.to_dict("records"):
+        t.add_row(format_bytes(r["size"]), *(f"{r[f'{s}_us']:.1f}" for s in nic.SETTINGS),
+                  f"{r['segmentation_saves']:.0%}", f"{r['checksum_saves']:.0%}")
+    out.print(t)
+    out.print(f"fitted (R² {fitted.r2:.3f}): {1e6 * fitted.c0:.1f} µs per request, copy "
+              f"{1e9 * fitted.copy:.2f} ns/byte, checksum {1e9 * fitted.checksum:.2f} "
+              f"ns/byte, {1e6 * fitted.packet:.2f} µs per packet, {1e6 * fitted.segment:.2f} "
+              f"µs per 64 KiB segment. In a data-centre file: measured_costs = "
+              f"\"{out_dir / 'costs.json'}\" under network", highlight=False, markup=False)
 
 
 def _say_run(name: str, done: int, total: int) -> None:

@@ -7,6 +7,7 @@ The fields, their units and defaults are listed in docs/datacentre.md.
 
 from __future__ import annotations
 
+import json
 import math
 import tomllib
 from collections.abc import Callable
@@ -113,6 +114,8 @@ SECTIONS = {
                 "packet": Field(10e-6, _time, 'packet = "10us" (host CPU per packet)'),
                 "byte_costs": Field("datacenter", _choice("datacenter", "micro", "none"),
                                     'byte_costs = "datacenter" (Table 5 row, or "none")'),
+                "measured_costs": Field(None, _text, 'measured_costs = "nic/costs.json" '
+                                                     "(from offload datacentre nic)"),
                 "checksum_offload": Field(False, _flag, "checksum_offload = true"),
                 "segmentation_offload": Field(False, _flag, "segmentation_offload = true")},
     "engine": {"fraction": Field(1.0, _number(0, 1), "fraction = 1.0"),
@@ -177,13 +180,12 @@ def from_dict(data: dict, source: str = "<data centre>", base_dir: Path | None =
     if errors:
         raise InputError("\n".join(f"{source}: {e}" for e in errors))
     try:
+        packet_s, byte_costs = _costs(net, base_dir)
         network = tiers.Network(
             bandwidth_Bps=net["bandwidth_Mbps"] * 1e6 / 8, latency_s=net["latency"],
             client_nodes=net["client_nodes"],
             client_bandwidth_Bps=net["client_bandwidth_Mbps"] * 1e6 / 8,
-            mss=net["mss"], packet_s=net["packet"],
-            bytes=(protocol_costs.byte_costs(net["byte_costs"]) if net["byte_costs"] != "none"
-                   else protocol_costs.ByteCosts(0, 0, 0, 0, 0)),
+            mss=net["mss"], packet_s=packet_s, bytes=byte_costs,
             checksum_offload=net["checksum_offload"],
             segmentation_offload=net["segmentation_offload"],
             engine=protocol_costs.PacketOffload(**engine) if engine else None)
@@ -198,6 +200,25 @@ def from_dict(data: dict, source: str = "<data centre>", base_dir: Path | None =
             query_disk_s=db["query_disk"], network=network)
     except InputError as exc:
         raise InputError(f"{source}: {exc}") from None
+
+
+def _costs(net: dict, base_dir: Path | None) -> tuple[float, protocol_costs.ByteCosts]:
+    """The per-packet and per-byte costs: as set, or as measured on this machine by
+    ``offload datacentre nic`` (its costs.json)."""
+    if net["measured_costs"] is None:
+        return net["packet"], (protocol_costs.byte_costs(net["byte_costs"])
+                               if net["byte_costs"] != "none"
+                               else protocol_costs.ByteCosts(0, 0, 0, 0, 0))
+    path = Path(net["measured_costs"])
+    path = path if path.is_absolute() or base_dir is None else base_dir / path
+    try:
+        measured = json.loads(path.read_text())
+        return (float(measured["packet_s"]),
+                protocol_costs.ByteCosts(**{k: float(v) for k, v in
+                                            measured["byte_costs"].items()}))
+    except (OSError, ValueError, KeyError, TypeError) as exc:
+        raise InputError(f"network.measured_costs = {str(path)!r}: not a costs.json of "
+                         f"'offload datacentre nic' ({exc})") from None
 
 
 def _table(raw: object, where: str, errors: list[str]) -> dict:

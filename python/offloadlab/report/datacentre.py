@@ -65,3 +65,29 @@ def hybrid(summary: pd.DataFrame) -> Figure:
     fig.suptitle("Hybrid placement on the testbed: popular files in memory, the rest "
                  "from disk")
     return fig
+
+
+def nic(savings: pd.DataFrame) -> Figure:
+    """Host CPU per request against the message size for each offload setting, and
+    the share that segmentation and checksum offload save."""
+    fig = Figure(figsize=(11, 4.2), layout="constrained")
+    cost, share = fig.subplots(1, 2)
+    kib = savings["size"] / 1024
+    for column in [c for c in savings.columns if c.endswith("_us")]:
+        cost.plot(kib, savings[column], "o-", label=column[:-3])
+    cost.set_xscale("log", base=2)
+    cost.set_yscale("log")
+    cost.set_xlabel("message size (KiB)")
+    cost.set_ylabel("host CPU per request (µs)")
+    for column, label in (("segmentation_saves", "segmentation offload"),
+                          ("checksum_saves", "checksum offload"),
+                          ("both_save", "both")):
+        share.plot(kib, savings[column] * 100, "o-", label=label)
+    share.set_xscale("log", base=2)
+    share.set_xlabel("message size (KiB)")
+    share.set_ylabel("host CPU saved (%)")
+    for ax in (cost, share):
+        ax.grid(alpha=0.3)
+        ax.legend(fontsize="small")
+    fig.suptitle("What the NIC's offloads save the server (veth pair, measured)")
+    return fig
