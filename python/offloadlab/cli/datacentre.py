@@ -4,6 +4,7 @@ repeated and checked by trend (:mod:`offloadlab.datacentre.studies`)."""
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 from typing import Annotated
 
@@ -161,6 +162,76 @@ def testbed_cmd(
                   f"{r['memory_share']:.0%}", f"{r['disk_throughput']:,.0f}",
                   f"{r['hybrid_throughput']:,.0f}", f"{r['gain']:+.0%}",
                   f"{r['disk_mean_ms']:.2f}", f"{r['hybrid_mean_ms']:.2f}")
+    out.print(t)
+    out.print(f"results in {out_dir}", highlight=False)
+
+
+@datacentre_app.command("tiers")
+@user_errors
+def tiers_cmd(
+    fileset_dir: Annotated[Path | None, typer.Option(
+        "--fileset", help="The file set to serve; default: seed 003's class 0 (25 MB), "
+                          "written under --out/fileset.")] = None,
+    db: Annotated[str | None, typer.Option(
+        help="The database tier: a SQLite file or a PostgreSQL URL "
+             "(postgresql://user@host:port/db), filled with 'offload workload db'. "
+             "Default: SQLite under --out, filled with --rows items.")] = None,
+    rows: Annotated[int, typer.Option(min=1, help="Items of the default SQLite table.")
+                    ] = 100_000,
+    dynamic: Annotated[float, typer.Option(help="Share of requests that are dynamic "
+                                                "pages.")] = 0.2,
+    queries: Annotated[int, typer.Option(min=0, help="Database queries per dynamic page.")
+                       ] = 5,
+    work: Annotated[str, typer.Option(help="Application work per dynamic page.")] = "100us",
+    cache_size: Annotated[str, typer.Option(help="The proxy tier's cache.")] = "64MiB",
+    clients: Annotated[int, typer.Option(min=1, help="Closed-loop keep-alive clients.")] = 32,
+    run_length: Annotated[str, typer.Option(help="Length of each run.")] = "5s",
+    repeats: Annotated[int, typer.Option(min=1, help="Interleaved runs per set-up.")] = 3,
+    out_dir: Annotated[Path, typer.Option(
+        "--out", help="Folder for runs.csv, summary.csv and summary.json (created; files "
+                      "in it are replaced).")] = Path("datacentre-tiers"),
+    seed: Annotated[int, typer.Option(min=0)] = 1,
+) -> None:
+    """Seed 003's three tiers on the testbed: the web tier and database alone, then with
+    the proxy tier (an object cache) on the host thread, then on the engine."""
+    from offloadlab.study.plan import default_cores
+    from offloadlab.testbed import multitier
+    from offloadlab.workload import fileset, presets
+
+    host, engine = default_cores()
+    work_s = flag_time("--work", work)
+    exp = multitier.Experiment(
+        root=fileset_dir or out_dir / "fileset", db=db or "", dynamic=dynamic,
+        queries=queries, work_us=round(work_s * 1e6), cache_size=cache_size,
+        clients=clients, run_s=flag_time("--run-length", run_length), repeats=repeats,
+        host_core=host, engine_core=engine, seed=seed)
+    exp.check_values()
+    out_dir.mkdir(parents=True, exist_ok=True)
+    if fileset_dir is None:
+        fileset_dir = out_dir / "fileset"
+        if not (fileset_dir / "fileset.json").exists():
+            err.print("writing seed 003's class 0 file set …")
+            fileset.materialise(fileset.generate(presets.preset("seed003-1", seed)),
+                                fileset_dir)
+    if db is None:
+        db = str(multitier.default_db(out_dir, rows))
+    exp = replace(exp, root=fileset_dir, db=db)
+    runs = multitier.run(exp, progress=_say_run)
+    table = multitier.summary(runs)
+    write_atomic(out_dir / "runs.csv", lambda p: runs.to_csv(p, index=False))
+    write_atomic(out_dir / "summary.csv", lambda p: table.to_csv(p, index=False))
+    shown_db = "PostgreSQL" if db.startswith(("postgresql://", "postgres://")) else db
+    write_json(out_dir / "summary.json", {
+        "setups": table.to_dict("records"), "db": shown_db, "dynamic": dynamic,
+        "queries": queries, "work_us": exp.work_us, "cache_size": cache_size,
+        "clients": clients, "run_s": exp.run_s, "repeats": repeats})
+    t = Table("set-up", "req/s", "mean ms", "proxy hits", "host µs/req", "engine µs/req",
+              "db queries/req", "µs/query", title=f"three tiers ({shown_db})")
+    for r in table.to_dict("records"):
+        t.add_row(r["setup"], f"{r['throughput']:,.0f}", f"{r['mean_ms']:.2f}",
+                  f"{r['proxy_hit_rate']:.0%}", f"{r['host_cpu_us']:.1f}",
+                  f"{r['engine_cpu_us']:.1f}", f"{r['db_queries_per_request']:.2f}",
+                  f"{r['db_us_per_query']:.1f}")
     out.print(t)
     out.print(f"results in {out_dir}", highlight=False)
 
