@@ -32,6 +32,14 @@ File = Annotated[Path | None, typer.Argument(
     help="Data-centre TOML (docs/datacentre.md); without it, seed 003's layout.")]
 
 
+# Options of the testbed experiments that compare set-ups in interleaved rounds
+# (offloadlab.testbed.modes.Rounds).
+Clients = Annotated[int, typer.Option(min=1, help="Closed-loop keep-alive clients.")]
+RunLength = Annotated[str, typer.Option(help="Length of each run.")]
+Repeats = Annotated[int, typer.Option(min=1, help="Interleaved runs per set-up.")]
+Seed = Annotated[int, typer.Option(min=0)]
+
+
 @datacentre_app.command("solve")
 @user_errors
 def solve_cmd(file: File = None,
@@ -111,13 +119,13 @@ def testbed_cmd(
         help="Or: the files under this size (the paper's rule was 1MiB).")] = None,
     mode: Annotated[str, typer.Option(help="The server's mode: inline or engine.")
                     ] = "inline",
-    clients: Annotated[int, typer.Option(min=1, help="Closed-loop keep-alive clients.")] = 32,
-    run_length: Annotated[str, typer.Option(help="Length of each run.")] = "5s",
-    repeats: Annotated[int, typer.Option(min=1, help="Interleaved runs per placement.")] = 3,
+    clients: Clients = 32,
+    run_length: RunLength = "5s",
+    repeats: Repeats = 3,
     out_dir: Annotated[Path, typer.Option(
         "--out", help="Folder for runs.csv, summary.csv, summary.json and hybrid.png "
                       "(created; files in it are replaced).")] = Path("datacentre-testbed"),
-    seed: Annotated[int, typer.Option(min=0)] = 1,
+    seed: Seed = 1,
 ) -> None:
     """Seed 003's hybrid placement on the real server: popular files in memory, the rest
     read from disk, against everything from disk, per working-set class."""
@@ -184,13 +192,13 @@ def tiers_cmd(
                        ] = 5,
     work: Annotated[str, typer.Option(help="Application work per dynamic page.")] = "100us",
     cache_size: Annotated[str, typer.Option(help="The proxy tier's cache.")] = "64MiB",
-    clients: Annotated[int, typer.Option(min=1, help="Closed-loop keep-alive clients.")] = 32,
-    run_length: Annotated[str, typer.Option(help="Length of each run.")] = "5s",
-    repeats: Annotated[int, typer.Option(min=1, help="Interleaved runs per set-up.")] = 3,
+    clients: Clients = 32,
+    run_length: RunLength = "5s",
+    repeats: Repeats = 3,
     out_dir: Annotated[Path, typer.Option(
         "--out", help="Folder for runs.csv, summary.csv and summary.json (created; files "
                       "in it are replaced).")] = Path("datacentre-tiers"),
-    seed: Annotated[int, typer.Option(min=0)] = 1,
+    seed: Seed = 1,
 ) -> None:
     """Seed 003's three tiers on the testbed: the web tier and database alone, then with
     the proxy tier (an object cache) on the host thread, then on the engine."""

@@ -28,24 +28,17 @@ _TIMEOUT_S = 10.0
 
 
 @dataclass(frozen=True)
-class Experiment:
+class Experiment(modes.Rounds):
     """``sets`` maps a label (the working-set class) to its file-set folder."""
 
     sets: dict[str, Path]
     memory_below: int | str | None = None
     memory_budget: int | str | None = "64MiB"
     mode: str = "inline"
-    clients: int = 32
-    run_s: float = 5.0
-    repeats: int = 3
-    host_core: int | None = None
-    engine_core: int | None = None
-    seed: int = 1
 
     def check(self) -> None:
         require(bool(self.sets), "give at least one file set")
-        require(self.clients >= 1 and self.repeats >= 1 and self.run_s > 0,
-                "clients and repeats must be >= 1 and the run length > 0")
+        self.check_rounds()
         for label, root in self.sets.items():
             self.memory(root)
             self.options(root, "hybrid").check()

@@ -20,7 +20,7 @@ from typing import TypeVar
 
 import pandas as pd
 
-from offloadlab.errors import InputError, RunError
+from offloadlab.errors import InputError, RunError, require
 from offloadlab.testbed import load
 from offloadlab.testbed.server import ServerOptions, has_engine, running
 from offloadlab.workload.stream import Stream
@@ -88,6 +88,24 @@ def run_modes(options: ServerOptions, modes: Sequence[str], requests: Stream,
 
 
 T = TypeVar("T")
+
+
+@dataclass(frozen=True, kw_only=True)
+class Rounds:
+    """The load of an experiment that compares set-ups in interleaved rounds: closed-loop
+    keep-alive ``clients``, ``repeats`` runs of ``run_s`` seconds per set-up, the server's
+    cores and the seed."""
+
+    clients: int = 32
+    run_s: float = 5.0
+    repeats: int = 3
+    host_core: int | None = None
+    engine_core: int | None = None
+    seed: int = 1
+
+    def check_rounds(self) -> None:
+        require(self.clients >= 1 and self.repeats >= 1 and self.run_s > 0,
+                "clients and repeats must be >= 1 and the run length > 0")
 
 
 def rounds(policies: Sequence[str], repeats: int, run_one: Callable[[str, int], T],

@@ -37,27 +37,20 @@ _TIMEOUT_S = 10.0
 
 
 @dataclass(frozen=True)
-class Experiment:
+class Experiment(modes.Rounds):
     root: Path
     db: str
     dynamic: float = 0.2
     queries: int = 5
     work_us: int = 100
     cache_size: str = "64MiB"
-    clients: int = 32
-    run_s: float = 5.0
-    repeats: int = 3
-    host_core: int | None = None
-    engine_core: int | None = None
-    seed: int = 1
 
     def check_values(self) -> None:
         """The numbers alone (before any file set or database is made for them)."""
         require(0 <= self.dynamic <= 1, f"dynamic={self.dynamic}: give a share 0-1")
         require(self.queries >= 0 and self.work_us >= 0,
                 "queries and work must be >= 0")
-        require(self.clients >= 1 and self.repeats >= 1 and self.run_s > 0,
-                "clients and repeats must be >= 1 and the run length > 0")
+        self.check_rounds()
 
     def check(self) -> None:
         self.check_values()
