@@ -31,6 +31,15 @@ impl Field for u32 {
     }
 }
 
+impl Field for usize {
+    fn from_f64(v: f64) -> Option<Self> {
+        u32::from_f64(v).map(|n| n as usize)
+    }
+    fn to_f64(self) -> f64 {
+        self as f64
+    }
+}
+
 impl Field for u64 {
     fn from_f64(v: f64) -> Option<Self> {
         // Counts here stay far below 2^53, where floats are exact.
@@ -102,6 +111,14 @@ fields!(
     run.max_time_s,
     run.sample_s,
     run.seed,
+    flows.fcu_flows,
+    flows.epoch_packets,
+    flows.sample_every,
+    flows.margin_bits,
+    flows.decay,
+    flows.tau,
+    flows.min_llf,
+    flows.confidence,
 );
 
 /// The default configuration as `{"section.name": value}`.
@@ -112,10 +129,11 @@ fn handoff_defaults(py: Python<'_>) -> PyResult<Bound<'_, PyDict>> {
 
 /// Run the handoff model once. `settings` overrides defaults by `section.name`;
 /// `watermarks` is (hiwat, lowat, step_down, step_up) for load control, `threshold`
-/// the n of T(n) selection (None: FCFS).
+/// the n of T(n) selection (None: FCFS); `long_lived` selects the connections the host's
+/// FastFlow detector lists instead (the `flows.*` settings), whatever `threshold` says.
 #[pyfunction]
 #[pyo3(signature = (settings, hard_limit, host_first, watermarks, threshold, offsets, sizes,
-                    dynamic, client_bps))]
+                    dynamic, client_bps, long_lived=false))]
 #[allow(clippy::too_many_arguments)]
 fn handoff_run<'py>(
     py: Python<'py>,
@@ -128,12 +146,16 @@ fn handoff_run<'py>(
     sizes: Vec<u64>,
     dynamic: Vec<bool>,
     client_bps: Option<f64>,
+    long_lived: bool,
 ) -> PyResult<Bound<'py, PyDict>> {
     let mut cfg = Config::default();
     for (key, v) in &settings {
         set(&mut cfg, key, *v).map_err(value_error)?;
     }
-    let policy = policy(hard_limit, host_first, watermarks, threshold)?;
+    let mut policy = policy(hard_limit, host_first, watermarks, threshold)?;
+    if long_lived {
+        policy.selection = Selection::LongLived;
+    }
     let work = Workload::new(offsets, sizes, dynamic, client_bps).map_err(value_error)?;
     let report = py
         .detach(|| run(&cfg, &work, policy))

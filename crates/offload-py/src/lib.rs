@@ -4,6 +4,7 @@
 use pyo3::prelude::*;
 
 mod closed;
+mod flows;
 mod handoff;
 mod load;
 mod server;
@@ -15,6 +16,7 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     sim::register(m)?;
     handoff::register(m)?;
     closed::register(m)?;
+    flows::register(m)?;
     load::register(m)?;
     server::register(m)?;
     Ok(())

@@ -14,7 +14,7 @@ from typing import Annotated
 
 import typer
 from rich.progress import BarColumn, DownloadColumn, Progress, TimeRemainingColumn
-from rich.table import Table
+from rich.table import Column, Table
 
 from offloadlab.cli.common import app, err, flag_time, note, out, user_errors
 from offloadlab.errors import InputError
@@ -429,3 +429,90 @@ def replay_cmd(
                   f"writes the files); {len(result.stream):,} requests to {stream_path}")
     out.print(f"replay with: offload load 127.0.0.1:PORT --objects {out_dir} "
               f"--stream {stream_path}")
+
+
+# Detector parameters as flags (the API's names in its messages, then the flags).
+_FLOW_FLAGS = (("margin_bits", "--margin-bits"), ("sample_every", "--sample-every"),
+               ("epoch_packets", "--epoch-packets"), ("fcu_flows", "--fcu-flows"),
+               ("decay", "--decay"))
+
+
+@workload_app.command("flows")
+@user_errors
+def flows_cmd(
+    source: Annotated[Path, typer.Argument(
+        metavar="TRACE|PCAP", help="A pcap file, a request stream (.parquet) or a trace "
+                                   "(WC98 binary or access log); a connection is a flow.")],
+    top: Annotated[int, typer.Option(help="Long-lived flows to list (all with --json).")
+                   ] = 20,
+    margin_bits: Annotated[float | None, typer.Option(
+        help="ε of the rule p(f) > 2^-(H-ε): higher lists fewer flows.")] = None,
+    sample_every: Annotated[int | None, typer.Option(
+        help="Sample one packet in this many of listed flows.")] = None,
+    epoch_packets: Annotated[int | None, typer.Option(
+        help="Packets per epoch (between refreshes of the list) at most.")] = None,
+    fcu_flows: Annotated[int | None, typer.Option(
+        help="Distinct flows an FCU counts before the epoch ends.")] = None,
+    decay: Annotated[float | None, typer.Option(
+        help="Fade the FMU's counts by this factor each epoch (1: whole trace).")] = None,
+    connections: Annotated[str, typer.Option(
+        help="For traces without connections: a client's requests at most this far apart "
+             "share one.")] = "15s",
+    as_json: Annotated[bool, typer.Option("--json", help="Print the result as JSON.")
+                       ] = False,
+) -> None:
+    """Detect long-lived flows (seed 002's FastFlow) and estimate unseen ones and the
+    flow-size density."""
+    from offloadlab.workload import flows
+
+    if top < 0:
+        raise InputError(f"--top {top}: list at least 0 flows")
+    given = {"margin_bits": margin_bits, "sample_every": sample_every,
+             "epoch_packets": epoch_packets, "fcu_flows": fcu_flows, "decay": decay}
+    params = {k: v for k, v in given.items() if v is not None}
+    window_s = flag_time("--connections", connections)
+    try:
+        r = flows.detect_file(source, connections_s=window_s, **params)
+    except InputError as exc:
+        text = str(exc)
+        for name, flag in _FLOW_FLAGS:
+            text = text.replace(name, flag)
+        raise InputError(text) from None
+    doc = r.to_json()
+    if as_json:
+        print(json.dumps(doc, indent=2, allow_nan=False))
+        return
+    if r.skipped:
+        note(f"{r.skipped:,} frames were not IP and were skipped")
+    out.print(f"{source}: {r.total_packets:,} packets, {r.flows_seen:,} flows; "
+              f"{len(r.flows):,} long-lived at the end carry {r.llf_packet_share:.1%} of the "
+              "packets", highlight=False)
+    table = Table("long-lived flow", Column("packets", justify="right"),
+                  Column("share", justify="right"))
+    for f, p, s in list(zip(r.flows, r.packets, r.share, strict=True))[:top]:
+        table.add_row(str(f), f"{p:,.0f}", f"{s:.2%}")
+    out.print(table)
+    if len(r.flows) > top:
+        note(f"{len(r.flows) - top:,} more long-lived flows; --top N or --json lists them")
+    off = doc["offline"]
+    est = Table("", Column("", justify="right"), title="offline estimates", show_header=False)
+    rows = [("entropy of the flow distribution (bits)", f"{r.entropy_bits:.2f}"),
+            ("short flows, counted exactly", f"{r.slf_flows:,}"),
+            ("sampled packets of long-lived flows", f"{r.llf_samples:,}"),
+            ("long-lived flows among the samples", f"{r.llf_sampled_flows:,}"),
+            ("long-lived flows, estimate (coupon collector)", _maybe(off["llf_flows_mle"])),
+            ("all flows, estimate", _maybe(off["flows_estimate"])),
+            ("flow-size density: bandwidth (log10 packets)", _maybe(off["kde_bandwidth_log10"])),
+            ("flow-size density: mode (packets)", _maybe(off["kde_mode_packets"])),
+            ("peak memory (bytes, reserved)", f"{r.peak_bytes:,}"),
+            ("peak memory per tracked flow (bytes)", f"{r.bytes_per_flow:.0f}")]
+    for key, value in rows:
+        est.add_row(key, value)
+    out.print(est)
+
+
+def _maybe(value: float | None) -> str:
+    """A number for a table, or a dash where there is no finite estimate."""
+    if value is None:
+        return "-"
+    return f"{value:,}" if isinstance(value, int) else f"{value:.3g}"

@@ -1,7 +1,7 @@
 """Run seed 004's packet-level handoff model: the paper's configuration shorthand,
 settings over the Rust defaults, calibration on the baseline, and the experiment matrix.
 
-A configuration is written as in the paper, ``Workload-NICconns-P|N-L|N-FCFS|Tn-MIPS``:
+A configuration is written as in the paper, ``Workload-NICconns-P|N-L|N-FCFS|Tn|LLF-MIPS``:
 ``W-4096-P-L-FCFS-400`` is World Cup-like clients, ``Hard_limit`` 4096, host-first
 priority, load control, FCFS selection, a 400 MIPS NIC. ``NICconns`` 0 is the baseline
 without handoff. Calibration follows reference 004 §7.3–7.4: on ``W-0`` only, the host's
@@ -51,11 +51,16 @@ class Setup:
     load_control: bool
     threshold: int | None  # T(n); None is FCFS selection
     mips: int
+    long_lived: bool = False  # LLF selection: the host's flow detector picks
+
+    @property
+    def switches(self) -> policy.Policy:
+        return policy.Policy(self.host_first, self.load_control, self.threshold,
+                             self.long_lived)
 
     @property
     def label(self) -> str:
-        p = policy.Policy(self.host_first, self.load_control, self.threshold)
-        return f"{self.workload}-{self.hard_limit}-{p.label}-{self.mips}"
+        return f"{self.workload}-{self.hard_limit}-{self.switches.label}-{self.mips}"
 
     @property
     def baseline(self) -> Setup:
@@ -67,7 +72,7 @@ def parse_setup(text: str) -> Setup:
     m = SHORTHAND.match(text.strip())
     if not m:
         raise InputError(
-            f"configuration {text!r}: write it as Workload-NICconns-P|N-L|N-FCFS|Tn-MIPS, "
+            f"configuration {text!r}: write it as Workload-NICconns-P|N-L|N-FCFS|Tn|LLF-MIPS, "
             "e.g. W-4096-P-L-FCFS-400")
     name = m["w"].upper()
     if name not in wl.WORKLOADS:
@@ -77,7 +82,8 @@ def parse_setup(text: str) -> Setup:
     if mips <= 0:
         raise InputError(f"configuration {text!r}: MIPS must be >= 1")
     p = policy.from_match(m, f"configuration {text!r}")
-    return Setup(name, int(m["limit"]), p.host_first, p.load_control, p.threshold, mips)
+    return Setup(name, int(m["limit"]), p.host_first, p.load_control, p.threshold, mips,
+                 p.long_lived)
 
 
 @dataclass(frozen=True)
@@ -117,7 +123,7 @@ def check_values(values: dict[str, float], where: str) -> None:
     for key, v in values.items():
         if key not in known:
             raise InputError(f"{where}: unknown setting {key!r}; known sections are hardware, "
-                             "host, nic, tcp and run (see `offload handoff defaults`)")
+                             "host, nic, tcp, run and flows (see `offload handoff defaults`)")
         if key == "hardware.nic_ips":
             raise InputError(f"{where}: the NIC's speed comes from each configuration's "
                              "MIPS (its last part), not from hardware.nic_ips")
@@ -142,7 +148,8 @@ def run_setup(setup: Setup, settings: Settings = Settings()) -> dict:
             list(values.items()), setup.hard_limit, setup.host_first,
             settings.watermarks.as_tuple() if setup.load_control else None, setup.threshold,
             work.offsets.tolist(), work.sizes.tolist(), work.dynamic.tolist(),
-            None if work.client_kbps is None else work.client_kbps * 1e3)
+            None if work.client_kbps is None else work.client_kbps * 1e3,
+            long_lived=setup.long_lived)
     except ValueError as e:
         raise InputError(f"{setup.label}: {e}") from None
     return out
@@ -212,7 +219,7 @@ def run_all(setups: Iterable[Setup], settings: Settings,
         rows.append({"setup": s.label, "workload": s.workload, "hard_limit": s.hard_limit,
                      "priority": "P" if s.host_first else "N",
                      "load_control": "L" if s.load_control else "N",
-                     "selection": "FCFS" if s.threshold is None else f"T{s.threshold}",
+                     "selection": s.switches.selection,
                      "mips": s.mips, **{k: r[k] for k in METRICS}})
         series[s.label] = pd.DataFrame(r["series"])
     df = pd.DataFrame(rows)
@@ -221,14 +228,16 @@ def run_all(setups: Iterable[Setup], settings: Settings,
     return df, series
 
 
-CONFIG_KEYS = {"runs", "calibrate", "connections", "seed", "load_control", "hardware", "host",
-               "nic", "tcp", "run"}
+# Tables of model settings in an experiment file (`flows` is the LLF selection's detector).
+SECTIONS = ("hardware", "host", "nic", "tcp", "run", "flows")
+CONFIG_KEYS = {"runs", "calibrate", "connections", "seed", "load_control", *SECTIONS}
 
 
 def load_config(path) -> tuple[list[Setup], Settings, bool]:
     """A TOML experiment: ``runs`` (shorthands), optional ``calibrate`` (default true),
     ``connections``, ``seed``, a ``[load_control]`` table (hiwat, lowat, step_down,
-    step_up) and tables ``[hardware] [host] [nic] [tcp] [run]`` over the defaults."""
+    step_up) and tables ``[hardware] [host] [nic] [tcp] [run] [flows]`` over the
+    defaults."""
     where = str(path)
     try:
         data = tomllib.loads(Path(path).read_text())
@@ -243,7 +252,7 @@ def load_config(path) -> tuple[list[Setup], Settings, bool]:
         raise InputError(f'{where}: runs must be a list of configurations, e.g. runs = '
                          '["W-0-N-N-FCFS-400", "W-4096-P-L-FCFS-400"]')
     setups = [parse_setup(r) for r in runs]
-    values = {f"{section}.{k}": v for section in ("hardware", "host", "nic", "tcp", "run")
+    values = {f"{section}.{k}": v for section in SECTIONS
               for k, v in data.get(section, {}).items()}
     check_values(values, where)
     try:

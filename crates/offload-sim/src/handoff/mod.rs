@@ -10,8 +10,9 @@
 //!   for offloaded connections' retransmissions), served in the order a [`Policy`] picks;
 //!   bounded receive queues that drop when full; `Cnum`, `Soft_limit`, `Hard_limit`;
 //! - **handoff**: every connection is born on the host; the host offers it once (at
-//!   establishment or at the n-th send-buffer enqueue); the NIC accepts while
-//!   `Cnum < Soft_limit`. Packets that reach the host after the move are passed on;
+//!   establishment, at the n-th send-buffer enqueue, or once its long-lived flow
+//!   detector lists it); the NIC accepts while `Cnum < Soft_limit`. Packets that reach
+//!   the host after the move are passed on;
 //! - **TCP**, per segment: three-way handshake, slow start and congestion avoidance
 //!   (cwnd in segments), a fixed receive window, cumulative ACKs every second segment
 //!   with the last one riding on the next request or the FIN, retransmission timeouts
@@ -205,14 +206,46 @@ impl Default for Run {
     }
 }
 
+/// The host's long-lived flow detector, used by [`Selection::LongLived`].
+pub type Flows = offload_flows::Params;
+
+/// The detector's settings on the host: short epochs, so a connection is listed while it
+/// still has packets to move; a memory that fades by 10 % an epoch, so the FMU forgets
+/// connections that ended; and a 1-bit margin, because in a closed loop every live
+/// connection sends at a similar rate and only accumulated packets set the long ones
+/// apart (docs/flows.md, "In connection handoff").
+pub fn host_flows() -> Flows {
+    Flows {
+        fcu_flows: 4096,
+        epoch_packets: 4096,
+        margin_bits: 1.0,
+        decay: 0.9,
+        ..Flows::default()
+    }
+}
+
 /// Everything but the policy and the workload.
-#[derive(Clone, Debug, Default, PartialEq)]
+#[derive(Clone, Debug, PartialEq)]
 pub struct Config {
     pub hardware: Hardware,
     pub host: HostCosts,
     pub nic: NicCosts,
     pub tcp: Tcp,
     pub run: Run,
+    pub flows: Flows,
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        Config {
+            hardware: Hardware::default(),
+            host: HostCosts::default(),
+            nic: NicCosts::default(),
+            tcp: Tcp::default(),
+            run: Run::default(),
+            flows: host_flows(),
+        }
+    }
 }
 
 impl Config {
@@ -274,7 +307,7 @@ impl Config {
         if self.run.packets == 0 {
             return Err("run.packets must be at least 1".into());
         }
-        Ok(())
+        self.flows.validate().map_err(|e| format!("flows: {e}"))
     }
 }
 

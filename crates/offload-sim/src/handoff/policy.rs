@@ -8,8 +8,10 @@
 //!   accepts, moved by a watermark state machine on `Qlen`, its backlog of own-connection
 //!   work (reference 004 §3.2, Figure 3);
 //! - **selection** ([`Selection`]): when the host asks the engine to take a connection: at
-//!   establishment (FCFS) or at the n-th send-buffer enqueue (`T(n)`). One attempt per
-//!   connection; a refused connection stays with the host for life.
+//!   establishment (FCFS), at the n-th send-buffer enqueue (`T(n)`), or once the host's
+//!   long-lived flow detector lists it (`LLF`, seed 002's FastFlow run on the host's view
+//!   of the packets). One attempt per connection; a refused connection stays with the
+//!   host for life.
 
 /// The order in which the engine serves its queues.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -28,6 +30,8 @@ pub enum Selection {
     /// At the n-th enqueue into the send buffer (n >= 1): only connections that live
     /// that long are offered.
     Threshold(u32),
+    /// When the host's FastFlow detector lists the connection as long-lived.
+    LongLived,
 }
 
 /// A point in a connection's life where the host may offer it to the engine.
@@ -37,6 +41,8 @@ pub enum Trigger {
     Established,
     /// The connection's k-th enqueue into its send buffer (k counts from 1).
     Enqueue(u32),
+    /// The host's long-lived flow detector listed the connection.
+    LongLived,
 }
 
 /// Watermark load control: parameters (reference 004 §3.2; §7.5 lists which the paper
@@ -226,6 +232,7 @@ impl Policy for Paper {
         match (self.selection, trigger) {
             (Selection::Fcfs, Trigger::Established) => true,
             (Selection::Threshold(n), Trigger::Enqueue(k)) => k == n,
+            (Selection::LongLived, Trigger::LongLived) => true,
             _ => false,
         }
     }
@@ -337,8 +344,10 @@ mod tests {
     fn selection_fires_exactly_once_per_connection_life() {
         let fcfs = Paper::new(8, Priority::Fcfs, None, Selection::Fcfs).unwrap();
         let t4 = Paper::new(8, Priority::Fcfs, None, Selection::Threshold(4)).unwrap();
+        let llf = Paper::new(8, Priority::Fcfs, None, Selection::LongLived).unwrap();
         let life: Vec<Trigger> = std::iter::once(Trigger::Established)
             .chain((1..=30).map(Trigger::Enqueue))
+            .chain(std::iter::once(Trigger::LongLived))
             .collect();
         let fired = |p: &Paper| {
             life.iter()
@@ -348,6 +357,7 @@ mod tests {
         };
         assert_eq!(fired(&fcfs), [Trigger::Established]);
         assert_eq!(fired(&t4), [Trigger::Enqueue(4)]);
+        assert_eq!(fired(&llf), [Trigger::LongLived]);
         // A connection shorter than the threshold is never offered.
         assert!(!life[..4].iter().any(|t| t4.select(*t)));
     }

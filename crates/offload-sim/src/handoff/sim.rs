@@ -8,6 +8,7 @@
 
 use std::collections::VecDeque;
 
+use offload_flows::Detector;
 use rand::{Rng, SeedableRng};
 use rand_xoshiro::Xoshiro256PlusPlus;
 
@@ -187,6 +188,9 @@ struct Host {
     out: Vec<Out>,
     /// Application cycles of the task in service (the rest is network stack).
     app_cycles: f64,
+    /// The long-lived flow detector over the packets the host handles (connection id as
+    /// the flow), when the policy offers on [`Trigger::LongLived`].
+    detector: Option<Detector<u32>>,
 }
 
 /// Whole-run totals behind the time series.
@@ -232,6 +236,10 @@ impl<'a, P: Policy> World<'a, P> {
         let mut rng = Xoshiro256PlusPlus::seed_from_u64(cfg.run.seed);
         let cursor = rng.random_range(0..work.connections());
         let soft_view = policy.soft_limit();
+        // Only a policy that offers on the detector's trigger pays for running it.
+        let detector = policy
+            .select(Trigger::LongLived)
+            .then(|| Detector::new(cfg.flows.clone()).expect("validated with the config"));
         World {
             cfg,
             work,
@@ -257,6 +265,7 @@ impl<'a, P: Policy> World<'a, P> {
                 cnum_view: 0,
                 out: Vec::new(),
                 app_cycles: 0.0,
+                detector,
             },
             up_free: 0.0,
             down_free: 0.0,
@@ -852,6 +861,7 @@ impl<'a, P: Policy> World<'a, P> {
             return self.cfg.host.bypass;
         }
         let mut cycles = self.packet_cycles();
+        let long_lived = self.detect(id);
         let inp = self.server_input(p);
         if inp.syn {
             self.host.resident += 1;
@@ -875,7 +885,19 @@ impl<'a, P: Policy> World<'a, P> {
         if inp.closed {
             self.host.resident -= 1;
         }
+        if long_lived && self.conns[id as usize].server == Server::Open {
+            cycles += self.offer(id);
+        }
         cycles + self.host_output(id)
+    }
+
+    /// The host's detector sees a packet of connection `id`; returns whether the
+    /// connection is on its long-lived list (false without a detector).
+    fn detect(&mut self, id: u32) -> bool {
+        self.host.detector.as_mut().is_some_and(|d| {
+            d.observe(id);
+            d.is_llf(&id)
+        })
     }
 
     /// The application's work for request `k`: (cycles, response segments).
@@ -925,6 +947,7 @@ impl<'a, P: Policy> World<'a, P> {
     }
 
     fn host_send(&mut self, pkt: Pkt) -> f64 {
+        self.detect(pkt.conn);
         self.host.out.push(Out::Nic(TX_HOST, Item::Packet(pkt)));
         self.packet_cycles()
     }
