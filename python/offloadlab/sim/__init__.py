@@ -7,7 +7,9 @@ intervals, sojourn-time quantiles and the run's event count and speed. The metho
 in ``docs/sim.md``.
 
 :func:`offloadlab.sim.closed.simulate` simulates a closed network of
-:mod:`offloadlab.model.mva` instead, to check mean value analysis.
+:mod:`offloadlab.model.mva` instead, to check mean value analysis. :mod:`offloadlab.sim.polling`
+simulates a polling driver's receive path in Python, to check
+:mod:`offloadlab.model.polling`.
 """
 
 from offloadlab.sim.run import QUANTILES, SimResult, check_options, run

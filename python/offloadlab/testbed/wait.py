@@ -1,0 +1,162 @@
+"""Polling against interrupts on the testbed: the offload engine's wait strategy.
+
+The engine (engine mode) is the testbed's receive CPU. With ``engine_wait="poll"`` it
+spins on its rings and never sleeps, like a busy-polling driver; with ``"adaptive"``
+it spins 50 µs and then sleeps in epoll until the host or a socket wakes it, like a
+driver that waits for an interrupt. Seed 002's model (:mod:`offloadlab.model.polling`)
+prices both with two costs: t_pkt, the engine's work per request, and t_int, what one
+sleep and wake-up costs (the spin before it and the system calls around it).
+
+:func:`run` serves a small file set in engine mode with each strategy at each request
+rate (Poisson, keep-alive, the same stream for both), interleaved, and measures the
+engine thread's CPU per second of run, split into busy work and idle polling (the
+stats' ``engine.idle_poll_s``), and the latency clients saw. :func:`fit` finds t_int
+and t_pkt by least squares from all runs together: the adaptive runs' CPU share, and
+the busy share of both; :func:`compare` puts each run beside the fitted model.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+from scipy import optimize
+
+from offloadlab.errors import require
+from offloadlab.model import polling
+from offloadlab.testbed import modes
+from offloadlab.testbed.server import ENGINE_WAITS, ServerOptions
+from offloadlab.workload import fileset, stream
+
+# The engine drains its rings whole in one turn, so its "bulk" has no cap to speak of.
+ENGINE_BULK_CAP = 1 << 20
+_TIMEOUT_S = 5.0
+
+
+@dataclass(frozen=True, kw_only=True)
+class Experiment(modes.Rounds):
+    """``rates`` in requests/s; ``keep_alive`` requests per connection."""
+
+    root: Path
+    rates: tuple[float, ...] = (500.0, 2000.0, 8000.0)
+    strategies: tuple[str, ...] = ENGINE_WAITS
+    keep_alive: int = 20
+    repeats: int = 1
+    run_s: float = 2.0
+
+    def check(self) -> None:
+        require(bool(self.rates) and all(np.isfinite(r) and r > 0 for r in self.rates),
+                f"rates {list(self.rates)}: give request rates > 0, e.g. 500,2000,8000")
+        bad = [s for s in self.strategies if s not in ENGINE_WAITS]
+        require(bool(self.strategies) and not bad,
+                f"strategies {list(self.strategies)}: use {' and/or '.join(ENGINE_WAITS)}")
+        require(self.keep_alive >= 1, f"keep_alive={self.keep_alive}: use 1 or more "
+                                      "requests per connection")
+        self.check_rounds()
+        self.options("poll").check()
+
+    def options(self, strategy: str) -> ServerOptions:
+        return ServerOptions(root=self.root, mode="engine", engine_wait=strategy,
+                             host_core=self.host_core, engine_core=self.engine_core,
+                             seed=self.seed)
+
+
+def run(exp: Experiment, progress: Callable[[str, int, int], None] | None = None
+        ) -> pd.DataFrame:
+    """One row per run: strategy, rate, repeat, requests/s served, the engine's CPU,
+    busy and idle-poll shares of a core, and client latency (seconds)."""
+    exp.check()
+    manifest = fileset.read_manifest(exp.root)
+    rows = []
+    per_rate = len(exp.strategies) * exp.repeats
+    for i, rate in enumerate(exp.rates):
+        # Connections arrive as a Poisson stream, each with keep_alive requests back to back.
+        requests = stream.poisson(manifest, rate / exp.keep_alive, duration_s=exp.run_s,
+                                  keep_alive=exp.keep_alive, seed=exp.seed)
+
+        def one(strategy: str, _rep: int, requests=requests):
+            # The generator stays off the engine's core, which busy polling wants whole.
+            return modes.run_mode(exp.options(strategy), requests, manifest, threads=1,
+                                  verify="length", timeout_s=_TIMEOUT_S,
+                                  cores=() if exp.host_core is None else (exp.host_core,))
+
+        # Counted over the whole experiment, not per rate.
+        say = None if progress is None else (
+            lambda name, done, _total, rate=rate, first=i * per_rate: progress(
+                f"{rate:g} requests/s, {name}" if name else "", first + done,
+                per_rate * len(exp.rates)))
+        for strategy, rep, done in modes.rounds(exp.strategies, exp.repeats, one,
+                                                f"{rate:g} requests/s", say):
+            rows.append({"strategy": strategy, "rate": rate, "repeat": rep,
+                         **measure(done)})
+    return pd.DataFrame(rows)
+
+
+def measure(done: modes.ModeRun) -> dict:
+    """A run's numbers: per second of the server's life, so they are shares of a core."""
+    doc, report = done.server, done.load.report
+    elapsed = doc["elapsed_s"]
+    cpu = sum(t["cpu_s"] for t in doc["threads"] if t["role"] == "engine") / elapsed
+    idle = doc["engine"]["idle_poll_s"] / elapsed
+    return {"served": doc["requests"] / elapsed, "cpu": cpu, "idle_poll": idle,
+            "busy": cpu - idle, "failed": report["failed"],
+            "mean_s": report["total"]["mean_s"], "p50_s": report["total"]["p50_s"],
+            "p99_s": report["total"]["p99_s"]}
+
+
+@dataclass(frozen=True)
+class WaitFit:
+    """t_int and t_pkt (seconds) and the root-mean-square error of the fit (share of a
+    core)."""
+
+    t_int: float
+    t_pkt: float
+    rms: float
+
+    def shares(self, strategy: str, lam) -> tuple[np.ndarray, np.ndarray]:
+        """The model's (CPU, busy) shares of a core at ``lam`` requests/s. Busy is the
+        requests' own work, lam t_pkt. A busy-polling engine uses the whole core; an
+        adaptive one sleeps when idle and pays t_int for each wake-up, as a driver pays
+        for an interrupt (seed 002's interrupt mode with an unbounded bulk)."""
+        lam = np.asarray(lam, float)
+        busy = np.minimum(lam * self.t_pkt, 1.0)
+        if strategy == "poll":
+            return np.ones_like(busy), busy
+        return np.minimum(polling.cpu_load(lam, self.t_int, self.t_pkt, ENGINE_BULK_CAP),
+                          1.0), busy
+
+
+def fit(runs: pd.DataFrame) -> WaitFit:
+    """Least squares over (t_int, t_pkt) >= 0 of every run's busy share (CPU less idle
+    polling) and the adaptive runs' CPU share against the model's."""
+    adaptive = runs[runs["strategy"] == "adaptive"]
+
+    def residual(x_us: np.ndarray) -> np.ndarray:
+        guess = WaitFit(x_us[0] * 1e-6, x_us[1] * 1e-6, 0.0)
+        busy = guess.shares("poll", runs["served"])[1] - runs["busy"].to_numpy()
+        cpu = guess.shares("adaptive", adaptive["served"])[0] - adaptive["cpu"].to_numpy()
+        return np.concatenate([busy, cpu])
+
+    per_request_us = 1e6 * float(np.median(runs["busy"] / runs["served"]))
+    best = optimize.least_squares(residual, [per_request_us, per_request_us],
+                                  bounds=(0, np.inf))
+    return WaitFit(float(best.x[0] * 1e-6), float(best.x[1] * 1e-6),
+                   float(np.sqrt(np.mean(best.fun**2))))
+
+
+def compare(runs: pd.DataFrame, fitted: WaitFit) -> pd.DataFrame:
+    """Per strategy and rate: the median run measured, and the fitted model's CPU and
+    busy shares beside it, with their errors (shares of a core)."""
+    med = runs.groupby(["strategy", "rate"], sort=False).median(numeric_only=True)
+    rows = []
+    for (strategy, rate), m in med.iterrows():
+        cpu, busy = (float(x) for x in fitted.shares(strategy, m["served"]))
+        rows.append({"strategy": strategy, "rate": rate, "served": m["served"],
+                     "cpu": m["cpu"], "busy": m["busy"], "idle_poll": m["idle_poll"],
+                     "model_cpu": cpu, "model_busy": busy, "cpu_error": cpu - m["cpu"],
+                     "busy_error": busy - m["busy"], "mean_s": m["mean_s"],
+                     "p50_s": m["p50_s"], "p99_s": m["p99_s"]})
+    return pd.DataFrame(rows)
