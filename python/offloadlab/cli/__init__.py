@@ -6,8 +6,9 @@ and sweep commands; ``study`` the main job (``offload study``, ``offload demo``)
 (``offload load``); ``serve`` the testbed server (``offload serve``); ``testbed_run``
 the ``offload testbed`` group (each server mode under the same load); ``handoff`` the
 ``offload handoff`` group (seed 004's connection handoff, simulated); ``datacentre`` the
-``offload datacentre`` group (seed 003's multi-tier data centre, modelled); ``driver``
-the ``offload driver`` group (seed 002's polling device driver, modelled).
+``offload datacentre`` group (seed 003's multi-tier data centre, modelled); ``writeback``
+the ``offload writeback`` group (seed 002's write congestion, simulated); ``driver`` the
+``offload driver`` group (seed 002's polling device driver, modelled).
 """
 
 from offloadlab.cli import (
@@ -20,11 +21,12 @@ from offloadlab.cli import (
     testbed,
     testbed_run,
     workload,
+    writeback,
 )
 from offloadlab.cli.common import app
 
 __all__ = ["app", "datacentre", "driver", "evidence", "handoff", "main", "serve", "study",
-           "testbed", "testbed_run", "workload"]
+           "testbed", "testbed_run", "workload", "writeback"]
 
 
 def main() -> None:
