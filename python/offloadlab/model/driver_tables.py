@@ -114,7 +114,8 @@ def fit_tables(unswap: bool = True, base: polling.Driver = THESIS) -> TableFit:
     best = min((optimize.least_squares(residual, [per_packet_us * f, per_packet_us * (1 - f)],
                                        bounds=(0, np.inf), x_scale=1.0)
                 for f in (0.5, 0.9)), key=lambda r: r.cost)
-    t_int, t_pkt = best.x * 1e-6
+    # A cost at its bound comes back a hair above it; report the bound itself.
+    t_int, t_pkt = np.where(best.active_mask == -1, 0.0, best.x) * 1e-6
     frame["model"] = model_cpu(frame, t_int, t_pkt, base, carried)
     return TableFit(float(t_int), float(t_pkt), frame, errors(frame))
 

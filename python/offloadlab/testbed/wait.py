@@ -143,8 +143,8 @@ def fit(runs: pd.DataFrame) -> WaitFit:
     per_request_us = 1e6 * float(np.median(runs["busy"] / runs["served"]))
     best = optimize.least_squares(residual, [per_request_us, per_request_us],
                                   bounds=(0, np.inf))
-    return WaitFit(float(best.x[0] * 1e-6), float(best.x[1] * 1e-6),
-                   float(np.sqrt(np.mean(best.fun**2))))
+    t_int, t_pkt = np.where(best.active_mask == -1, 0.0, best.x) * 1e-6  # at a bound: on it
+    return WaitFit(float(t_int), float(t_pkt), float(np.sqrt(np.mean(best.fun**2))))
 
 
 def compare(runs: pd.DataFrame, fitted: WaitFit) -> pd.DataFrame:
