@@ -144,7 +144,7 @@ def test_a_rerun_agrees_on_verdicts(studies):
 def test_bad_input_is_refused_before_any_run(tmp_path, args, fragment):
     result = runner.invoke(app, ["study", "--out", str(tmp_path / "s"), *args])
     assert result.exit_code == 2
-    assert fragment in result.output
+    assert fragment in " ".join(result.output.split())
     assert not (tmp_path / "s").exists()
 
 
@@ -154,7 +154,8 @@ def test_a_fileset_without_the_class_is_refused(tmp_path):
     assert result.exit_code == 0, result.output
     result = runner.invoke(app, ["study", "--fileset", str(fs / "seed000-c0"), "--classes",
                                  "3", "--out", str(tmp_path / "s")])
-    assert result.exit_code == 2 and "has no files of class 3" in result.output
+    # The message names the path, so where rich wraps it depends on the path's length.
+    assert result.exit_code == 2 and "has no files of class 3" in " ".join(result.output.split())
 
 
 def test_budgets_plan_their_load():
