@@ -27,6 +27,11 @@ Packets of B bytes arrive as a Poisson stream of lam packets/s and pass four sta
    bulk_cap -> inf is the busy fraction of an M/G/1 queue whose busy periods start
    with a set-up time t_int. Polls per second are N_int = lam (1 - rho + rho/bulk_cap),
    so the mean bulk is E[X] = lam / N_int and the CPU's rate per packet mu_e = lam/rho.
+   Alternatively (``Driver.modes``, a :class:`ModeCurve`) p_int is a calibrated
+   function of the packet rate, p_int = 1 / (1 + (lam/lam0)^k), p_poll = 1 - p_int,
+   and rho_cpu = lam (t_int (p_int + p_poll/bulk_cap) + t_pkt) (T-3.26, T-3.27 as
+   written): a regression fitted to the thesis's tables, not a consequence of the
+   mechanism (docs/driver.md §6).
 
 A packet's latency is its DMA plus its sojourn in Q2. The bulk queue spreads the
 interrupt's cost over every packet and so overstates the wait below saturation; there
@@ -51,6 +56,31 @@ WAITS = ("interrupt", "poll")
 
 
 @dataclass(frozen=True)
+class ModeCurve:
+    """The share of packets that raise an interrupt as a function of the packet rate,
+    p_int(lam) = 1 / (1 + (lam/lam0)^k): a logistic in log rate, 1 at light load, 1/2 at
+    lam0 packets/s, falling like (lam0/lam)^k past it. The rest, p_poll = 1 - p_int,
+    are taken by polls of ``bulk_cap`` packets. Two parameters, fitted to the thesis's
+    tables (:func:`offloadlab.model.driver_tables.fit_curve`)."""
+
+    lam0: float
+    k: float
+
+    def check(self) -> ModeCurve:
+        require(np.isfinite(self.lam0) and self.lam0 > 0,
+                f"modes.lam0={self.lam0!r}: use a packet rate > 0, e.g. 1.2e5")
+        require(np.isfinite(self.k) and self.k > 0,
+                f"modes.k={self.k!r}: use a slope > 0, e.g. 2")
+        return self
+
+    def p_int(self, lam) -> np.ndarray:
+        """p_int at packet rates ``lam`` (>= 0); in [0, 1], non-increasing in lam."""
+        ratio = np.asarray(lam, float) / self.lam0
+        with np.errstate(over="ignore"):  # (huge)^k -> inf -> p_int 0, as it should
+            return 1 / (1 + ratio**self.k)
+
+
+@dataclass(frozen=True)
 class Driver:
     """The driver's and the platform's parameters (Table 3.1), SI units.
 
@@ -62,6 +92,8 @@ class Driver:
     ``wait`` is how an idle CPU waits: ``"interrupt"`` (NAPI: sleep until the NIC
     interrupts) or ``"poll"`` (busy-poll: the CPU never sleeps, a full core always,
     and no packet pays t_int).
+    ``modes`` is how packets split between interrupts and polls: ``None``, the mode
+    model (p_int = 1 - rho_cpu), or a fitted :class:`ModeCurve` of the packet rate.
     """
 
     rx_fifo_bytes: int = 32 * 1024
@@ -76,6 +108,7 @@ class Driver:
     bus: str = "thesis"
     bulk: str = "constant"
     wait: str = "interrupt"
+    modes: ModeCurve | None = None
 
     def check(self) -> Driver:
         """Raise :class:`InputError` naming the first field that cannot work."""
@@ -93,6 +126,8 @@ class Driver:
         require(self.bus in BUS_FORMS, f"bus={self.bus!r}: use thesis or ps")
         require(self.bulk in BULKS, f"bulk={self.bulk!r}: use constant or rayleigh")
         require(self.wait in WAITS, f"wait={self.wait!r}: use interrupt or poll")
+        if self.modes is not None:
+            self.modes.check()
         return self
 
     def replace(self, **changes) -> Driver:
@@ -188,6 +223,21 @@ def cpu_load(lam, t_int: float, t_pkt: float, bulk_cap: int) -> np.ndarray:
     lam = np.asarray(lam, float)
     light = lam * (t_int + t_pkt) / (1 + lam * t_int * (1 - 1 / bulk_cap))
     return np.where(light < 1, light, lam * (t_pkt + t_int / bulk_cap))
+
+
+def curve_load(lam, t_int: float, t_pkt: float, bulk_cap: int,
+               modes: ModeCurve) -> np.ndarray:
+    """Offered CPU load with p_int from a fitted curve (T-3.26, T-3.27):
+    rho_cpu = N_int t_int + lam t_pkt, N_int = lam (p_int + (1 - p_int) / bulk_cap).
+    Unlike :func:`cpu_load` it may exceed 1; the ring then fills and drops."""
+    lam = np.asarray(lam, float)
+    return interrupt_rate_curve(lam, bulk_cap, modes) * t_int + lam * t_pkt
+
+
+def interrupt_rate_curve(lam, bulk_cap: int, modes: ModeCurve) -> np.ndarray:
+    """N_int = lam (p_int + p_poll / L) with p_int from ``modes`` and L = bulk_cap."""
+    p = modes.p_int(lam)
+    return np.asarray(lam, float) * (p + (1 - p) / bulk_cap)
 
 
 def setup_latency(lam, t_int: float, t_pkt: float, bulk_cap: int) -> np.ndarray:
@@ -303,6 +353,9 @@ def receive(driver: Driver, lam, size, b1, lam1) -> Solution:
         # no interrupts, and t_pkt is all a packet costs.
         rho = lam1 * driver.t_pkt
         bulk_mean = np.ones(lam1.shape)
+    elif driver.modes is not None:
+        rho = curve_load(lam1, driver.t_int, driver.t_pkt, cap, driver.modes)
+        bulk_mean = np.clip(lam1 / interrupt_rate_curve(lam1, cap, driver.modes), 1, cap)
     else:
         rho = cpu_load(lam1, driver.t_int, driver.t_pkt, cap)
         bulk_mean = np.clip(lam1 / interrupt_rate(lam1, rho, cap), 1, cap)
@@ -317,6 +370,10 @@ def receive(driver: Driver, lam, size, b1, lam1) -> Solution:
     if driver.wait == "poll":
         cpu, interrupts = np.ones(lam1.shape), np.zeros(lam1.shape)
         setup = setup_latency(lam1, 0.0, driver.t_pkt, cap)
+    elif driver.modes is not None:
+        # Polls per carried packet as the curve says at the offered rate.
+        cpu, interrupts = busy, carried / bulk_mean
+        setup = setup_latency(lam1, driver.t_int, driver.t_pkt, cap)
     else:
         cpu, interrupts = busy, interrupt_rate(carried, busy, cap)
         setup = setup_latency(lam1, driver.t_int, driver.t_pkt, cap)

@@ -12,7 +12,12 @@ rate (Poisson, keep-alive, the same stream for both), interleaved, and measures 
 engine thread's CPU per second of run, split into busy work and idle polling (the
 stats' ``engine.idle_poll_s``), and the latency clients saw. :func:`fit` finds t_int
 and t_pkt by least squares from all runs together: the adaptive runs' CPU share, and
-the busy share of both; :func:`compare` puts each run beside the fitted model.
+the busy share of both; :func:`compare` puts each run beside the fitted model: CPU,
+busy share, and the engine's part of the latency. The model's latency is only what the
+engine adds (wake-up, queueing behind other requests, the request's own work); the
+measured HTTP latency also holds the host, the sockets, the load generator and the
+scheduler, so :func:`compare` sets the model's difference between the strategies
+against the measured difference.
 """
 
 from __future__ import annotations
@@ -128,6 +133,17 @@ class WaitFit:
         return np.minimum(polling.cpu_load(lam, self.t_int, self.t_pkt, ENGINE_BULK_CAP),
                           1.0), busy
 
+    def latency(self, strategy: str, lam) -> np.ndarray:
+        """The model's mean time a request spends in the engine at ``lam`` requests/s
+        (seconds): seed 002's M/G/1 queue with set-up times
+        (:func:`offloadlab.model.polling.setup_latency`). Adaptive: a request that finds
+        the engine asleep waits for the wake-up t_int, and later ones queue behind it;
+        with exponential wake-ups that adds exactly E[U] = t_int (1 - 1/cap) to the
+        mean at every rate. Busy polling: no wake-up, an M/M/1 queue of the requests'
+        work t_pkt. inf once lam t_pkt >= 1."""
+        t_int = 0.0 if strategy == "poll" else self.t_int
+        return polling.setup_latency(lam, t_int, self.t_pkt, ENGINE_BULK_CAP)
+
 
 def fit(runs: pd.DataFrame) -> WaitFit:
     """Least squares over (t_int, t_pkt) >= 0 of every run's busy share (CPU less idle
@@ -148,15 +164,27 @@ def fit(runs: pd.DataFrame) -> WaitFit:
 
 
 def compare(runs: pd.DataFrame, fitted: WaitFit) -> pd.DataFrame:
-    """Per strategy and rate: the median run measured, and the fitted model's CPU and
-    busy shares beside it, with their errors (shares of a core)."""
+    """Per strategy and rate: the median run measured, and the fitted model beside it.
+
+    CPU and busy shares of a core with their errors; latency in seconds:
+    ``model_latency_s`` the engine's part by the model; ``model_vs_poll_s`` the model's
+    latency less busy polling's at the same served rate (t_int for adaptive, 0 for
+    poll); ``mean_vs_poll_s`` and ``p50_vs_poll_s`` the measured mean and median less
+    the busy-polling runs' at the same rate (NaN without a poll run at that rate)."""
     med = runs.groupby(["strategy", "rate"], sort=False).median(numeric_only=True)
+    poll = {rate: m for (strategy, rate), m in med.iterrows() if strategy == "poll"}
     rows = []
     for (strategy, rate), m in med.iterrows():
         cpu, busy = (float(x) for x in fitted.shares(strategy, m["served"]))
+        latency = float(fitted.latency(strategy, m["served"]))
+        base = poll.get(rate)
         rows.append({"strategy": strategy, "rate": rate, "served": m["served"],
                      "cpu": m["cpu"], "busy": m["busy"], "idle_poll": m["idle_poll"],
                      "model_cpu": cpu, "model_busy": busy, "cpu_error": cpu - m["cpu"],
                      "busy_error": busy - m["busy"], "mean_s": m["mean_s"],
-                     "p50_s": m["p50_s"], "p99_s": m["p99_s"]})
+                     "p50_s": m["p50_s"], "p99_s": m["p99_s"],
+                     "model_latency_s": latency,
+                     "model_vs_poll_s": latency - float(fitted.latency("poll", m["served"])),
+                     "mean_vs_poll_s": np.nan if base is None else m["mean_s"] - base["mean_s"],
+                     "p50_vs_poll_s": np.nan if base is None else m["p50_s"] - base["p50_s"]})
     return pd.DataFrame(rows)
