@@ -1,7 +1,13 @@
 //! The engine under overload: at 150% of its saturation load for a minute the server
 //! keeps answering. Goodput stays within 10% of the peak, and the server's own count
 //! of answers grows in every second of the run (seed 000's emulator hung near
-//! saturation). The count comes from the stats file, written every 100 ms by the
+//! saturation).
+//!
+//! Goodput and peak are compared per second of CPU the engine thread got (schedstat),
+//! which is what a livelocked engine loses. On a dedicated core that is the plain ratio
+//! of the two rates; on a shared 2-core machine the rates also move with whatever else
+//! runs on the engine's core, between two runs a minute apart, and the plain ratio is
+//! reported beside it. The count comes from the stats file, written every 100 ms by the
 //! server's control thread, so a client that falls behind cannot fake a stall. A
 //! second the machine starved the engine of CPU (it waited on the run queue for more
 //! than half of it, by schedstat) is reported, not counted as a stall of the server.
@@ -14,10 +20,12 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use offload_load::plan::{closed_loop, open_loop, poisson_times};
-use offload_load::{Control as LoadControl, Object, Options, Target};
+use offload_load::{Control as LoadControl, Object, Options, Plan, Target};
 use offload_server::{serve, Config, Control, Mode};
 
 const OVERLOAD_S: f64 = 60.0;
+/// Length of the saturation run that finds the peak.
+const PEAK_S: f64 = 8.0;
 
 fn objects() -> Vec<Object> {
     vec![Object {
@@ -61,41 +69,36 @@ fn the_engine_keeps_its_goodput_at_150_percent_of_saturation() {
     )
     .unwrap();
 
-    // Saturation: from a closed loop's throughput, raise an open loop's rate by half
-    // until the goodput falls short of the offered rate; the peak is the best goodput.
+    // Saturation: a closed loop of 64 clients with no think time keeps the engine's
+    // accept batches full. Its peak is the steady rate of one run, not the best of
+    // several short ones: a maximum of noisy samples overstates the peak.
+    let engine = engine_tid(&stats_file);
     let closed = closed_loop(objects(), 64, 1, 0.0, 1, true);
-    let options = Options {
-        repeat: true,
-        max_duration_s: 3.0,
-        threads: 1,
-        ..Options::default()
-    };
-    let mut peak = offload_load::run(&target, &closed, &options, &LoadControl::new())
-        .unwrap()
-        .throughput;
-    for _ in 0..4 {
-        let offered = 1.5 * peak;
-        let (goodput, _, _) = open(&target, offered, 4.0);
-        peak = peak.max(goodput);
-        if goodput < 0.95 * offered {
-            break;
-        }
-    }
+    let (peak, _, _) = steady(&target, &closed, PEAK_S, engine);
 
-    let watch = std::thread::spawn(move || answers_each_second(&stats_file, OVERLOAD_S));
-    let (goodput, per_second, report) = open(&target, 1.5 * peak, OVERLOAD_S);
+    let watch = std::thread::spawn(move || answers_each_second(&stats_file, engine, OVERLOAD_S));
+    let times = poisson_times(1.5 * peak.rate, OVERLOAD_S, u64::MAX, 7);
+    let open = open_loop(objects(), &times, 4096, 1);
+    let (goodput, per_second, report) = steady(&target, &open, OVERLOAD_S, engine);
     let served = watch.join().unwrap();
     control.stop();
     let stats = server.join().unwrap().unwrap();
     let slowest = served.iter().map(|s| s.answers).min().unwrap() as f64;
     let starved: Vec<&Second> = served
         .iter()
-        .filter(|s| (s.answers as f64) < 0.25 * peak && s.engine_waited_s > 0.5)
+        .filter(|s| (s.answers as f64) < 0.25 * peak.rate && s.engine_waited_s > 0.5)
         .collect();
     let summary = format!(
-        "peak {peak:.0}/s, offered {:.0}/s, goodput {goodput:.0}/s, slowest second {slowest}, \
+        "peak {:.0}/s ({:.0} per engine CPU second), offered {:.0}/s, goodput {:.0}/s ({:.0} \
+         per engine CPU second), ratio {:.3} (plain {:.3}), slowest second {slowest}, \
          errors {:?}, lag mean {:.3} s, server statuses {} connections {}, engine {}",
+        peak.rate,
+        peak.per_cpu_s,
         report.offered_rate,
+        goodput.rate,
+        goodput.per_cpu_s,
+        goodput.per_cpu_s / peak.per_cpu_s,
+        goodput.rate / peak.rate,
         report.errors,
         report.lag.mean_s,
         stats["statuses"],
@@ -107,10 +110,10 @@ fn the_engine_keeps_its_goodput_at_150_percent_of_saturation() {
         "{summary}\nserver, per second: {answers:?}\nclient, per second: {per_second:?}\n\
          seconds the machine starved the engine of CPU: {starved:?}"
     );
-    assert!(goodput >= 0.9 * peak, "{summary}");
+    assert!(goodput.per_cpu_s >= 0.9 * peak.per_cpu_s, "{summary}");
     for s in &served {
         assert!(
-            s.answers as f64 >= 0.25 * peak || s.engine_waited_s > 0.5,
+            s.answers as f64 >= 0.25 * peak.rate || s.engine_waited_s > 0.5,
             "a stall with the engine on a CPU ({s:?}): {summary}"
         );
     }
@@ -125,55 +128,96 @@ struct Second {
     engine_waited_s: f64,
 }
 
+/// The engine thread's id, from the thread list of the server's first stats file.
+fn engine_tid(stats_file: &std::path::Path) -> u64 {
+    let started = Instant::now();
+    loop {
+        let doc = std::fs::read(stats_file).ok();
+        let doc: Option<serde_json::Value> = doc.and_then(|d| serde_json::from_slice(&d).ok());
+        let threads = doc.as_ref().and_then(|d| d["threads"].as_array());
+        let engine = threads.and_then(|ts| ts.iter().find(|t| t["role"] == "engine"));
+        if let Some(tid) = engine.and_then(|t| t["tid"].as_u64()) {
+            return tid;
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(10),
+            "no engine in {doc:?}"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// A thread's seconds on a CPU and seconds runnable but waiting for one (schedstat).
+fn sched(tid: u64) -> (f64, f64) {
+    let text = std::fs::read_to_string(format!("/proc/self/task/{tid}/schedstat")).unwrap();
+    let mut ns = text
+        .split_whitespace()
+        .map(|f| f.parse::<f64>().unwrap() * 1e-9);
+    (ns.next().unwrap(), ns.next().unwrap())
+}
+
 /// Each second of the next `secs`: the requests the server answered (from its stats
 /// file) and how long its engine thread waited for a CPU. A second with few answers is
 /// a server stall only if the engine had the CPU: a hung engine sleeps, a livelocked one
 /// runs, but one the machine starves of CPU waits on the run queue.
-fn answers_each_second(stats_file: &std::path::Path, secs: f64) -> Vec<Second> {
-    let doc = || -> serde_json::Value {
-        serde_json::from_slice(&std::fs::read(stats_file).unwrap()).unwrap()
+fn answers_each_second(stats_file: &std::path::Path, engine: u64, secs: f64) -> Vec<Second> {
+    let requests = || -> u64 {
+        let doc: serde_json::Value =
+            serde_json::from_slice(&std::fs::read(stats_file).unwrap()).unwrap();
+        doc["requests"].as_u64().unwrap()
     };
-    let threads = doc()["threads"].as_array().unwrap().clone();
-    let engine = threads.iter().find(|t| t["role"] == "engine").unwrap()["tid"]
-        .as_u64()
-        .unwrap();
-    let schedstat = format!("/proc/self/task/{engine}/schedstat");
-    let waited = || -> f64 {
-        let text = std::fs::read_to_string(&schedstat).unwrap();
-        let ns: f64 = text.split_whitespace().nth(1).unwrap().parse().unwrap();
-        ns * 1e-9
-    };
-    let (mut requests, mut wait) = (doc()["requests"].as_u64().unwrap(), waited());
+    let (mut answered, mut waited) = (requests(), sched(engine).1);
     let start = Instant::now();
     (1..secs as u32)
         .map(|i| {
             std::thread::sleep(
                 (start + Duration::from_secs(i.into())).saturating_duration_since(Instant::now()),
             );
-            let (now, w) = (doc()["requests"].as_u64().unwrap(), waited());
+            let (now, w) = (requests(), sched(engine).1);
             Second {
-                answers: now - std::mem::replace(&mut requests, now),
-                engine_waited_s: w - std::mem::replace(&mut wait, w),
+                answers: now - std::mem::replace(&mut answered, now),
+                engine_waited_s: w - std::mem::replace(&mut waited, w),
             }
         })
         .collect()
 }
 
-/// Poisson arrivals at `rate` for `secs`, one connection per request: the goodput, the
-/// answers in each whole second after the first (by completion time), and the report.
-fn open(target: &Target, rate: f64, secs: f64) -> (f64, Vec<u64>, offload_load::Report) {
-    let times = poisson_times(rate, secs, u64::MAX, 7);
-    let plan = open_loop(objects(), &times, 4096, 1);
+/// A run's steady rate of answers: per second of the run, and per second of CPU the
+/// engine thread got in the same span.
+#[derive(Debug)]
+struct Rate {
+    rate: f64,
+    per_cpu_s: f64,
+}
+
+/// Runs `plan` for `secs` with patient clients: the steady rate of answers (those
+/// completed in the whole seconds after the first, which only fills the pipeline; the
+/// clients still waiting at the end are not counted), the answers in each second, and
+/// the report.
+fn steady(
+    target: &Target,
+    plan: &Plan,
+    secs: f64,
+    engine: u64,
+) -> (Rate, Vec<u64>, offload_load::Report) {
+    // The engine's CPU clock over the same whole seconds as the answers counted.
+    let clock = std::thread::spawn(move || {
+        std::thread::sleep(Duration::from_secs(1));
+        let from = sched(engine).0;
+        std::thread::sleep(Duration::from_secs_f64(secs - 1.0));
+        sched(engine).0 - from
+    });
     let options = Options {
         records: true,
+        repeat: plan.closed,
         // Patient clients: a SYN the full backlog dropped is retried after 1, 3, 7, 15 s,
         // and a client that gives up while the server serves it wastes the engine's work.
         timeout_s: 30.0,
-        max_duration_s: secs + 35.0,
+        max_duration_s: secs,
         threads: 1,
         ..Options::default()
     };
-    let report = offload_load::run(target, &plan, &options, &LoadControl::new()).unwrap();
+    let report = offload_load::run(target, plan, &options, &LoadControl::new()).unwrap();
     let records = report.records.as_ref().unwrap();
     let mut per_second = vec![0u64; secs as usize];
     for i in 0..records.len() {
@@ -182,7 +226,10 @@ fn open(target: &Target, rate: f64, secs: f64) -> (f64, Vec<u64>, offload_load::
             per_second[done as usize] += 1;
         }
     }
-    let goodput = per_second.iter().sum::<u64>() as f64 / secs;
-    per_second.remove(0); // the first second only fills the pipeline
-    (goodput, per_second, report)
+    let answers = per_second[1..].iter().sum::<u64>() as f64;
+    let rate = Rate {
+        rate: answers / (per_second.len() - 1) as f64,
+        per_cpu_s: answers / clock.join().unwrap(),
+    };
+    (rate, per_second, report)
 }
