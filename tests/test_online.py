@@ -267,7 +267,8 @@ def test_a_short_online_experiment_follows_a_slowed_engine(served_set, tmp_path)
     result = CliRunner().invoke(app, [
         "handoff", "online", "--fileset", str(served_set), "--out", str(out),
         "--phase", "2s:c1=1500", "--phase", "2s:c1=1500:slowdown=8", "--fixed", "0,1",
-        "--period", "250ms", "--window", "1s", "--dwell", "500ms", "--probe", "0.1"])
+        "--period", "250ms", "--window", "1s", "--dwell", "500ms", "--probe", "0.1",
+        "--repeats", "1"])
     assert result.exit_code == 0, result.output
     runs = pd.read_csv(out / "runs.csv").set_index("policy")
     assert list(runs.index) == ["online", "fixed:0", "fixed:1"]

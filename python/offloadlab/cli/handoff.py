@@ -158,7 +158,8 @@ def online_cmd(
     probe: Annotated[float, typer.Option(
         help="Least share of each class kept on each side, so both stay measured.")] = 0.02,
     work: Work = online.Experiment.work,
-    repeats: Annotated[int, typer.Option(help="Runs per policy, interleaved.")] = 1,
+    repeats: Annotated[int, typer.Option(help="Runs per policy, interleaved.")
+                       ] = online.Experiment.repeats,
     host_core: HostCore = None,
     engine_core: EngineCore = None,
     generator_core: Annotated[int | None, typer.Option(

@@ -134,8 +134,10 @@ class Experiment:
     fixed: tuple[float, ...] = FIXED
     control: Policy = field(default_factory=lambda: Policy(period_s=0.25, window_s=1.0,
                                                            dwell_s=1.0))
-    work: str = "exp(mean=50us)"
-    repeats: int = 1
+    # Enough application work that the host's queue, which the model sees, is most of
+    # what placement can change (docs/online.md, "Measured"); medians of 3 rounds.
+    work: str = "exp(mean=100us)"
+    repeats: int = 3
     host_core: int | None = None
     engine_core: int | None = None
     generator_core: int | None = None
