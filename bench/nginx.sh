@@ -2,12 +2,16 @@
 #
 #   need_nginx_wrk              install nginx and wrk with apt-get when missing (as root)
 #   free_port                   print a free loopback port
-#   start_nginx DIR PORT [CPU]  serve DIR/www on 127.0.0.1:PORT: 1 worker, sendfile on,
-#                               access log off; pinned with taskset to CPU if given;
-#                               sets nginx_pid and waits until it answers
-#   stop_nginx                  stop it
+#   start_nginx DIR PORT [CPU] [LISTEN]
+#                               serve DIR/www on 127.0.0.1:PORT: 1 worker, sendfile on,
+#                               access log off, LISTEN added to the listen directive
+#                               (e.g. deferred); pinned with taskset to CPU if given;
+#                               waits until it answers (several may run, one per port)
+#   stop_nginx                  stop every one started
 #   pin_split                   set server_cpu / client_cpu to taskset prefixes giving
 #                               server and client cores of their own (when there are two)
+
+nginx_pids=()
 
 need_nginx_wrk() {
   if ! command -v nginx >/dev/null || ! command -v wrk >/dev/null; then
@@ -21,14 +25,14 @@ free_port() {
 }
 
 start_nginx() {
-  local dir=$1 port=$2 cpu=${3:-}
+  local dir=$1 port=$2 cpu=${3:-} listen=${4:-}
   chmod 755 "$dir"   # nginx's worker runs as another user
   mkdir -p "$dir/tmp"
-  cat >"$dir/nginx.conf" <<CONF
+  cat >"$dir/nginx-$port.conf" <<CONF
 worker_processes 1;
 daemon off;
-pid $dir/nginx.pid;
-error_log $dir/error.log warn;
+pid $dir/nginx-$port.pid;
+error_log $dir/error-$port.log warn;
 events { worker_connections 4096; }
 http {
     access_log off;
@@ -38,19 +42,22 @@ http {
     fastcgi_temp_path $dir/tmp;
     uwsgi_temp_path $dir/tmp;
     scgi_temp_path $dir/tmp;
-    server { listen 127.0.0.1:$port; root $dir/www; }
+    server { listen 127.0.0.1:$port $listen; root $dir/www; }
 }
 CONF
   local prefix=()
   [ -n "$cpu" ] && command -v taskset >/dev/null && prefix=(taskset -c "$cpu")
-  "${prefix[@]}" "$NGINX" -c "$dir/nginx.conf" -p "$dir" &
-  nginx_pid=$!
-  wait_http "http://127.0.0.1:$port/" || { echo "nginx did not start (see $dir/error.log)" >&2; return 1; }
+  "${prefix[@]}" "$NGINX" -c "$dir/nginx-$port.conf" -p "$dir" &
+  nginx_pids+=($!)
+  wait_http "http://127.0.0.1:$port/" || { echo "nginx did not start (see $dir/error-$port.log)" >&2; return 1; }
 }
 
 stop_nginx() {
-  [ -n "${nginx_pid:-}" ] && { kill "$nginx_pid" 2>/dev/null; wait "$nginx_pid" 2>/dev/null || true; }
-  nginx_pid=
+  local pid
+  for pid in "${nginx_pids[@]}"; do
+    kill "$pid" 2>/dev/null; wait "$pid" 2>/dev/null || true
+  done
+  nginx_pids=()
 }
 
 # Waits up to 5 s for URL to answer at all (any status).

@@ -8,6 +8,11 @@
 # alternating, after a warm-up of each; prints each run's req/s, the medians, and
 # `ratio ours/peer` of the medians last (one per class and connection kind).
 #
+# Our listener defers accept until a connection's first bytes arrive (TCP_DEFER_ACCEPT,
+# Apache's default on Linux), which nginx does only with `listen ... deferred`. With a
+# connection per request a second nginx with `deferred` runs too, alternating with the
+# other two, and `ratio ours/deferred` compares like with like.
+#
 #   bash bench/server_vs_nginx.sh [CONNECTIONS] [SECONDS] [RUNS]
 #
 # Needs the package installed in .venv (README), nginx and wrk (installed with apt-get
@@ -32,6 +37,8 @@ trap 'stop_nginx; [ -n "$ours_pid" ] && kill "$ours_pid" 2>/dev/null; rm -rf "$d
 pin_split
 nginx_port=$(free_port)
 start_nginx "$dir" "$nginx_port" "${server_cpu[*]:+0}"
+deferred_port=$(free_port)
+start_nginx "$dir" "$deferred_port" "${server_cpu[*]:+0}" deferred
 ours_port=$(free_port)
 core=()
 [ ${#server_cpu[@]} -gt 0 ] && core=(--host-core 0)
@@ -46,22 +53,37 @@ rate() {
 }
 
 echo "connections $conns, ${secs}s per run, $runs runs each; server on core 0, wrk on the rest"
-summary=()
+summary=() deferred=()
 for kind in keep-alive close; do
   extra=()
   [ "$kind" = close ] && extra=(-H "Connection: close")
   for size in "${classes[@]}"; do
     n="http://127.0.0.1:$nginx_port/$size.bin" o="http://127.0.0.1:$ours_port/$size.bin"
+    d="http://127.0.0.1:$deferred_port/$size.bin"
     rate "$n" "${extra[@]}" >/dev/null; rate "$o" "${extra[@]}" >/dev/null   # warm-up
-    ns=(); os=()
+    [ "$kind" = close ] && rate "$d" "${extra[@]}" >/dev/null
+    ns=(); os=(); ds=()
     for i in $(seq "$runs"); do
       ns+=("$(rate "$n" "${extra[@]}")"); os+=("$(rate "$o" "${extra[@]}")")
-      printf '%-10s %8s B run %d: nginx %9.0f req/s   ours %9.0f req/s\n' "$kind" "$size" "$i" "${ns[-1]}" "${os[-1]}"
+      line=$(printf '%-10s %8s B run %d: nginx %9.0f req/s   ours %9.0f req/s' "$kind" "$size" "$i" "${ns[-1]}" "${os[-1]}")
+      if [ "$kind" = close ]; then
+        ds+=("$(rate "$d" "${extra[@]}")")
+        line+=$(printf '   nginx deferred %9.0f req/s' "${ds[-1]}")
+      fi
+      echo "$line"
     done
     mn=$(printf '%s\n' "${ns[@]}" | median); mo=$(printf '%s\n' "${os[@]}" | median)
     r=$(python3 -c "print(f'{$mo / $mn:.3f}')")
-    printf '%-10s %8s B median: nginx %9.0f req/s   ours %9.0f req/s   ratio %s\n' "$kind" "$size" "$mn" "$mo" "$r"
+    line=$(printf '%-10s %8s B median: nginx %9.0f req/s   ours %9.0f req/s   ratio %s' "$kind" "$size" "$mn" "$mo" "$r")
+    if [ "$kind" = close ]; then
+      md=$(printf '%s\n' "${ds[@]}" | median)
+      rd=$(python3 -c "print(f'{$mo / $md:.3f}')")
+      line+=$(printf '   nginx deferred %9.0f req/s   ratio %s' "$md" "$rd")
+      deferred+=("$kind/$size=$rd")
+    fi
+    echo "$line"
     summary+=("$kind/$size=$r")
   done
 done
+echo "ratio ours/deferred ${deferred[*]}"
 echo "ratio ours/peer ${summary[*]}"

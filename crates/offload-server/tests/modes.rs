@@ -360,7 +360,10 @@ fn connections_beyond_the_limit_get_503() {
                 200
             );
         }
+        // It sends its request, as HTTP clients do: the listener defers accept until
+        // a connection's first bytes arrive.
         let mut third = server.connect();
+        let _ = third.write_all(b"GET /f0.bin HTTP/1.1\r\nHost: t\r\n\r\n");
         let mut text = String::new();
         let _ = third.read_to_string(&mut text);
         assert!(text.starts_with("HTTP/1.1 503"), "{mode:?}: {text:?}");
