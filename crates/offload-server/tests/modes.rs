@@ -576,12 +576,14 @@ fn polled_then_idle(mode: Mode, thread: &str, busy: &str) -> (f64, f64, f64) {
     )
 }
 
-/// The polling thread spends almost all of the idle 300 ms polling: none of it is
-/// work, so the work left is small next to the polling, and the two add up.
+/// The polling thread spends the idle 300 ms polling: none of it is work, so most of
+/// its CPU is idle polling, the work left is small next to it, and the two add up.
+/// Shares of the thread's own CPU, not of the 300 ms: tests running beside this one
+/// may take the core from the poller for part of them.
 fn idle_polling_is_accounted_apart(mode: Mode, thread: &str, busy: &str) {
     let (cpu, idle, busy) = polled_then_idle(mode, thread, busy);
     assert!(
-        idle > 0.2 && idle <= cpu,
+        idle > 0.5 * cpu && idle <= cpu,
         "{mode:?}: idle {idle} of {cpu} s"
     );
     assert!(
