@@ -218,10 +218,7 @@ def testbed_cmd(
     write_json(out_dir / "summary.json", {
         "t_int_s": fitted.t_int, "t_pkt_s": fitted.t_pkt, "fit_rms": fitted.rms,
         "rates": list(exp.rates), "run_s": run_s, "repeats": repeats,
-        "keep_alive": keep_alive,
-        # The model's latency difference adaptive less poll is the wake-up, t_int.
-        "model_adaptive_vs_poll_s": fitted.t_int * (1 - 1 / testbed_wait.ENGINE_BULK_CAP),
-        "compare": table.to_dict("records")})
+        "keep_alive": keep_alive, "compare": table.to_dict("records")})
     t = Table("wait", "req/s", "CPU", "model", "busy", "model", "idle poll",
               title="engine CPU (share of a core), measured and modelled")
     for r in table.to_dict("records"):

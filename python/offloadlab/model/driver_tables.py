@@ -83,24 +83,24 @@ class TableFit:
 
     @property
     def mae_pp(self) -> float:
-        return float((self.cells["model"] - self.cells["measured"]).abs().mean() * 100)
+        return _scores(self.cells)["mae_pp"]
 
     @property
     def max_pp(self) -> float:
-        return float((self.cells["model"] - self.cells["measured"]).abs().max() * 100)
+        return _scores(self.cells)["max_pp"]
 
     @property
     def within_5pp(self) -> float:
-        return float(((self.cells["model"] - self.cells["measured"]).abs() <= 0.05).mean())
+        return _scores(self.cells)["within_5pp"]
 
     @property
     def within_20pct(self) -> float:
         """Share of cells whose model is within 20% of the measurement (relative)."""
-        return float(_within_20pct(self.cells))
+        return _scores(self.cells)["within_20pct"]
 
     @property
     def thesis_mae_pp(self) -> float:
-        return float((self.cells["thesis_model"] - self.cells["measured"]).abs().mean() * 100)
+        return _scores(self.cells, "thesis_model")["mae_pp"]
 
     def summary(self) -> dict:
         """The fitted values and the overall error numbers, SI units."""
@@ -163,7 +163,8 @@ def fit_cells(frame: pd.DataFrame, base: polling.Driver = THESIS,
         return x[0] * 1e-6, x[1] * 1e-6, modes
 
     def residual(x: np.ndarray) -> np.ndarray:
-        return model_cpu(frame, *unpack(x)[:2], base, carried, unpack(x)[2]) - measured
+        t_int, t_pkt, modes = unpack(x)
+        return model_cpu(frame, t_int, t_pkt, base, carried, modes) - measured
 
     # Start from the light cells, where each packet costs about t_int + t_pkt.
     light = measured < 0.4
@@ -206,16 +207,14 @@ def cross_validate(unswap: bool = True, base: polling.Driver = THESIS,
     return pd.DataFrame(rows)
 
 
-def _scores(frame: pd.DataFrame) -> dict:
-    err = (frame["model"] - frame["measured"]).abs() * 100
-    return {"mae_pp": float(err.mean()), "max_pp": float(err.max()),
-            "within_5pp": float((err <= 5).mean()),
-            "within_20pct": float(_within_20pct(frame))}
-
-
-def _within_20pct(frame: pd.DataFrame, column: str = "model") -> float:
-    return float(((frame[column] - frame["measured"]).abs()
-                  <= 0.2 * frame["measured"]).mean())
+def _scores(frame: pd.DataFrame, column: str = "model") -> dict:
+    """Errors of ``column`` against the measurements: mean and largest (points), and the
+    shares of cells within 5 points and within 20% relative."""
+    err = (frame[column] - frame["measured"]).abs()
+    pp = err * 100
+    return {"mae_pp": float(pp.mean()), "max_pp": float(pp.max()),
+            "within_5pp": float((pp <= 5).mean()),
+            "within_20pct": float((err <= 0.2 * frame["measured"]).mean())}
 
 
 def bus_carried(frame: pd.DataFrame, base: polling.Driver) -> tuple[np.ndarray, np.ndarray]:
@@ -231,13 +230,10 @@ def errors(frame: pd.DataFrame) -> pd.DataFrame:
     """Per table and over all: mean and largest absolute error (points) of the model
     and of the thesis's model against the measurements."""
     def one(g: pd.DataFrame) -> pd.Series:
-        ours = (g["model"] - g["measured"]).abs() * 100
-        theirs = (g["thesis_model"] - g["measured"]).abs() * 100
-        return pd.Series({"mae_pp": ours.mean(), "max_pp": ours.max(),
-                          "within_5pp": (ours <= 5).mean(),
-                          "within_20pct": _within_20pct(g),
-                          "thesis_mae_pp": theirs.mean(), "thesis_max_pp": theirs.max(),
-                          "thesis_within_20pct": _within_20pct(g, "thesis_model")})
+        theirs = _scores(g, "thesis_model")
+        return pd.Series({**_scores(g), "thesis_mae_pp": theirs["mae_pp"],
+                          "thesis_max_pp": theirs["max_pp"],
+                          "thesis_within_20pct": theirs["within_20pct"]})
 
     per = frame.groupby("table").apply(one, include_groups=False).reset_index()
     per.insert(1, "rx_fifo_kib", [TABLE_SETUP[t][0] for t in per["table"]])
