@@ -126,6 +126,20 @@ def test_running_keeps_the_final_document_and_serves_live_stats(site):
         assert server.stats() is None
 
 
+def test_the_engine_burns_its_message_cost_for_each_request_and_answer(site):
+    options = ServerOptions(site["root"], mode="engine", engine_message_cost_s=2e-3)
+    with running(options) as server:
+        conn = http.client.HTTPConnection(server.host, server.port, timeout=5)
+        for _ in range(5):
+            conn.request("GET", "/c0/one.bin")
+            assert conn.getresponse().read() == site["files"]["/c0/one.bin"]
+        conn.close()
+    final = server.final
+    assert final["engine"]["events"] == final["engine"]["commands"] == 5
+    # Two messages of 2 ms each, plus the engine's own work of tens of µs.
+    assert 4e-3 <= final["per_request"]["engine_busy_cpu_s"] < 6e-3
+
+
 def test_running_stops_the_server_when_the_body_raises(site):
     with pytest.raises(ZeroDivisionError), running(ServerOptions(site["root"])) as server:
         port = server.port
@@ -190,6 +204,8 @@ BAD = [
     (dict(host="no-such-host.invalid"), "host"),
     (dict(port=70000), "port"),
     (dict(engine_slowdown=-1.0), "engine_slowdown"),
+    (dict(engine_message_cost_s=-1e-3), "engine_message_cost_s"),
+    (dict(engine_message_cost_s=float("nan")), "engine_message_cost_s"),
     (dict(sendfile_above=-1), "sendfile_above"),
     (dict(header_timeout_s=0.0), "header_timeout_s"),
     (dict(idle_timeout_s=-1.0), "idle_timeout_s"),
@@ -343,6 +359,7 @@ def test_testbed_run_compares_inline_and_engine(served_set, tmp_path):
     (["--rate", "10", "--mode", "engine:P-L-FCFS"], "only handoff takes a policy"),
     (["--rate", "10", "--mode", "handoff:fast"], "handoff policy"),
     (["--rate", "10", "--mode", "handoff", "--watermarks", "16,4"], "--watermarks"),
+    (["--rate", "10", "--engine-message-cost", "soon"], "--engine-message-cost"),
 ])
 def test_testbed_run_bad_flags_exit_2(served_set, args, fragment):
     result = CliRunner().invoke(app, ["testbed", "run", "--fileset", str(served_set), *args])

@@ -125,7 +125,7 @@ fn seconds(what: &str, s: f64) -> PyResult<Duration> {
 /// (a busy port, a core that cannot be used) raises RuntimeError with the reason.
 #[pyfunction]
 #[pyo3(signature = (host, port, root, mode, host_core, engine_core, sendfile_above, work,
-                    seed, engine_wait, engine_slowdown, max_header_bytes, max_uri_bytes,
+                    seed, engine_wait, engine_slowdown, engine_message_cost_s, max_header_bytes, max_uri_bytes,
                     max_headers, max_conns, header_timeout_s, idle_timeout_s, stats_path,
                     stats_interval_s, stats_endpoint, fault, handoff, placement, max_age,
                     cache, db, memory, uncached, control))]
@@ -143,6 +143,7 @@ fn serve(
     seed: u64,
     engine_wait: &str,
     engine_slowdown: f64,
+    engine_message_cost_s: f64,
     max_header_bytes: usize,
     max_uri_bytes: usize,
     max_headers: usize,
@@ -174,6 +175,7 @@ fn serve(
     config.seed = seed;
     config.engine_wait = parse_engine_wait(engine_wait)?;
     config.engine_slowdown = engine_slowdown;
+    config.engine_message_cost = seconds("engine_message_cost_s", engine_message_cost_s)?;
     config.limits = Limits {
         max_header_bytes,
         max_uri_bytes,

@@ -140,6 +140,9 @@ pub struct Config {
     pub engine_wait: EngineWait,
     /// Extra engine CPU burned per unit of its own work (0: none; 3: a 4x slower engine).
     pub engine_slowdown: f64,
+    /// Engine CPU burned per message between host and engine (an event or a command),
+    /// to emulate a costly interface (seed 000's round trip per socket call).
+    pub engine_message_cost: Duration,
     pub limits: Limits,
     /// Stats file, rewritten atomically every `stats_interval` and at exit.
     pub stats_path: Option<PathBuf>,
@@ -180,6 +183,7 @@ impl Config {
             seed: 1,
             engine_wait: EngineWait::Adaptive,
             engine_slowdown: 0.0,
+            engine_message_cost: Duration::ZERO,
             limits: Limits::default(),
             stats_path: None,
             stats_interval: Duration::from_secs(1),

@@ -160,7 +160,10 @@ pub fn run(
             shared: shared.clone(),
             policy: policy.clone(),
             placer,
-            slow: Slowdown::default(),
+            slow: Slowdown {
+                per_message: config.engine_message_cost.as_secs_f64(),
+                ..Slowdown::default()
+            },
             proxy: config
                 .cache
                 .as_ref()
@@ -210,14 +213,21 @@ pub fn run(
     }
 }
 
-/// Extra engine CPU burned in proportion to the engine's own work, to emulate a slower
-/// engine processor (a factor F makes it F + 1 times slower). The factor is a knob
-/// (`Control::knobs`), read at the start of each turn.
+/// Extra engine CPU, to emulate a slower engine processor or a costlier host–engine
+/// interface: burned in proportion to the engine's own work (a factor F makes it F + 1
+/// times slower; a knob, `Control::knobs`, read at the start of each turn), plus a fixed
+/// cost for each message that crosses the rings (an event published, a command
+/// applied), as seed 000's emulator paid a round trip per socket call. A fixed cost
+/// also makes the engine's capacity independent of how its own CPU time varies.
 #[derive(Default)]
 struct Slowdown {
     factor: f64,
     /// The engine's CPU clock when the work not yet paid for began.
     since: f64,
+    /// Seconds burned per message.
+    per_message: f64,
+    /// Messages not yet paid for.
+    messages: u32,
 }
 
 impl Slowdown {
@@ -229,19 +239,22 @@ impl Slowdown {
         }
     }
 
-    /// Burns the debt of the work since `start` (or the last payment), in slices
-    /// separated by `beat()`: a slow engine is not a stuck one.
+    /// Burns the debt of the work since `start` (or the last payment) and of the
+    /// messages since the last payment, in slices separated by `beat()`: a slow engine
+    /// is not a stuck one.
     fn pay(&mut self, mut beat: impl FnMut()) {
-        if self.factor <= 0.0 {
-            return;
+        let mut debt = f64::from(std::mem::take(&mut self.messages)) * self.per_message;
+        if self.factor > 0.0 {
+            debt += (cpu::thread_seconds() - self.since) * self.factor;
         }
-        let mut debt = (cpu::thread_seconds() - self.since) * self.factor;
         while debt > 0.0 {
             cpu::burn(debt.min(BURN_SLICE));
             debt -= BURN_SLICE;
             beat();
         }
-        self.since = cpu::thread_seconds();
+        if self.factor > 0.0 {
+            self.since = cpu::thread_seconds();
+        }
     }
 }
 
@@ -282,9 +295,16 @@ impl EngineSide {
         self.slow.pay(|| beat(stats));
     }
 
+    /// Queues an event for the host, owing its message cost.
+    fn emit(&mut self, event: Event) {
+        self.slow.messages += 1;
+        self.events.push(event);
+    }
+
     /// Carries out a host command. The host's answers to requests the cache forwarded
     /// go through the cache, once whole; the rest go straight to the sockets.
     fn apply(&mut self, proto: &mut Proto, command: Command) {
+        self.slow.messages += 1;
         let (conn, piece, then) = match command {
             Command::Adopt(conn) => return self.adopt(proto, *conn),
             Command::Send { conn, buf, then } => (conn, Piece::Bytes(buf), then),
@@ -335,14 +355,14 @@ impl EngineSide {
             proto.adopt(self, conn);
         } else {
             handoff.returned.fetch_add(1, Ordering::Relaxed);
-            self.events.push(Event::Conn(Box::new(conn)));
+            self.emit(Event::Conn(Box::new(conn)));
         }
     }
 
-    /// Seconds of engine work, with the slowdown it incurs (the burns are proportional
-    /// to the work, so each answer's share of them is known exactly).
-    fn slowed(&self, work: Duration) -> f64 {
-        work.as_secs_f64() * (1.0 + self.slow.factor)
+    /// Seconds of engine work, with the slowdown it incurs: the burns proportional to
+    /// the work, and the cost of `messages` crossings of the rings.
+    fn slowed(&self, work: Duration, messages: u32) -> f64 {
+        work.as_secs_f64() * (1.0 + self.slow.factor) + f64::from(messages) * self.slow.per_message
     }
 
     /// Load control on this turn's backlog, and the gauges the host reads.
@@ -384,7 +404,7 @@ impl Dispatch for EngineSide {
             },
         };
         let path = std::mem::replace(path, pool.take());
-        self.events.push(Event::Request {
+        self.emit(Event::Request {
             conn,
             class,
             head,
@@ -431,16 +451,17 @@ impl Dispatch for EngineSide {
 
     fn answered(&mut self, class: u8, work: Duration) {
         let engine = &self.shared.stats.placement.engine;
-        placement::charge(engine, class, self.slowed(work));
+        // Its request went to the host, and the host's answer came back.
+        placement::charge(engine, class, self.slowed(work, 2));
     }
 
     fn hand_over(&mut self, conn: Conn) {
         let stats = &self.shared.stats;
         stats.handoff.passed.fetch_add(1, Ordering::Relaxed);
         if self.placer.is_some() {
-            stats.placement.passed.add(self.slowed(conn.work));
+            stats.placement.passed.add(self.slowed(conn.work, 1));
         }
-        self.events.push(Event::Conn(Box::new(conn)));
+        self.emit(Event::Conn(Box::new(conn)));
     }
 
     /// Host first: pay for the work so far and give the host what it waits for now,

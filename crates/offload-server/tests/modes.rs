@@ -607,6 +607,30 @@ fn a_polling_uring_host_accounts_its_idle_polling_apart_from_its_work() {
     idle_polling_is_accounted_apart(Mode::Uring, "host", "host_busy_cpu_s");
 }
 
+/// Each message between host and engine costs the engine a fixed amount of CPU: 20
+/// keep-alive requests are 20 events up and 20 commands down, 40 × 3 ms of burns, on
+/// top of a few ms of real work.
+#[test]
+fn each_message_between_host_and_engine_costs_the_engine_its_fixed_price() {
+    let server = Server::start(Mode::Engine, |c| {
+        c.engine_message_cost = Duration::from_millis(3);
+    });
+    let mut s = server.connect();
+    for _ in 0..20 {
+        let r = request(&mut s, "GET /f1024.bin HTTP/1.1\r\nHost: t\r\n\r\n");
+        assert_eq!(r.status, 200);
+    }
+    let stats = server.stop();
+    let messages =
+        stats["engine"]["events"].as_u64().unwrap() + stats["engine"]["commands"].as_u64().unwrap();
+    assert_eq!(messages, 40, "{}", stats["engine"]);
+    let busy = stats["per_request"]["engine_busy_cpu_s"].as_f64().unwrap() * 20.0;
+    assert!(
+        (0.120..0.120 + 0.05).contains(&busy),
+        "engine busy {busy} s for 40 messages at 3 ms"
+    );
+}
+
 /// A handoff server with this policy (load control off unless given).
 fn handoff_server(selection: Selection, hard_limit: u32, control: Option<Watermarks>) -> Server {
     let policy = Paper::new(hard_limit, Priority::HostFirst, control, selection).unwrap();

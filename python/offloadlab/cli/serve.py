@@ -31,6 +31,9 @@ EngineWait = Annotated[str, typer.Option(
     help="How an idle engine waits: adaptive (spin, then sleep) or poll (never sleep).")]
 EngineSlowdown = Annotated[float, typer.Option(
     help="Extra engine CPU per unit of its own work: 3 emulates an engine 4 times slower.")]
+EngineMessageCost = Annotated[str, typer.Option(
+    help="Engine CPU burned per message between host and engine (each request passed "
+         "up, each command passed down), to emulate a costly interface, e.g. 20us.")]
 HandoffPolicy = Annotated[str, typer.Option(
     "--handoff", help="Handoff mode's policy (seed 004): P|N (host-first priority or not) - "
                       "L|N (load control or not) - FCFS|Tn (offer every connection at "
@@ -72,6 +75,7 @@ def serve_cmd(
     sendfile_above: SendfileAbove = 8000,
     engine_wait: EngineWait = "adaptive",
     engine_slowdown: EngineSlowdown = 0.0,
+    engine_message_cost: EngineMessageCost = "0s",
     handoff: HandoffPolicy = "P-L-FCFS",
     handoff_limit: HandoffLimit = None,
     watermarks: Watermarks = None,
@@ -132,6 +136,7 @@ def serve_cmd(
         root=root, mode=mode, host=host, port=port, allow_remote=allow_remote,
         host_core=host_core, engine_core=engine_core, sendfile_above=sendfile_above,
         work=work, seed=seed, engine_wait=engine_wait, engine_slowdown=engine_slowdown,
+        engine_message_cost_s=flag_time("--engine-message-cost", engine_message_cost),
         max_header_bytes=max_header_bytes, max_uri_bytes=max_uri_bytes,
         max_headers=max_headers, max_conns=max_conns,
         header_timeout_s=flag_time("--header-timeout", header_timeout),

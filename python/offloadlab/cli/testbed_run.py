@@ -14,6 +14,7 @@ from rich.table import Column, Table
 from offloadlab.cli.common import app, err, flag_time, out, user_errors
 from offloadlab.cli.serve import (
     EngineCore,
+    EngineMessageCost,
     EngineSlowdown,
     EngineWait,
     HandoffLimit,
@@ -63,6 +64,7 @@ def run_cmd(
     sendfile_above: SendfileAbove = 8000,
     engine_wait: EngineWait = "adaptive",
     engine_slowdown: EngineSlowdown = 0.0,
+    engine_message_cost: EngineMessageCost = "0s",
     handoff: HandoffPolicy = "P-L-FCFS",
     handoff_limit: HandoffLimit = None,
     watermarks: Watermarks = None,
@@ -83,7 +85,9 @@ def run_cmd(
     options = ServerOptions(
         root=fileset_dir, host_core=host_core, engine_core=engine_core,
         sendfile_above=sendfile_above, work=work, seed=seed, engine_wait=engine_wait,
-        engine_slowdown=engine_slowdown, handoff=handoff, handoff_limit=handoff_limit,
+        engine_slowdown=engine_slowdown,
+        engine_message_cost_s=flag_time("--engine-message-cost", engine_message_cost),
+        handoff=handoff, handoff_limit=handoff_limit,
         **watermark_option(watermarks))
     testbed_modes.check_modes(options, names)
     manifest = fileset.read_manifest(fileset_dir)

@@ -102,6 +102,7 @@ class ServerOptions:
     seed: int = 1
     engine_wait: str = "adaptive"
     engine_slowdown: float = 0.0
+    engine_message_cost_s: float = 0.0
     max_header_bytes: int = 8192
     max_uri_bytes: int = 4096
     max_headers: int = 64
@@ -186,6 +187,9 @@ class ServerOptions:
         require(_finite(self.engine_slowdown) and self.engine_slowdown >= 0,
                 f"engine_slowdown={self.engine_slowdown!r}: use a factor >= 0 (0: the "
                 "engine's own speed, 3: an engine 4 times slower)")
+        require(_finite(self.engine_message_cost_s) and self.engine_message_cost_s >= 0,
+                f"engine_message_cost_s={self.engine_message_cost_s!r}: use seconds >= 0 "
+                "(0: no cost; 20e-6: 20 us of engine CPU per message)")
         for name in ("max_header_bytes", "max_uri_bytes", "max_headers", "max_conns"):
             value = getattr(self, name)
             require(_is_int(value) and value >= 1, f"{name}={value!r}: use a whole number >= 1")
@@ -320,6 +324,7 @@ class ServerOptions:
             sendfile_above=self.sendfile_above, work=None if work is None else to_core(work),
             seed=self.seed, engine_wait=self.engine_wait,
             engine_slowdown=float(self.engine_slowdown),
+            engine_message_cost_s=float(self.engine_message_cost_s),
             max_header_bytes=self.max_header_bytes, max_uri_bytes=self.max_uri_bytes,
             max_headers=self.max_headers, max_conns=self.max_conns,
             header_timeout_s=float(self.header_timeout_s),
