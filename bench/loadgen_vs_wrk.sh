@@ -12,7 +12,9 @@
 #
 #   bash bench/loadgen_vs_wrk.sh [THREADS] [CONNECTIONS] [SECONDS] [RUNS]
 #
-# OFFLOAD_LOAD_FLAGS adds flags to offload-load (e.g. "--busy-poll 0").
+# OFFLOAD_LOAD_FLAGS adds flags to offload-load (e.g. "--busy-poll 0"). NGINX_EXTRA adds
+# directives to nginx's http block: 'open_file_cache max=1000;' spares nginx an open and
+# a close per request, so that it holds the clients back less (see docs/load.md).
 #
 # Needs nginx and wrk (installed with apt-get when missing, as root).
 set -euo pipefail

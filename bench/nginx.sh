@@ -5,8 +5,10 @@
 #   start_nginx DIR PORT [CPU] [LISTEN]
 #                               serve DIR/www on 127.0.0.1:PORT: 1 worker, sendfile on,
 #                               access log off, LISTEN added to the listen directive
-#                               (e.g. deferred); pinned with taskset to CPU if given;
-#                               waits until it answers (several may run, one per port)
+#                               (e.g. deferred), NGINX_EXTRA (if set) added to the http
+#                               block (e.g. 'open_file_cache max=1000;'); pinned with
+#                               taskset to CPU if given; waits until it answers (several
+#                               may run, one per port)
 #   stop_nginx                  stop every one started
 #   pin_split                   set server_cpu / client_cpu to taskset prefixes giving
 #                               server and client cores of their own (when there are two)
@@ -37,6 +39,7 @@ events { worker_connections 4096; }
 http {
     access_log off;
     sendfile on;
+    ${NGINX_EXTRA:-}
     client_body_temp_path $dir/tmp;
     proxy_temp_path $dir/tmp;
     fastcgi_temp_path $dir/tmp;
