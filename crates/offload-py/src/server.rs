@@ -125,8 +125,8 @@ fn seconds(what: &str, s: f64) -> PyResult<Duration> {
 /// (a busy port, a core that cannot be used) raises RuntimeError with the reason.
 #[pyfunction]
 #[pyo3(signature = (host, port, root, mode, host_core, engine_core, sendfile_above, work,
-                    seed, engine_wait, engine_slowdown, engine_message_cost_s, max_header_bytes, max_uri_bytes,
-                    max_headers, max_conns, header_timeout_s, idle_timeout_s, stats_path,
+                    seed, engine_wait, engine_slowdown, engine_message_cost_s, max_header_bytes,
+                    max_uri_bytes, max_headers, max_conns, header_timeout_s, idle_timeout_s, stats_path,
                     stats_interval_s, stats_endpoint, fault, handoff, placement, max_age,
                     cache, db, memory, uncached, control))]
 #[allow(clippy::too_many_arguments)]

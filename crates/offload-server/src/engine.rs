@@ -451,7 +451,9 @@ impl Dispatch for EngineSide {
 
     fn answered(&mut self, class: u8, work: Duration) {
         let engine = &self.shared.stats.placement.engine;
-        // Its request went to the host, and the host's answer came back.
+        // Its request went up and the host's answer came down: two messages. An answer
+        // with a file comes as two commands (head, then file), and this account leaves
+        // that third message's cost out; the stats' per-request engine CPU has it.
         placement::charge(engine, class, self.slowed(work, 2));
     }
 

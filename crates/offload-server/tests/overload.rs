@@ -195,7 +195,7 @@ fn answers_each_second(stats_file: &std::path::Path, engine: u64, secs: f64) -> 
 struct Rate {
     rate: f64,
     ran_share: f64,
-    /// The engine's CPU seconds per answer counted: its cost, slowdown included.
+    /// The engine's CPU seconds per answer counted: its cost, burns included.
     cpu_per_answer_s: f64,
 }
 
