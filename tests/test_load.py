@@ -152,6 +152,22 @@ def test_generator_threads_run_on_the_cores_given(server, site):
         load.run(target, s, site, cores=[100_000])
 
 
+def test_a_read_mark_keeps_every_answer_correct(server, site):
+    # http.server writes head and body apart. With a mark of 4096 the larger answers
+    # wake the generator once 4096 of their bytes are there, smaller ones at their size:
+    # every answer still arrives whole and checks out.
+    target, _ = server
+    s = stream.closed(site, 4, requests=60, keep_alive="20", seed=6)
+    plain = load.run(target, s, site, records=True)
+    marked = load.run(target, s, site, records=True, rcvlowat=4096)
+    for r in (plain, marked):
+        assert (r["completed"], r["failed"]) == (240, 0)
+        assert (r.records["error"] == "").all()
+    assert marked["body_bytes"] == plain["body_bytes"]
+    with pytest.raises(InputError, match="rcvlowat"):
+        load.run(target, s, site, rcvlowat=-1)
+
+
 def test_bad_targets_and_streams_are_refused(site):
     s = stream.poisson(site, 10, count=5, seed=1)
     with pytest.raises(InputError, match="loopback"):

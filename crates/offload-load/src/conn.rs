@@ -11,9 +11,16 @@
 //! for has drained the socket (epoll(7), "for stream-oriented files"), so one read per
 //! response is the usual cost, as in wrk. A readable edge that comes while the slot is
 //! not reading is remembered (`readable`) and acted on when it starts to.
+//!
+//! With `Options::rcvlowat` the socket also carries a mark (`SO_RCVLOWAT`): readiness is
+//! reported only once that many bytes of the answer are there. The mark never exceeds
+//! the expected body size, so a correct answer always reaches it, and it is dropped as
+//! soon as the rest of an answer might fall short of it (a partial read, or a tick
+//! with nothing read).
 
 use std::io::{self, Read, Write};
 use std::net::SocketAddr;
+use std::os::fd::AsRawFd;
 
 use mio::net::TcpStream;
 use mio::{Interest, Registry, Token};
@@ -41,6 +48,8 @@ pub(crate) struct Io<'a> {
     pub objects: &'a [Object],
     pub verify: Verify,
     pub head_request: bool,
+    /// `Options::rcvlowat`.
+    pub rcvlowat: u32,
     pub scratch: &'a mut [u8],
 }
 
@@ -88,6 +97,8 @@ pub(crate) struct Slot {
     /// Plan connection id the open socket carries.
     sock_conn: u64,
     readable: bool,
+    /// The open socket's `SO_RCVLOWAT` (1, the kernel's default, when none was set).
+    mark: u32,
     /// The peer closed or reset: read on to the end, and never reuse the socket.
     peer_closed: bool,
     pub phase: Phase,
@@ -123,6 +134,7 @@ impl Slot {
             sock: None,
             sock_conn: 0,
             readable: false,
+            mark: 1,
             peer_closed: false,
             phase: Phase::Idle,
             req: 0,
@@ -176,7 +188,15 @@ impl Slot {
         let hash = io.verify == Verify::Checksum && object.sha256.is_some() && !io.head_request;
         self.hasher = hash.then(Sha256::new);
         self.close_after = !req.keep_alive;
+        let mark = if io.rcvlowat > 1 && !io.head_request && object.size > 0 {
+            object.size.min(u64::from(io.rcvlowat)) as u32
+        } else {
+            1
+        };
         if self.sock.is_some() && self.sock_conn == req.conn {
+            if let Err(kind) = self.set_mark(mark) {
+                return Step::Done(Err(kind));
+            }
             self.phase = Phase::Writing;
             return self.write(io, now);
         }
@@ -193,6 +213,9 @@ impl Slot {
         }
         self.sock = Some(sock);
         self.sock_conn = req.conn;
+        if let Err(kind) = self.set_mark(mark) {
+            return Step::Done(Err(kind));
+        }
         self.connect_start = now;
         self.phase = Phase::Connecting;
         Step::Pending
@@ -243,7 +266,50 @@ impl Slot {
         // Dropping the socket closes it, which also takes it out of the epoll set.
         self.sock = None;
         self.readable = false;
+        self.mark = 1;
         self.peer_closed = false;
+    }
+
+    /// Sets the socket's mark. A mark that cannot be raised is left as it was; one
+    /// that cannot be lowered could hold a shorter answer back, so that fails the
+    /// request.
+    fn set_mark(&mut self, mark: u32) -> Result<(), ErrorKind> {
+        if mark == self.mark {
+            return Ok(());
+        }
+        let sock = self.sock.as_ref().expect("a mark needs a socket");
+        let value = mark as libc::c_int;
+        // SAFETY: a valid descriptor, and an option value of the size given.
+        let r = unsafe {
+            libc::setsockopt(
+                sock.as_raw_fd(),
+                libc::SOL_SOCKET,
+                libc::SO_RCVLOWAT,
+                (&value as *const libc::c_int).cast(),
+                std::mem::size_of::<libc::c_int>() as libc::socklen_t,
+            )
+        };
+        if r == 0 {
+            self.mark = mark;
+        } else if mark < self.mark {
+            return Err(ErrorKind::of_io(&io::Error::last_os_error()));
+        }
+        Ok(())
+    }
+
+    /// Called every tick: a request still waiting for its first byte after `after_ns`
+    /// may have a shorter answer than its mark waiting (an error page), which the kernel
+    /// does not report. Drops the mark; true when the slot should be read now.
+    pub(crate) fn mark_overdue(&mut self, now: u64, after_ns: u64) -> Result<bool, ErrorKind> {
+        let overdue = self.phase == Phase::Reading
+            && self.mark > 1
+            && self.first_byte.is_none()
+            && now.saturating_sub(self.started) >= after_ns;
+        if overdue {
+            self.set_mark(1)?;
+            self.readable = true;
+        }
+        Ok(overdue)
     }
 
     /// Whether a non-blocking connect finished: Ok(false) while it is in progress.
@@ -302,7 +368,20 @@ impl Slot {
                 self.readable = false;
             }
             match self.consume(&io.scratch[..n], io.head_request) {
-                Ok(false) if drained => return Step::Pending,
+                Ok(false) if drained => {
+                    // The rest may be shorter than the mark: keep it only when the body
+                    // still owed is known to reach it.
+                    let owed = match self.body {
+                        Body::Length(left) if self.head_done => left,
+                        _ => 0,
+                    };
+                    if owed < u64::from(self.mark) {
+                        if let Err(kind) = self.set_mark(1) {
+                            return Step::Done(Err(kind));
+                        }
+                    }
+                    return Step::Pending;
+                }
                 Ok(false) => {}
                 Ok(true) => return Step::Done(self.check(io)),
                 Err(kind) => return Step::Done(Err(kind)),

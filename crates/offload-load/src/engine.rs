@@ -432,18 +432,32 @@ impl<'a> Worker<'a> {
         self.slots[i as usize].end(in_sync);
     }
 
-    /// Housekeeping: publish counters, expire requests past their timeout, roll the
-    /// live-p99 window.
+    /// Housekeeping: publish counters, expire requests past their timeout, drop the
+    /// read marks of answers a tick late, roll the live-p99 window.
     fn tick(&mut self, now: u64) {
         let sh = self.sh;
         self.publish();
         for i in 0..self.slots.len() {
-            let slot = &self.slots[i];
-            if slot.active && slot.busy() && now.saturating_sub(slot.started) >= sh.timeout_ns {
-                let kind = match slot.phase {
+            let slot = &mut self.slots[i];
+            if !slot.active {
+                continue;
+            }
+            let failed = if slot.busy() && now.saturating_sub(slot.started) >= sh.timeout_ns {
+                Some(match slot.phase {
                     crate::conn::Phase::Connecting => ErrorKind::ConnectTimeout,
                     _ => ErrorKind::ResponseTimeout,
-                };
+                })
+            } else {
+                match slot.mark_overdue(now, TICK_NS) {
+                    Ok(true) => {
+                        self.again.push(i as u32);
+                        None
+                    }
+                    Ok(false) => None,
+                    Err(kind) => Some(kind),
+                }
+            };
+            if let Some(kind) = failed {
                 self.finish(i as u32, Err(kind), now);
                 self.advance(i as u32, now);
             }
@@ -491,6 +505,7 @@ fn io_of<'a>(sh: &'a Shared<'a>, registry: &'a mio::Registry, scratch: &'a mut [
         objects: &sh.plan.objects,
         verify: sh.options.verify,
         head_request: sh.options.method == Method::Head,
+        rcvlowat: sh.options.rcvlowat,
         scratch,
     }
 }

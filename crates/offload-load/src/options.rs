@@ -60,6 +60,17 @@ pub struct Options {
     /// on loopback, at the price of a whole core per engine thread: use it only where
     /// the load generator has cores of its own.
     pub busy_poll_s: f64,
+    /// Ask the kernel to report an answer's socket readable only once this many of its
+    /// bytes are there (`SO_RCVLOWAT`), capped at each request's expected body size, so
+    /// that a correct answer always reaches the mark (0 or 1: on its first byte; no
+    /// mark for HEAD, or for objects of unknown size). The loop then wakes and reads
+    /// once per small answer, instead of often twice, head first, when the server
+    /// sends head and body apart; on loopback that spares the server's core a
+    /// cache-line tug of war over the client's socket (docs/load.md). Costs:
+    /// time-to-first-byte becomes the time the first `rcvlowat` bytes were there, and
+    /// an answer shorter than the mark (an error page on a kept connection) is read
+    /// 10–20 ms late, by the tick.
+    pub rcvlowat: u32,
     /// Pin the event-loop threads to these cores, round robin (empty: not pinned), so
     /// that on a small machine the generator stays off the cores being measured.
     pub cores: Vec<usize>,
@@ -77,6 +88,7 @@ impl Default for Options {
             http10_for_single: true,
             repeat: false,
             busy_poll_s: 0.0,
+            rcvlowat: 0,
             cores: Vec::new(),
         }
     }
@@ -101,6 +113,13 @@ impl Options {
             return Err(format!(
                 "options.busy_poll_s = {}: give 0 (off) or a positive number of seconds",
                 self.busy_poll_s
+            ));
+        }
+        if self.rcvlowat > i32::MAX as u32 {
+            return Err(format!(
+                "options.rcvlowat = {}: give 0 (off) or at most {} bytes",
+                self.rcvlowat,
+                i32::MAX
             ));
         }
         Ok(())

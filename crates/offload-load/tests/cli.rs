@@ -61,6 +61,25 @@ fn open_and_closed_loop_runs() {
     assert_eq!(v["completed"].as_u64(), Some(30));
     assert_eq!(v["connections"].as_u64(), Some(3));
 
+    // With a read mark the answers are all there and correct.
+    let out = offload_load(&[
+        &url,
+        "--connections",
+        "2",
+        "--requests",
+        "20",
+        "--size",
+        "700",
+        "--rcvlowat",
+        "512",
+        "--json",
+    ]);
+    let v = json(&out);
+    assert_eq!(
+        (v["completed"].as_u64(), v["failed"].as_u64()),
+        (Some(20), Some(0))
+    );
+
     // Time-bounded saturation (wrk-like), and the text summary.
     let out = offload_load(&[
         &url,
@@ -100,6 +119,16 @@ fn bad_input_exits_2() {
         vec!["http://192.0.2.1:80/", "--rate", "5"], // remote
         vec!["https://127.0.0.1/", "--rate", "5"],   // no TLS
         vec!["http://127.0.0.1:1/", "--clients", "1", "--duration", "x"],
+        vec!["http://127.0.0.1:1/", "--clients", "1", "--rcvlowat", "512"], // no --size
+        vec![
+            "http://127.0.0.1:1/",
+            "--clients",
+            "1",
+            "--size",
+            "9",
+            "--rcvlowat",
+            "-1",
+        ],
     ] {
         let out = offload_load(&args);
         assert_eq!(

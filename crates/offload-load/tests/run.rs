@@ -366,3 +366,111 @@ fn remote_targets_need_allow_remote() {
     let err = Target::new(addr, "", false).unwrap_err();
     assert!(err.contains("allow_remote"));
 }
+
+/// The default options with a read mark of `bytes` and one record per request.
+fn marked(bytes: u32) -> Options {
+    Options {
+        rcvlowat: bytes,
+        records: true,
+        ..checked()
+    }
+}
+
+#[test]
+fn read_mark_holds_the_wake_until_the_body_comes() {
+    // The head comes 8 ms before the body. Without a mark the first byte read is the
+    // head's; with one (1024 of a 2048-byte body) the loop is first woken by the body.
+    // (An answer still without a byte after 10 ms loses its mark at a tick.)
+    let server = Server::start(Behavior::Split {
+        first: 0,
+        gap_ms: 8,
+    });
+    let plan = closed_loop(vec![object(2048)], 1, 3, 0.0, UNLIMITED, false);
+    let ttfb = |options: &Options| {
+        let r = go(&server, &plan, options);
+        assert_eq!((r.completed, r.failed), (3, 0), "{:?}", r.errors);
+        let mut t = r.records.unwrap().ttfb_s;
+        t.sort_by(f64::total_cmp);
+        t
+    };
+    let plain = ttfb(&Options {
+        records: true,
+        ..checked()
+    });
+    assert!(plain[1] < 0.004, "first byte without a mark: {plain:?}");
+    let mark = ttfb(&marked(1024));
+    assert!(mark[0] >= 0.008, "first byte with a mark: {mark:?}");
+}
+
+#[test]
+fn read_mark_is_dropped_when_the_rest_of_an_answer_is_short_of_it() {
+    // 2000 of 3000 bytes, then after 300 ms the last 1000: fewer than the mark of 1024,
+    // so the mark must go after the first read or the answer would time out (the tick
+    // only rescues answers without a first byte).
+    let server = Server::start(Behavior::Split {
+        first: 2000,
+        gap_ms: 300,
+    });
+    let plan = closed_loop(vec![object(3000)], 1, 2, 0.0, UNLIMITED, false);
+    let r = go(&server, &plan, &marked(1024));
+    assert_eq!((r.completed, r.failed), (2, 0), "{:?}", r.errors);
+    assert_eq!(r.body_bytes, 6000);
+}
+
+#[test]
+fn answer_shorter_than_the_read_mark_is_picked_up_by_the_tick() {
+    // A 9-byte error page never reaches a mark of 4096: the kernel does not wake the
+    // loop, and the 10 ms tick drops the mark and reads it, well before the 2 s timeout.
+    // The lane's last request asks to close, and the server's FIN wakes the loop at
+    // once, mark or not.
+    let server = Server::start(Behavior::ErrorPage(503));
+    let plan = closed_loop(vec![object(4096)], 1, 3, 0.0, UNLIMITED, false);
+    let r = go(&server, &plan, &marked(4096));
+    only_error(&r, ErrorKind::BadStatus, 3);
+    assert_eq!(r.status, vec![(503, 3)]);
+    assert_eq!(server.accepted(), 1);
+    let rec = r.records.unwrap();
+    let mut ttfb: Vec<(u32, f64)> = rec.request.iter().copied().zip(rec.ttfb_s).collect();
+    ttfb.sort_by_key(|&(request, _)| request);
+    for &(_, t) in &ttfb[..2] {
+        assert!(
+            (0.01..0.5).contains(&t),
+            "kept connection: first byte at {t} s"
+        );
+    }
+    assert!(
+        ttfb[2].1 < 0.5,
+        "closing answer: first byte at {} s",
+        ttfb[2].1
+    );
+}
+
+#[test]
+fn read_mark_leaves_every_kind_of_answer_correct() {
+    // Bodies below, at and above the mark, larger than the 64 KiB read buffer, chunked,
+    // one connection per request, and HEAD (no mark).
+    let sizes = [10, 1024, 5000, 200_000];
+    let objects = || sizes.iter().map(|&s| object(s)).collect::<Vec<_>>();
+    let server = Server::start(Behavior::Normal);
+    let r = go(
+        &server,
+        &closed_loop(objects(), 2, 12, 0.0, 4, false),
+        &marked(4096),
+    );
+    assert_eq!((r.completed, r.failed), (24, 0), "{:?}", r.errors);
+    let r = go(&server, &http10_plan(8, 5000), &marked(4096));
+    assert_eq!((r.completed, r.failed), (8, 0), "{:?}", r.errors);
+    let head = Options {
+        method: Method::Head,
+        ..marked(4096)
+    };
+    let r = go(&server, &closed_loop(objects(), 1, 4, 0.0, 4, false), &head);
+    assert_eq!((r.completed, r.failed), (4, 0), "{:?}", r.errors);
+    let chunked = Server::start(Behavior::Chunked);
+    let r = go(
+        &chunked,
+        &closed_loop(objects(), 1, 8, 0.0, 4, false),
+        &marked(4096),
+    );
+    assert_eq!((r.completed, r.failed), (8, 0), "{:?}", r.errors);
+}

@@ -83,7 +83,7 @@ fn sha256(hex: &str) -> PyResult<Option<[u8; 32]>> {
 #[pyfunction]
 #[pyo3(signature = (addr, host, allow_remote, objects, at_s, object, conn, keep_alive, client,
                     closed, threads, timeout_s, max_duration_s, method, verify, records,
-                    busy_poll_s, repeat=false, cores=Vec::new(), control=None))]
+                    busy_poll_s, repeat=false, cores=Vec::new(), rcvlowat=0, control=None))]
 #[allow(clippy::too_many_arguments)]
 fn load<'py>(
     py: Python<'py>,
@@ -106,6 +106,7 @@ fn load<'py>(
     busy_poll_s: f64,
     repeat: bool,
     cores: Vec<usize>,
+    rcvlowat: u32,
     control: Option<&LoadControl>,
 ) -> PyResult<Bound<'py, PyDict>> {
     let addr: SocketAddr = addr
@@ -162,6 +163,7 @@ fn load<'py>(
         busy_poll_s,
         repeat,
         cores,
+        rcvlowat,
         ..Options::default()
     };
     options.check().map_err(value_error)?;

@@ -33,6 +33,12 @@ pub enum Behavior {
     Chunked,
     /// This status, with a correct body.
     Status(u16),
+    /// This status with a 9-byte page, whatever was asked: an error page shorter than
+    /// the object.
+    ErrorPage(u16),
+    /// Correct, in two writes: the head and the body's first `first` bytes, then after
+    /// `gap_ms` the rest.
+    Split { first: u64, gap_ms: u64 },
     /// Reads requests and never answers.
     Silent,
     /// Answers normally, except that a response due between `from_s` and `until_s`
@@ -225,6 +231,18 @@ fn respond(
         }
         Behavior::WrongContent => body[0] ^= 0xff,
         Behavior::Status(s) => status = s,
+        Behavior::ErrorPage(s) => {
+            status = s;
+            body = b"not here\n".to_vec();
+            announced = body.len() as u64;
+        }
+        Behavior::Split { first, gap_ms } if !head_only => {
+            let head = format!("HTTP/1.1 200 X\r\nContent-Length: {n}\r\n{conn}\r\n");
+            let (a, b) = body.split_at(first as usize);
+            let ok = sock.write_all(&[head.as_bytes(), a].concat()).is_ok();
+            std::thread::sleep(Duration::from_millis(gap_ms));
+            return ok && sock.write_all(b).is_ok();
+        }
         Behavior::Chunked => {
             let mut out =
                 format!("HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n{conn}\r\n").into_bytes();
@@ -238,7 +256,7 @@ fn respond(
             }
             return sock.write_all(&out).is_ok();
         }
-        Behavior::Normal | Behavior::CloseEach => {}
+        Behavior::Normal | Behavior::CloseEach | Behavior::Split { .. } => {}
     }
     let mut out =
         format!("HTTP/1.1 {status} X\r\nContent-Length: {announced}\r\n{conn}\r\n").into_bytes();

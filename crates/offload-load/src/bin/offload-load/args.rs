@@ -64,6 +64,12 @@ pub struct Args {
     /// idle period, a whole core per thread at saturation.
     #[arg(long, default_value = "5us")]
     pub busy_poll: String,
+    /// Report an answer's socket readable only once this many of its bytes are there
+    /// (SO_RCVLOWAT), at most --size; needs --size. One wake-up and read per small
+    /// answer instead of often two; time to first byte then reads as the time the
+    /// first BYTES were there, and a shorter (wrong) answer waits up to 20 ms.
+    #[arg(long, default_value_t = 0, requires = "size")]
+    pub rcvlowat: u32,
     /// Seed of the Poisson arrivals.
     #[arg(long, default_value_t = 1)]
     pub seed: u64,
@@ -117,6 +123,7 @@ impl Setup {
         let mut options = Options {
             threads: a.threads,
             busy_poll_s,
+            rcvlowat: a.rcvlowat,
             timeout_s,
             method: match a.method {
                 MethodArg::Get => Method::Get,
