@@ -12,9 +12,14 @@
 #
 #   bash bench/loadgen_vs_wrk.sh [THREADS] [CONNECTIONS] [SECONDS] [RUNS]
 #
-# OFFLOAD_LOAD_FLAGS adds flags to offload-load (e.g. "--busy-poll 0"). NGINX_EXTRA adds
-# directives to nginx's http block: 'open_file_cache max=1000;' spares nginx an open and
-# a close per request, so that it holds the clients back less (see docs/load.md).
+# offload-load is told each file's size, so it checks every answer's length (wrk checks
+# none; a run with any failed request is refused), and it runs with a read mark of
+# RCVLOWAT bytes (default 1024; 0: off): the kernel wakes it once per answer, when that
+# much of it is there, instead of often once for nginx's head and again for the body
+# nginx sends apart (see --rcvlowat in docs/load.md). OFFLOAD_LOAD_FLAGS adds flags to
+# offload-load (e.g. "--busy-poll 0"). NGINX_EXTRA adds directives to nginx's http
+# block: 'open_file_cache max=1000;' spares nginx an open and a close per request, so
+# that it holds the clients back less (see docs/load.md).
 #
 # Needs nginx and wrk (installed with apt-get when missing, as root).
 set -euo pipefail
@@ -53,11 +58,14 @@ wrk_rate() {
   echo "$r $(per_request_us "$r")"
 }
 our_rate() {
-  local r
+  local r size
+  size=$(stat -c %s "$dir/www/${1##*/}")
   # shellcheck disable=SC2086  # the flags are meant to split
   r=$(/usr/bin/time -f '%U %S' -o "$cpu_file" "${client_cpu[@]}" "$ours" "$1" --connections "$conns" \
-    --threads "$threads" --duration "${secs}s" --json --quiet ${OFFLOAD_LOAD_FLAGS:-} |
-    python3 -c 'import json,sys; print(json.load(sys.stdin)["throughput"])')
+    --threads "$threads" --duration "${secs}s" --json --quiet --size "$size" \
+    --rcvlowat "${RCVLOWAT:-1024}" ${OFFLOAD_LOAD_FLAGS:-} |
+    python3 -c 'import json,sys; d = json.load(sys.stdin); print(d["throughput"] if d["failed"] == 0 else "failed")')
+  [ "$r" != failed ] || { echo "offload-load counted failed requests on $1" >&2; exit 1; }
   echo "$r $(per_request_us "$r")"
 }
 
