@@ -6,6 +6,7 @@ import contextlib
 import functools
 import json
 import os
+import re
 import shutil
 import threading
 import time
@@ -81,6 +82,7 @@ def test_poisson_stream_is_sent_on_schedule_and_verified(server, site):
     assert (r["completed"], r["failed"]) == (len(s), 0)
     assert (r.records["error"] == "").all() and (r.records["status"] == 200).all()
     assert r["connections"] == len(s)  # HTTP/1.0: one connection per request
+    assert r["connections_per_min"] == pytest.approx(len(s) * 60 / r["duration_s"])
     gaps = np.diff(np.sort(r.records["sent_s"].to_numpy()))
     assert stats.kstest(gaps, "expon", args=(0, 1 / 300)).pvalue > P_FLOOR
     assert r["achieved_rate"] == pytest.approx(r["offered_rate"], rel=0.02)
@@ -206,6 +208,18 @@ def test_cli_load_json_and_records(server, site, tmp_path):
     doc = json.loads(res.stdout)
     assert doc["failed"] == 0 and doc["completed"] > 20
     assert len(pd.read_parquet(records)) == doc["completed"]
+
+
+def test_cli_load_text_summary_shows_connections_per_minute(server, site):
+    target, _ = server
+    res = runner.invoke(app, ["load", target, "--objects", str(site), "--rate", "100",
+                              "--duration", "0.3s"])
+    assert res.exit_code == 0, res.output
+    per_min = re.search(r"([\d,]+) connections \(mean connect [\d.]+ ms, ([\d,]+)/min\)",
+                        " ".join(res.output.split()))
+    assert per_min, res.output
+    connections, rate = (int(g.replace(",", "")) for g in per_min.groups())
+    assert connections > 10 and rate > connections  # a run of under a minute
 
 
 def test_cli_load_steps_stop_at_the_bound(server, site):

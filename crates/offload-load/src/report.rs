@@ -516,6 +516,12 @@ fn num(x: f64) -> Value {
 }
 
 impl Report {
+    /// Connections established per minute of the run (seed 000's saturation measure);
+    /// NaN for a run of no duration.
+    pub fn connections_per_min(&self) -> f64 {
+        self.connections as f64 * 60.0 / self.duration_s
+    }
+
     /// The report as JSON: counts, errors by kind, status counts, rates, the send lag, and
     /// for the latencies (total, ttfb, connect; overall and per class) the mean and
     /// quantiles in seconds. Records are not included.
@@ -556,6 +562,7 @@ impl Report {
             "lag": {"mean_s": num(self.lag.mean_s), "p99_s": num(self.lag.p99_s),
                     "max_s": num(self.lag.max_s)},
             "connections": self.connections, "connect_mean_s": num(self.connect_mean_s),
+            "connections_per_min": num(self.connections_per_min()),
             "classes": classes,
         });
         v.as_object_mut().expect("an object").extend(

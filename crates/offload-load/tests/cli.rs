@@ -44,6 +44,8 @@ fn open_and_closed_loop_runs() {
         (Some(20), Some(0))
     );
     assert_eq!(v["connections"].as_u64(), Some(20));
+    let per_min = 20.0 * 60.0 / v["duration_s"].as_f64().unwrap();
+    assert!((v["connections_per_min"].as_f64().unwrap() - per_min).abs() < 1e-6 * per_min);
     assert!((v["offered_rate"].as_f64().unwrap() - 500.0).abs() < 1e-6);
     assert_eq!(server.accepted(), 20);
 
@@ -93,7 +95,10 @@ fn open_and_closed_loop_runs() {
     assert!(out.status.success());
     let text = String::from_utf8_lossy(&out.stdout);
     assert!(
-        text.contains("closed loop, 2 clients") && text.contains("p99.9"),
+        text.contains("closed loop, 2 clients")
+            && text.contains("p99.9")
+            && text.contains("connections (")
+            && text.contains("/min), mean"),
         "{text}"
     );
 

@@ -228,5 +228,5 @@ def report_table(result) -> Table:
          f"{_ms(lag['mean_s'])} ms, p99 {_ms(lag['p99_s'])} ms; " if offered else "")
         + f"throughput {r['throughput']:,.1f} req/s, goodput {r['goodput_Bps'] / 1e6:,.2f} MB/s,"
         f" {r['connections']:,} connections (mean connect {_ms(r['connect_mean_s'])} ms, "
-        f"{r['connections'] / max(r['duration_s'], 1e-9) * 60:,.0f}/min); errors: {errors}")
+        f"{r['connections_per_min'] or 0:,.0f}/min); errors: {errors}")
     return table

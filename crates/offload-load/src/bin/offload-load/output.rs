@@ -54,8 +54,9 @@ pub fn summary(setup: &Setup, r: &Report) -> String {
     let _ = writeln!(o, "  ttfb     {}", line(&r.overall.ttfb));
     let _ = writeln!(
         o,
-        "  connect  {} connections, mean {}",
+        "  connect  {} connections ({:.0}/min), mean {}",
         r.connections,
+        r.connections_per_min(),
         ms(r.connect_mean_s)
     );
     let errors: Vec<String> = ErrorKind::ALL
