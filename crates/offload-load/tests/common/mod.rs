@@ -236,13 +236,6 @@ fn respond(
             body = b"not here\n".to_vec();
             announced = body.len() as u64;
         }
-        Behavior::Split { first, gap_ms } if !head_only => {
-            let head = format!("HTTP/1.1 200 X\r\nContent-Length: {n}\r\n{conn}\r\n");
-            let (a, b) = body.split_at(first as usize);
-            let ok = sock.write_all(&[head.as_bytes(), a].concat()).is_ok();
-            std::thread::sleep(Duration::from_millis(gap_ms));
-            return ok && sock.write_all(b).is_ok();
-        }
         Behavior::Chunked => {
             let mut out =
                 format!("HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n{conn}\r\n").into_bytes();
@@ -260,8 +253,15 @@ fn respond(
     }
     let mut out =
         format!("HTTP/1.1 {status} X\r\nContent-Length: {announced}\r\n{conn}\r\n").into_bytes();
+    let head_len = out.len();
     if !head_only {
         out.extend_from_slice(&body);
+    }
+    if let Behavior::Split { first, gap_ms } = behavior {
+        let (a, b) = out.split_at((head_len + first as usize).min(out.len()));
+        let ok = sock.write_all(a).is_ok();
+        std::thread::sleep(Duration::from_millis(gap_ms));
+        return ok && sock.write_all(b).is_ok();
     }
     let ok = sock.write_all(&out).is_ok();
     ok && behavior != Behavior::ShortBody
