@@ -27,6 +27,20 @@ COST_FIELDS: dict[str, str] = {
     "engine_overhead": "X_c, engine cost of the host's commands",
     "engine_proto": "X_q, protocol work on the engine",
 }
+# The queues of the two systems, by table name: the host alone (no engine), the host with
+# an engine, and the engine.
+QUEUES: dict[str, str] = {
+    "host_alone": "the host CPU without an engine",
+    "host": "the host CPU with the engine",
+    "engine": "the offload engine",
+}
+# The costs of a queue beyond its requests' own service.
+QUEUE_FIELDS: dict[str, str] = {
+    "wakeup": "CPU time of each wake-up: paid once per busy period, by the request that "
+              "finds the queue idle",
+    "background": "CPU time of other work sharing the queue's core, per request of the "
+                  "scenario (it preempts the queue's own work)",
+}
 _CHOICES = {
     "system_delay": ("max", "sum"),
     "cpu_queue": ("mm1", "mg1"),
@@ -34,6 +48,17 @@ _CHOICES = {
 }
 
 Offload = float | Literal["auto"]
+_ZERO = dist.Deterministic(0.0)
+
+
+@dataclass(frozen=True)
+class Queue:
+    """What a queue pays beyond its requests' service times: a wake-up cost per busy
+    period, and background work on its core that arrives with the scenario's requests
+    (one job of ``background`` per request, at the total rate) and takes precedence."""
+
+    wakeup: Dist = _ZERO
+    background: Dist = _ZERO
 
 
 @dataclass(frozen=True)
@@ -69,6 +94,10 @@ class TrafficClass:
     hit_ratio: float = 0.0
     #: X_h, the engine's cost of a hit (None: the same as ``engine_proto``).
     engine_hit: Dist | None = None
+    #: d0, seconds of delay outside host and engine (network, kernel, client) for a
+    #: request served on the host, and (``d0_offload``, None: the same) for one offloaded.
+    d0: float = 0.0
+    d0_offload: float | None = None
 
     @property
     def auto(self) -> bool:
@@ -78,6 +107,11 @@ class TrafficClass:
     def hit_cost(self) -> Dist:
         return self.engine_proto if self.engine_hit is None else self.engine_hit
 
+    @property
+    def d0_sent(self) -> float:
+        """d0 of an offloaded request."""
+        return self.d0 if self.d0_offload is None else self.d0_offload
+
 
 @dataclass(frozen=True)
 class Scenario:
@@ -85,6 +119,9 @@ class Scenario:
     classes: tuple[TrafficClass, ...]
     options: Options = field(default_factory=Options)
     description: str = ""
+    host_alone: Queue = field(default_factory=Queue)
+    host: Queue = field(default_factory=Queue)
+    engine: Queue = field(default_factory=Queue)
 
     @property
     def rate(self) -> float:
@@ -123,8 +160,13 @@ def loads(text: str, source: str = "<scenario>", base_dir: Path | None = None) -
 def from_dict(data: dict, source: str = "<scenario>", base_dir: Path | None = None) -> Scenario:
     """Check a parsed scenario table and build the :class:`Scenario`."""
     errors: list[str] = []
-    _unknown_keys(data, {"name", "description", "options", "class"}, "", errors)
+    _unknown_keys(data, {"name", "description", "options", "class", *QUEUES}, "", errors)
     options = _options(data.get("options", {}), errors)
+    host = _queue(data.get("host", {}), "host", Queue(), base_dir, errors)
+    queues = {"host": host,
+              "host_alone": _queue(data.get("host_alone", {}), "host_alone", host, base_dir,
+                                   errors),
+              "engine": _queue(data.get("engine", {}), "engine", Queue(), base_dir, errors)}
     raw_classes = data.get("class")
     if not isinstance(raw_classes, list) or not raw_classes:
         errors.append('no traffic classes; add at least one [[class]] table with name, rate, '
@@ -148,7 +190,52 @@ def from_dict(data: dict, source: str = "<scenario>", base_dir: Path | None = No
         errors.append("description: must be a string")
     if errors:
         raise InputError("\n".join(f"{source}: {e}" for e in errors))
-    return Scenario(name, tuple(classes), options, description)
+    return Scenario(name, tuple(classes), options, description, **queues)
+
+
+def _queue(raw: object, table: str, default: Queue, base_dir: Path | None,
+           errors: list[str]) -> Queue:
+    """A ``[host]``, ``[host_alone]`` or ``[engine]`` table; missing fields keep ``default``'s."""
+    if not isinstance(raw, dict):
+        errors.append(f'{table}: must be a table, e.g. [{table}] wakeup = "det(20us)"')
+        return default
+    _unknown_keys(raw, set(QUEUE_FIELDS), f"{table}: ", errors)
+    values = {}
+    for key, meaning in QUEUE_FIELDS.items():
+        if key in raw:
+            d = _cost(raw[key], f"{table}: {key}", meaning, base_dir, errors)
+            if d is not None:
+                values[key] = d
+    return replace(default, **values)
+
+
+def _cost(spec: object, where: str, meaning: str, base_dir: Path | None,
+          errors: list[str]) -> Dist | None:
+    """A distribution spec with a finite second moment, or None and an error."""
+    try:
+        d = dist.parse(spec, base_dir)
+    except InputError as exc:
+        errors.append(f"{where}: {exc} ({meaning})")
+        return None
+    if not math.isfinite(d.m2):
+        errors.append(f"{where}: {d.infinite_m2_hint()}")
+        return None
+    return d
+
+
+def _delay(raw: dict, key: str, where: str, errors: list[str]) -> float | None:
+    """A fixed delay such as "120us"; None when absent or wrong (with an error)."""
+    if key not in raw:
+        return None
+    value = raw[key]
+    try:
+        if not isinstance(value, str):
+            raise InputError("write it as a string with a unit")
+        return dist.parse_time(value)
+    except InputError as exc:
+        errors.append(f"{where}{key}: {value!r}: {exc}; the delay outside host and engine "
+                      f'is a duration >= 0, e.g. {key} = "120us"')
+        return None
 
 
 def _options(raw: object, errors: list[str]) -> Options:
@@ -184,8 +271,8 @@ def _traffic_class(raw: object, index: int, base_dir: Path | None,
         name = f"#{index + 1}"
     where = f'class "{name}": '
     before = len(errors)
-    _unknown_keys(raw, {"name", "rate", "offload", "hit_ratio", "engine_hit", *COST_FIELDS},
-                  where, errors)
+    _unknown_keys(raw, {"name", "rate", "offload", "hit_ratio", "engine_hit", "d0",
+                        "d0_offload", *COST_FIELDS}, where, errors)
 
     rate = raw.get("rate")
     if not (_is_number(rate) and math.isfinite(rate) and rate > 0):
@@ -201,15 +288,11 @@ def _traffic_class(raw: object, index: int, base_dir: Path | None,
                 errors.append(f"{where}{key}: missing ({meaning}); add e.g. "
                               f'{key} = "exp(mean=1ms)", or "det(0)" if it is negligible')
             continue
-        try:
-            d = dist.parse(spec, base_dir)
-        except InputError as exc:
-            errors.append(f"{where}{key}: {exc}")
-            continue
-        if not math.isfinite(d.m2):
-            errors.append(f"{where}{key}: {d.infinite_m2_hint()}")
-            continue
-        costs[key] = d
+        d = _cost(spec, f"{where}{key}", meaning, base_dir, errors)
+        if d is not None:
+            costs[key] = d
+    d0 = _delay(raw, "d0", where, errors)
+    d0_offload = _delay(raw, "d0_offload", where, errors)
     hit_ratio = raw.get("hit_ratio", 0.0)
     if not (_is_number(hit_ratio) and 0 <= hit_ratio <= 1):
         errors.append(f"{where}hit_ratio: {hit_ratio!r} must be a share in [0, 1] of the "
@@ -221,7 +304,8 @@ def _traffic_class(raw: object, index: int, base_dir: Path | None,
     if len(errors) > before:
         return None
     return TrafficClass(name, float(rate), offload=offload if offload == "auto" else float(offload),
-                        hit_ratio=float(hit_ratio), **costs)
+                        hit_ratio=float(hit_ratio), d0=d0 or 0.0, d0_offload=d0_offload,
+                        **costs)
 
 
 def _unknown_keys(table: dict, known: set[str], where: str, errors: list[str]) -> None:
@@ -240,12 +324,18 @@ def dumps(scenario: Scenario) -> str:
     if scenario.description:
         data["description"] = scenario.description
     data["options"] = {f.name: getattr(opts, f.name) for f in fields(Options)}
+    for table in QUEUES:
+        queue = getattr(scenario, table)
+        data[table] = {key: str(getattr(queue, key)) for key in QUEUE_FIELDS}
     data["class"] = [
         {"name": c.name, "rate": c.rate,
          **{key: str(getattr(c, key)) for key in COST_FIELDS},
          "offload": c.offload,
          **({"hit_ratio": c.hit_ratio} if c.hit_ratio else {}),
-         **({"engine_hit": str(c.engine_hit)} if c.engine_hit is not None else {})}
+         **({"engine_hit": str(c.engine_hit)} if c.engine_hit is not None else {}),
+         "d0": dist.format_time(c.d0),
+         **({"d0_offload": dist.format_time(c.d0_offload)} if c.d0_offload is not None
+            else {})}
         for c in scenario.classes
     ]
     return tomli_w.dumps(data)

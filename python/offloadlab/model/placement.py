@@ -45,7 +45,7 @@ def optimise(rates: np.ndarray, share: np.ndarray, fixed: np.ndarray, k: ClassCo
     greedy = _host_cpu_optimum(lam, fixed, auto, k, cap)
     if options.objective == "host_cpu":
         q = solve(lam, greedy, k, options)
-        return greedy, (q.U_cpu <= cap) & (q.U_oe <= cap)
+        return greedy, (q.cpu.core <= cap) & (q.oe.core <= cap)
     f = np.empty_like(greedy)
     feasible = np.empty(len(lam), dtype=bool)
     per_rate = 3 * len(COARSE_STEPS) * lam.shape[1]
@@ -82,7 +82,7 @@ def _min_delay(lam, share, fixed, auto, greedy, k, options, cap):
     def objective(cand: np.ndarray) -> np.ndarray:  # cand: (start, rate, move, class)
         q = solve(lam_s[:, :, None, :], cand, k, options)
         mean_t = weighted(share, q.T_c).sum(-1)  # a class with no share adds nothing
-        within = (q.U_cpu <= cap) & (q.U_oe <= cap)
+        within = (q.cpu.core <= cap) & (q.oe.core <= cap)
         return np.where(within, mean_t, np.inf)
 
     best = objective(f[:, :, None, :])[..., 0]

@@ -39,29 +39,35 @@ def evaluate(scenario: Scenario, rates=None, fractions=None) -> Result:
             f = np.broadcast_to(fixed, (len(rates), len(share))).copy()
     lam = rates[:, None] * share
     q = solve(lam, f, k, scenario.options)
-    per = _per_class(q, lam, f, share, k)
+    per = _per_class(q, lam, f, share, k, scenario.options)
     return Result(scenario, rates, f, _overall(q, per, rates, f, share, k), per, tuple(notes))
 
 
-def _per_class(q, lam, f, share, k: ClassCosts) -> dict[str, np.ndarray]:
+def _per_class(q, lam, f, share, k: ClassCosts, options) -> dict[str, np.ndarray]:
     shape = lam.shape
     offloaded = lam * f
-    stable = ((q.U_cpu < SATURATED_AT) & (q.U_oe < SATURATED_AT))[:, None]
+    stable = ((q.cpu.core < SATURATED_AT) & (q.oe.core < SATURATED_AT))[:, None]
     cpu_relieved = np.broadcast_to(k.sent_host1 < k.h1, shape)
-    W_oe = np.broadcast_to(q.W_oe[:, None], shape)
+    W_oe = np.broadcast_to(q.oe.W[:, None], shape)
+
+    def woken(s, visits, extra):  # each request that finds a queue idle pays its wake-up
+        return visits * s.wakeups[:, None] * extra.d1
+
     return {
         "lam": lam, "f": f,
-        "U_noe": lam * k.h1, "W_noe": np.broadcast_to(q.W_noe[:, None], shape),
-        "T_noe": q.T_noe_c,
-        "U_cpu": lam * ((1 - f) * k.h1 + f * k.sent_host1),
-        "W_cpu": np.broadcast_to(q.W_cpu[:, None], shape), "T_cpu": q.T_cpu_c,
-        "U_oe": offloaded * k.sent_engine1, "W_oe": W_oe, "T_oe": q.T_oe_c,
+        "U_noe": lam * k.h1 + woken(q.noe, lam, k.noe),
+        "W_noe": np.broadcast_to(q.noe.W[:, None], shape), "T_noe": q.T_noe_c,
+        "U_cpu": (lam * ((1 - f) * k.h1 + f * k.sent_host1)
+                  + woken(q.cpu, lam * (1 - f * k.hit), k.cpu)),
+        "W_cpu": np.broadcast_to(q.cpu.W[:, None], shape), "T_cpu": q.T_cpu_c,
+        "U_oe": offloaded * k.sent_engine1 + woken(q.oe, offloaded, k.oe),
+        "W_oe": W_oe, "T_oe": q.T_oe_c,
         "T": q.T_c, "T_sum": q.T_sum_c,
         "N_q": weighted(offloaded, W_oe),
         "N_oe": weighted(offloaded, q.T_oe_c),
         "cpu_relieved": cpu_relieved,
         "beneficial": (f > 0) & cpu_relieved & stable & (q.T_c <= q.T_noe_c),
-        "EXo_max": overhead_bound(lam, f, k, q),
+        "EXo_max": overhead_bound(lam, f, k, q, options),
         **{key: share * v[:, None] for key, v in _saturation_rates(k, f, share).items()},
         **{key: np.broadcast_to(v[:, None], shape) for key, v in _saturated(q).items()},
     }
@@ -74,7 +80,7 @@ def _overall(q, per: dict, rates, f, share, k: ClassCosts) -> dict[str, np.ndarr
     # Mean engine sojourn over offloaded requests (over all, as a what-if, if none are).
     oe_weight = np.where(any_sent[:, None], sent, share)
     oe_weight = oe_weight / oe_weight.sum(-1, keepdims=True)
-    stable = (q.U_cpu < SATURATED_AT) & (q.U_oe < SATURATED_AT)
+    stable = (q.cpu.core < SATURATED_AT) & (q.oe.core < SATURATED_AT)
     cpu_relieved = (sent * (k.h1 - k.sent_host1)).sum(-1) > 0
     T, T_noe = _wmean(share, q.T_c), _wmean(share, q.T_noe_c)
     # The host's sojourn is a mean over the requests that visit it: cache hits do not.
@@ -83,9 +89,9 @@ def _overall(q, per: dict, rates, f, share, k: ClassCosts) -> dict[str, np.ndarr
     visits = np.divide(visits, total, out=np.zeros_like(visits), where=total > 0)
     return {
         "lam": rates, "f": sent.sum(-1),
-        "U_noe": q.U_noe, "W_noe": q.W_noe, "T_noe": T_noe,
-        "U_cpu": q.U_cpu, "W_cpu": q.W_cpu, "T_cpu": _wmean(visits, q.T_cpu_c),
-        "U_oe": q.U_oe, "W_oe": q.W_oe, "T_oe": _wmean(oe_weight, q.T_oe_c),
+        "U_noe": q.U_noe, "W_noe": q.noe.W, "T_noe": T_noe,
+        "U_cpu": q.U_cpu, "W_cpu": q.cpu.W, "T_cpu": _wmean(visits, q.T_cpu_c),
+        "U_oe": q.U_oe, "W_oe": q.oe.W, "T_oe": _wmean(oe_weight, q.T_oe_c),
         "T": T, "T_sum": _wmean(share, q.T_sum_c),
         "N_q": per["N_q"].sum(-1), "N_oe": per["N_oe"].sum(-1),
         "cpu_relieved": cpu_relieved,
@@ -101,11 +107,12 @@ def _wmean(w: np.ndarray, x: np.ndarray) -> np.ndarray:
 
 
 def _saturation_rates(k: ClassCosts, f, share) -> dict[str, np.ndarray]:
-    """Total arrival rate at which each queue reaches U = 1, at this mix and these fractions."""
+    """Total arrival rate at which each queue, with its background, reaches full load at
+    this mix and these fractions (wake-ups vanish there: no queue is ever idle)."""
     per_unit_rate = {
-        "noe": (share * k.h1).sum(-1),
-        "cpu": (share * ((1 - f) * k.h1 + f * k.sent_host1)).sum(-1),
-        "oe": (share * f * k.sent_engine1).sum(-1),
+        "noe": (share * k.h1).sum(-1) + k.noe.b1,
+        "cpu": (share * ((1 - f) * k.h1 + f * k.sent_host1)).sum(-1) + k.cpu.b1,
+        "oe": (share * f * k.sent_engine1).sum(-1) + k.oe.b1,
     }
     # A vanishing load (a fraction of 1e-309) saturates at a rate beyond float range: inf.
     with np.errstate(divide="ignore", over="ignore"):
@@ -114,4 +121,4 @@ def _saturation_rates(k: ClassCosts, f, share) -> dict[str, np.ndarray]:
 
 
 def _saturated(q) -> dict[str, np.ndarray]:
-    return saturation_flags(q.U_noe, q.U_cpu, q.U_oe)
+    return saturation_flags(q.noe.core, q.cpu.core, q.oe.core)

@@ -11,18 +11,43 @@ Seed 001's object cache on the engine: a share h_c of the offloaded requests hit
 and is answered by the engine alone, for X_h; the misses go as above. With h = 0 the
 model is seed 000's.
 
+Beyond the seed (issue 25), each queue may pay a cost D per wake-up (the request that
+finds it idle starts a busy period and pays D on top of its service: Welch's M/G/1 with
+exceptional first service) and may share its core with background work B per request of
+the scenario, which preempts it (a preemptive-resume priority class). :func:`station`
+solves one such queue; with D = B = 0 it is the Pollaczek-Khinchine queue. A fixed delay
+d0 outside host and engine is added to each path's end-to-end delay.
+
 All functions broadcast: rates and fractions may carry any leading shape (a rate
 sweep, a batch of candidate splits) with classes on the last axis.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
 from offloadlab.results import SATURATED_AT
-from offloadlab.scenario import Options, Scenario
+from offloadlab.scenario import Options, Queue, Scenario
+
+
+@dataclass(frozen=True)
+class Extra:
+    """A queue's wake-up cost D and background work B per request: first and second
+    moments (seconds, seconds^2)."""
+
+    d1: float = 0.0
+    d2: float = 0.0
+    b1: float = 0.0
+    b2: float = 0.0
+
+    @classmethod
+    def of(cls, q: Queue) -> Extra:
+        return cls(q.wakeup.mean, q.wakeup.m2, q.background.mean, q.background.m2)
+
+
+NONE = Extra()
 
 
 @dataclass(frozen=True)
@@ -51,6 +76,11 @@ class ClassCosts:
     hit: np.ndarray
     x1: np.ndarray
     x2: np.ndarray
+    d0: np.ndarray        # fixed delay outside host and engine, request kept on the host
+    d0_sent: np.ndarray   # ... and offloaded
+    noe: Extra = NONE     # wake-up and background of the host alone,
+    cpu: Extra = NONE     # of the host with the engine,
+    oe: Extra = NONE      # and of the engine
 
     @property
     def sent_host1(self) -> np.ndarray:
@@ -80,7 +110,11 @@ class ClassCosts:
                    e1=c1 + q1, e2=c2 + q2 + 2 * c1 * q1,
                    cpu_queue=scenario.options.cpu_queue,
                    hit=np.array([c.hit_ratio for c in scenario.classes]),
-                   x1=np.array([d.mean for d in hits]), x2=np.array([d.m2 for d in hits]))
+                   x1=np.array([d.mean for d in hits]), x2=np.array([d.m2 for d in hits]),
+                   d0=np.array([c.d0 for c in scenario.classes]),
+                   d0_sent=np.array([c.d0_sent for c in scenario.classes]),
+                   noe=Extra.of(scenario.host_alone), cpu=Extra.of(scenario.host),
+                   oe=Extra.of(scenario.engine))
 
     @classmethod
     def measured(cls, h1, h2, g1, g2, e1, e2) -> ClassCosts:
@@ -93,7 +127,7 @@ class ClassCosts:
         return cls(a1=zero, a2=zero, p1=h1, o1=g1, o_scv=o_scv, h1=h1,
                    h2=np.asarray(h2, float), g1=g1, g2=np.asarray(g2, float),
                    e1=np.asarray(e1, float), e2=np.asarray(e2, float), cpu_queue="mg1",
-                   hit=zero, x1=zero, x2=zero)
+                   hit=zero, x1=zero, x2=zero, d0=zero, d0_sent=zero)
 
 
 def offloaded_host_m2(a1, a2, o1, o2, cpu_queue: str):
@@ -113,6 +147,62 @@ def pk_wait(load2: np.ndarray, util: np.ndarray) -> np.ndarray:
         return np.where(util < SATURATED_AT, load2 / (2 * (1 - util)), np.inf)
 
 
+@dataclass(frozen=True)
+class Station:
+    """One solved queue. A class-c request's mean sojourn is ``wait + stretch * s1_c``;
+    ``U`` is the queue's own busy share (wake-ups included, background not), ``core``
+    its core's (background included), ``W`` the mean sojourn less the request's own
+    service (wake-up included), ``wakeups`` the share of requests that find it idle."""
+
+    U: np.ndarray
+    core: np.ndarray
+    W: np.ndarray
+    wait: np.ndarray
+    stretch: np.ndarray
+    wakeups: np.ndarray
+
+    def sojourn(self, s1: np.ndarray) -> np.ndarray:
+        """Mean sojourn of requests with mean service ``s1`` (classes on the last axis)."""
+        return self.wait[..., None] + weighted(s1, self.stretch[..., None])
+
+
+def station(lam: np.ndarray, load1: np.ndarray, load2: np.ndarray, rate: np.ndarray,
+            x: Extra) -> Station:
+    """A FCFS queue fed ``lam`` requests/s with sum_c lam_c E[S_c] = ``load1`` and
+    sum_c lam_c E[S_c^2] = ``load2``, paying wake-up D and preempted by background B
+    that arrives at ``rate`` (the scenario's total rate). See docs/model.md, section 11.
+
+    The request that finds the queue idle has an exceptional first service
+    S0 = I + C(D + S) (Welch, 1964): C(x) stretches x by the background that arrives
+    meanwhile (mean x / (1 - sigma)), and I is the wait for the background found
+    busy, of mean i1 = rate E[B^2] / (2 (1 - sigma)^2). Taking E[I^2] = 2 i1^2 makes the
+    result exact in both known limits: Welch's queue for B = 0 and the preemptive-resume
+    priority queue for D = 0.
+    """
+    sigma = rate * x.b1
+    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+        open_ = sigma + load1 < SATURATED_AT
+        k = np.where(sigma < SATURATED_AT, 1 / (1 - sigma), np.inf)  # stretch C(x) / x
+        rho = load1 * k
+        # sum_c lam_c E[C(S_c)^2]: the stretched services' second moments.
+        load2_c = load2 * k**2 + load1 * rate * x.b2 * k**3
+        i1 = rate * x.b2 / 2 * k**2
+        e1 = i1 + x.d1 * k  # E[S0] - E[C(S)]
+        m1 = np.where(lam > 0, load1 / np.where(lam > 0, lam, 1), 0.0)
+        # E[S0^2] - E[C(S)^2], with S of the mean request.
+        e2 = (2 * i1**2 + 2 * i1 * (x.d1 + m1) * k + (x.d2 + 2 * x.d1 * m1) * k**2
+              + x.d1 * rate * x.b2 * k**3)
+        idle = np.where(open_, (1 - rho) / (1 + lam * e1), 0.0)  # P0: wake-ups per request
+        wait = (pk_wait(load2_c, np.where(open_, rho, 1.0))
+                + np.where(open_, lam * e2 / (2 * (1 + lam * e1)) + idle * e1, np.inf))
+        wait = np.where(open_, wait, np.inf)
+        W = np.where(open_, wait + m1 * (k - 1) - idle * x.d1, np.inf)
+    U = load1 + lam * idle * x.d1
+    # Past saturation the core is full: load1 + sigma >= 1 marks it, as U >= 1 did.
+    return Station(U=U, core=np.where(open_, U + sigma, np.maximum(load1 + sigma, 1.0)), W=W,
+                   wait=wait, stretch=k, wakeups=idle)
+
+
 def weighted(w: np.ndarray, x: np.ndarray) -> np.ndarray:
     """w * x, where a zero weight contributes 0 even if x is infinite (a path no
     request takes must not turn a result into NaN)."""
@@ -128,15 +218,13 @@ def mix(f: np.ndarray, on_host: np.ndarray, offloaded: np.ndarray) -> np.ndarray
 @dataclass(frozen=True)
 class Queues:
     """The solved model. Arrays shaped like the input rates: ``*_c`` per class
-    (classes last), the rest shared by all classes at that point."""
+    (classes last), the rest shared by all classes at that point. The ``T_*_c``
+    end-to-end delays include d0; the stations' own sojourns (``T_cpu_c``, ``T_oe_c``)
+    do not."""
 
-    U_noe: np.ndarray
-    W_noe: np.ndarray
-    U_cpu: np.ndarray
-    load2_cpu: np.ndarray
-    W_cpu: np.ndarray
-    U_oe: np.ndarray
-    W_oe: np.ndarray
+    noe: Station
+    cpu: Station
+    oe: Station
     T_noe_c: np.ndarray
     T_cpu_c: np.ndarray
     T_cpu_off_c: np.ndarray
@@ -144,23 +232,34 @@ class Queues:
     T_c: np.ndarray
     T_sum_c: np.ndarray
 
+    @property
+    def U_noe(self) -> np.ndarray:
+        return self.noe.U
+
+    @property
+    def U_cpu(self) -> np.ndarray:
+        return self.cpu.U
+
+    @property
+    def U_oe(self) -> np.ndarray:
+        return self.oe.U
+
 
 def solve(lam: np.ndarray, f: np.ndarray, k: ClassCosts, options: Options) -> Queues:
     """Solve host-alone and host + engine for class rates ``lam`` and fractions ``f``."""
     on_host, offloaded = lam * (1 - f), lam * f
     missed, hits = offloaded * (1 - k.hit), offloaded * k.hit
-    U_noe = (lam * k.h1).sum(-1)
-    W_noe = pk_wait((lam * k.h2).sum(-1), U_noe)
-    U_cpu = (on_host * k.h1 + missed * k.g1).sum(-1)
-    load2_cpu = (on_host * k.h2 + missed * k.g2).sum(-1)
-    W_cpu = pk_wait(load2_cpu, U_cpu)
-    U_oe = (missed * k.e1 + hits * k.x1).sum(-1)
-    W_oe = pk_wait((missed * k.e2 + hits * k.x2).sum(-1), U_oe)
+    rate = lam.sum(-1)
+    noe = station(rate, (lam * k.h1).sum(-1), (lam * k.h2).sum(-1), rate, k.noe)
+    cpu = station((on_host + missed).sum(-1), (on_host * k.h1 + missed * k.g1).sum(-1),
+                  (on_host * k.h2 + missed * k.g2).sum(-1), rate, k.cpu)
+    oe = station(offloaded.sum(-1), (missed * k.e1 + hits * k.x1).sum(-1),
+                 (missed * k.e2 + hits * k.x2).sum(-1), rate, k.oe)
 
-    T_host_c = W_cpu[..., None] + k.h1  # a request of class c that stays on the host
-    T_cpu_off_c = W_cpu[..., None] + k.g1  # ... one that is offloaded: its host part
-    T_miss_oe_c = W_oe[..., None] + k.e1  # ... and its engine part
-    T_hit_c = W_oe[..., None] + k.x1  # ... one the engine's cache answers
+    T_host_c = cpu.sojourn(k.h1)  # a request of class c that stays on the host
+    T_cpu_off_c = cpu.sojourn(k.g1)  # ... one that is offloaded: its host part
+    T_miss_oe_c = oe.sojourn(k.e1)  # ... and its engine part
+    T_hit_c = oe.sojourn(k.x1)  # ... one the engine's cache answers
     T_sum_off = mix(k.hit, T_cpu_off_c + T_miss_oe_c, T_hit_c)
     T_max_off = mix(k.hit, np.maximum(T_cpu_off_c, T_miss_oe_c), T_hit_c)
     T_off = T_max_off if options.system_delay == "max" else T_sum_off
@@ -169,34 +268,35 @@ def solve(lam: np.ndarray, f: np.ndarray, k: ClassCosts, options: Options) -> Qu
     with np.errstate(divide="ignore", invalid="ignore"):
         sent_share = np.where(visits > 0, f * (1 - k.hit) / visits, 0.0)
     return Queues(
-        U_noe=U_noe, W_noe=W_noe, U_cpu=U_cpu, load2_cpu=load2_cpu, W_cpu=W_cpu,
-        U_oe=U_oe, W_oe=W_oe,
-        T_noe_c=W_noe[..., None] + k.h1,
+        noe=noe, cpu=cpu, oe=oe,
+        T_noe_c=noe.sojourn(k.h1) + k.d0,
         T_cpu_c=mix(sent_share, T_host_c, T_cpu_off_c),
         T_cpu_off_c=T_cpu_off_c,
-        T_oe_c=W_oe[..., None] + k.sent_engine1,  # over every engine visit
-        T_c=mix(f, T_host_c, T_off),
-        T_sum_c=mix(f, T_host_c, T_sum_off),
+        T_oe_c=oe.sojourn(k.sent_engine1),  # over every engine visit
+        T_c=mix(f, T_host_c + k.d0, T_off + k.d0_sent),
+        T_sum_c=mix(f, T_host_c + k.d0, T_sum_off + k.d0_sent),
     )
 
 
-def overhead_bound(lam: np.ndarray, f: np.ndarray, k: ClassCosts, q: Queues) -> np.ndarray:
+def overhead_bound(lam: np.ndarray, f: np.ndarray, k: ClassCosts, q: Queues,
+                   options: Options) -> np.ndarray:
     """EXo_max per class: the largest mean host overhead E[X_o] for which offloading the
     class still relieves the CPU (E[X_o] < E[X_p]) and an offloaded request's host
-    sojourn stays within its no-offload delay T_noe (reference 000, section 2.8).
+    sojourn (with its d0) stays within its no-offload delay T_noe (reference 000,
+    section 2.8).
 
     X_o keeps its shape (its scv) as its mean x varies; the other classes stay as they
-    are. With one class, f = 1 and the M/M/1 CPU this is the closed form
-    T_noe / (1 + lam T_noe) - E[X_a], capped at E[X_p]. Never negative: 0 means no
-    overhead at all would keep the delay.
+    are. With one class, f = 1, the M/M/1 CPU and no wake-up, background or d0 this is
+    the closed form T_noe / (1 + lam T_noe) - E[X_a], capped at E[X_p]. Never negative:
+    0 means no overhead at all would keep the delay.
     """
     bound = np.empty(np.broadcast_shapes(lam.shape, f.shape))
     for c in range(bound.shape[-1]):
-        offloaded, target = (lam * f)[..., c], q.T_noe_c[..., c]
+        target = q.T_noe_c[..., c]
 
-        def fits(x: np.ndarray, c: int = c, offloaded=offloaded, target=target) -> np.ndarray:
+        def fits(x: np.ndarray, c: int = c, target=target) -> np.ndarray:
             # The offloaded host must also be stable where the host alone is not (T_noe = inf).
-            t = _host_sojourn_with_overhead(x, c, offloaded, k, q)
+            t = _host_sojourn_with_overhead(x, c, lam, f, k, options) + k.d0_sent[c]
             return np.isfinite(t) & (t <= target)
 
         lo, hi = np.zeros_like(target), np.full_like(target, k.p1[c])
@@ -209,10 +309,10 @@ def overhead_bound(lam: np.ndarray, f: np.ndarray, k: ClassCosts, q: Queues) -> 
     return bound
 
 
-def _host_sojourn_with_overhead(x, c: int, offloaded, k: ClassCosts, q: Queues):
+def _host_sojourn_with_overhead(x, c: int, lam, f, k: ClassCosts, options: Options):
     """Host sojourn of an offloaded class-c request if its mean overhead E[X_o] were x."""
-    g2_x = offloaded_host_m2(k.a1[c], k.a2[c], x, (1 + k.o_scv[c]) * x**2, k.cpu_queue)
-    missed = offloaded * (1 - k.hit[c])  # hits cost the host nothing
-    util = q.U_cpu + missed * (x - k.o1[c])
-    load2 = q.load2_cpu + missed * (g2_x - k.g2[c])
-    return pk_wait(load2, util) + k.a1[c] + x
+    shape = np.broadcast_shapes((*np.shape(x), 1), k.g1.shape)
+    g1, g2 = np.broadcast_to(k.g1, shape).copy(), np.broadcast_to(k.g2, shape).copy()
+    g1[..., c] = k.a1[c] + x
+    g2[..., c] = offloaded_host_m2(k.a1[c], k.a2[c], x, (1 + k.o_scv[c]) * x**2, k.cpu_queue)
+    return solve(lam, f, replace(k, g1=g1, g2=g2), options).T_cpu_off_c[..., c]
