@@ -56,6 +56,7 @@ def test_model_json_on_every_example(path):
         assert row.keys() >= ROW_KEYS
         if row["class"] != "all":
             assert "EXo_max" in row
+            assert row["verdict"] in ("helps", "hurts", "neutral") and row["reason"]
     classes = {row["class"] for row in doc["rows"]}
     assert classes == {"all", *doc["offload"]}
 
@@ -118,6 +119,23 @@ def test_bad_scenario_exits_2_naming_file_class_and_field(tmp_path):
     message = " ".join(done.stderr.split())
     assert str(bad) in message and 'class "c3"' in message and "host_proto" in message
     assert "alpha > 2" in message
+
+
+@pytest.mark.parametrize(("old", "new", "words"), [
+    ("rate = 50", 'rate = 50\nd0 = "-1ms"', ['class "c3": d0', ">= 0"]),
+    ("rate = 50", 'rate = 50\nd0 = "soon"', ['class "c3": d0', "not a duration"]),
+    ("[[class]]", '[engine]\nwakeup = "det(3)"\n[[class]]', ["engine: wakeup", "needs a unit"]),
+    ("[[class]]", '[engine]\nbackground = "x"\n[[class]]',
+     ["engine: background", "not a distribution spec"]),
+])
+def test_bad_d0_wakeup_or_background_exits_2_naming_the_field(tmp_path, old, new, words):
+    bad = tmp_path / "bad.toml"
+    bad.write_text(example_files()[1].read_text().replace(old, new))  # large-files.toml
+    result = run("model", bad)
+    assert result.exit_code == 2
+    message = " ".join(result.output.split())
+    assert all(w in message for w in words), message
+    assert "Traceback" not in result.output
 
 
 def test_parse_rates_includes_stop_and_rejects_huge_sweeps():

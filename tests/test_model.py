@@ -584,3 +584,98 @@ def test_hit_ratio_and_engine_hit_are_checked_and_round_trip():
     again = scenario.loads(scenario.dumps(s))
     assert again.classes[0].hit_ratio == 0.93
     assert str(again.classes[0].engine_hit) == str(s.classes[0].engine_hit)
+
+
+# ------------------------------------------------------------------ wake-ups, background, d0
+
+
+def _station(lam, s1, s2, rate=None, **extra):
+    from offloadlab.model.tandem import Extra, station
+    lam = np.atleast_1d(float(lam))
+    q = station(lam, lam * s1, lam * s2, lam if rate is None else np.atleast_1d(rate),
+                Extra(**extra))
+    return q, float(q.sojourn(np.array([s1]))[0, 0])
+
+
+def test_a_wakeup_cost_gives_welchs_exceptional_first_service():
+    # M/G/1 with exceptional first service S0 = D + S, written out independently:
+    # P0 = (1 - rho) / (1 + lam E[D]), W = lam E[S^2] / (2 (1 - rho))
+    # + lam (E[S0^2] - E[S^2]) / (2 (1 + lam (E[S0] - E[S]))), T = W + E[S] + P0 E[D].
+    lam, s1, s2, d1, d2 = 600.0, 1e-3, 2e-6, 2e-4, 4e-8
+    q, sojourn = _station(lam, s1, s2, d1=d1, d2=d2)
+    rho = lam * s1
+    P0 = (1 - rho) / (1 + lam * d1)
+    W = lam * s2 / (2 * (1 - rho)) + lam * (d2 + 2 * d1 * s1) / (2 * (1 + lam * d1))
+    assert sojourn == pytest.approx(W + s1 + P0 * d1, rel=1e-12)
+    assert q.wakeups[0] == pytest.approx(P0, rel=1e-12)
+    # Every request that wakes the queue pays D: CPU per request falls as load rises,
+    # and the busy share is 1 - P0 (so wake-ups per request are 1 - U).
+    assert q.U[0] == pytest.approx(rho + lam * P0 * d1, rel=1e-12)
+    assert 1 - q.U[0] == pytest.approx(P0, rel=1e-12)
+    light, _ = _station(10.0, s1, s2, d1=d1, d2=d2)
+    assert light.U[0] / 10.0 > q.U[0] / lam  # per request: s1 + P0 d1
+
+
+def test_background_work_gives_the_preemptive_priority_queue():
+    # The low class of a two-class preemptive-resume M/G/1 (background first):
+    # T = E[S] / (1 - sigma) + (lam_B E[B^2] + lam E[S^2]) / (2 (1 - sigma)(1 - sigma - rho)).
+    lam, s1, s2, b1, b2 = 500.0, 1e-3, 2e-6, 3e-4, 1.8e-7
+    q, sojourn = _station(lam, s1, s2, b1=b1, b2=b2)
+    sigma, rho = lam * b1, lam * s1
+    assert sojourn == pytest.approx(s1 / (1 - sigma) + (lam * b2 + lam * s2)
+                                    / (2 * (1 - sigma) * (1 - sigma - rho)), rel=1e-12)
+    assert q.U[0] == pytest.approx(rho) and q.core[0] == pytest.approx(rho + sigma)
+    # Own load and background together saturate the core.
+    full, T_full = _station(1 / (s1 + b1), s1, s2, b1=b1, b2=b2)
+    assert math.isinf(T_full) and full.core[0] >= 1
+
+
+def test_wakeup_and_background_raise_the_delay_and_d0_adds_to_each_path():
+    plain = one_class(100.0, base=SMALL)
+    rows = evaluate(plain, [200.0]).rows()[1]
+    sc = make_scenario([klass("c", 100.0, 1.0, SMALL, d0="300us", d0_offload="1ms")])
+    shifted = evaluate(sc, [200.0]).rows()[1]
+    assert shifted["T_noe"] == pytest.approx(rows["T_noe"] + 300e-6, rel=1e-12)
+    assert shifted["T"] == pytest.approx(rows["T"] + 1e-3, rel=1e-12)
+    assert shifted["T_sum"] == pytest.approx(rows["T_sum"] + 1e-3, rel=1e-12)
+    assert shifted["T_cpu"] == pytest.approx(rows["T_cpu"], rel=1e-12)  # a station's own
+    data = {"name": "q", "class": [klass("c", 100.0, 1.0, SMALL)],
+            "host": {"wakeup": "det(100us)"}, "engine": {"background": "det(200us)"}}
+    loaded = evaluate(scenario.from_dict(data), [200.0]).rows()[1]
+    assert loaded["T_noe"] > rows["T_noe"] and loaded["U_noe"] > rows["U_noe"]
+    assert loaded["T_oe"] > rows["T_oe"] and loaded["U_oe"] == pytest.approx(rows["U_oe"])
+    # The engine saturates with its background: at 2500/s, 0.625 + 0.5 >= 1 > 0.625.
+    saturated = evaluate(scenario.from_dict(data), [2500.0]).rows()[1]
+    assert saturated["saturated_oe"] and saturated["U_oe"] < 1
+
+
+def test_every_class_row_carries_its_verdict_on_its_own():
+    r = evaluate(example("five-classes"), [79.0, 250.0])
+    labels = r.per_class["verdict"]
+    assert set(labels.ravel()) <= {"helps", "hurts", "neutral"}
+    # c0's overhead exceeds its protocol work: offload adds host work at any rate.
+    assert (labels[:, 0] == "hurts").all()
+    # On its own: the class alone at its rate, all offloaded, as a one-class scenario says.
+    sc = example("five-classes")
+    for i, cls in enumerate(sc.classes):
+        alone = replace(sc, classes=(replace(cls, offload=1.0),))
+        row = evaluate(alone, [79.0 * cls.rate / sc.rate]).rows()[1]
+        assert labels[0, i] == verdict(row, cls.host_proto.mean, cls.host_overhead.mean)[0]
+
+
+def test_a_class_that_hurts_on_its_own_is_never_recommended():
+    # Class a relieves the host (E[X_o] < E[X_p]) but its path to the engine is slow
+    # (d0_offload): on its own it hurts. Class b loads the host; a delay optimiser that
+    # ignored the verdict would offload a to make room for b.
+    a = klass("a", 100.0, "auto", SMALL, host_overhead="exp(mean=0.05ms)",
+              d0_offload="5ms")
+    b = klass("b", 100.0, "auto", LARGE)
+    sc = make_scenario([a, b], cpu_queue="mg1")
+    r = evaluate(sc, np.linspace(20.0, 180.0, 9))
+    hurts = r.per_class["verdict"] == "hurts"
+    assert hurts[:, 0].all()
+    assert (r.fractions[hurts] == 0).all()
+    # Without the slow path the optimiser does offload a somewhere in this sweep.
+    free = make_scenario([klass("a", 100.0, "auto", SMALL, host_overhead="exp(mean=0.05ms)"),
+                          b], cpu_queue="mg1")
+    assert evaluate(free, np.linspace(20.0, 180.0, 9)).fractions[:, 0].max() > 0

@@ -196,3 +196,58 @@ def test_with_offload():
     assert s.with_offload(0.0).classes[0].offload == 0.0
     assert s.with_offload("auto").classes[0].auto
     assert s.classes[0].offload == 1.0  # unchanged
+
+
+# ------------------------------------------------------------------ d0, wake-ups, background
+
+QUEUES = '''
+[host]
+wakeup = "det(30us)"
+[engine]
+wakeup = "exp(mean=10us)"
+background = "det(40us)"
+'''
+
+
+def test_d0_wakeup_and_background_load_and_round_trip():
+    text = QUEUES + GOOD_CLASS + 'd0 = "120us"\nd0_offload = "0.2ms"\n'
+    s = scenario.loads(text, source="q.toml")
+    (c,) = s.classes
+    assert c.d0 == pytest.approx(120e-6) and c.d0_sent == pytest.approx(200e-6)
+    assert s.host.wakeup == dist.parse("det(30us)")
+    # The host alone is the same thread: it takes [host]'s costs unless told otherwise.
+    assert s.host_alone == s.host
+    assert s.engine == scenario.Queue(dist.parse("exp(mean=10us)"), dist.parse("det(40us)"))
+    assert scenario.loads(scenario.dumps(s), source="q.toml") == s
+
+
+def test_d0_offload_defaults_to_d0_and_every_cost_to_zero():
+    (c,) = scenario.loads(GOOD_CLASS + 'd0 = "1ms"\n').classes
+    assert c.d0_sent == c.d0 == pytest.approx(1e-3)
+    s = scenario.loads(GOOD_CLASS)
+    assert s.classes[0].d0 == 0 and s.host_alone == s.host == s.engine == scenario.Queue()
+
+
+@pytest.mark.parametrize(("extra", "words"), [
+    ('d0 = "-5us"', ['class "c3": d0', ">= 0"]),
+    ('d0 = 0.001', ['class "c3": d0', "string with a unit"]),
+    ('d0_offload = "fast"', ['class "c3": d0_offload', "not a duration"]),
+    ('d0 = "5"', ['class "c3": d0', "needs a unit"]),
+])
+def test_bad_d0_names_the_field_and_the_fix(extra, words):
+    message = _error(GOOD_CLASS + extra + "\n")
+    assert all(w in message for w in words), message
+    assert 'e.g. d0' in message
+
+
+@pytest.mark.parametrize(("table", "words"), [
+    ('[host]\nwakeup = "det(-1us)"', ["host: wakeup", ">= 0"]),
+    ('[engine]\nbackground = "lots"', ["engine: background", "not a distribution spec"]),
+    ('[engine]\nbackground = 5', ["engine: background", "not a distribution spec"]),
+    ('[host_alone]\nwakeup = "pareto(alpha=1.5, k=1us)"', ["host_alone: wakeup", "alpha > 2"]),
+    ('[engine]\nwake = "det(1us)"', ["engine: unknown field 'wake'", "background, wakeup"]),
+    ('host = 3', ["host: must be a table"]),
+])
+def test_bad_queue_costs_name_the_table_and_field(table, words):
+    message = _error(table + "\n" + GOOD_CLASS)
+    assert all(w in message for w in words), message

@@ -10,6 +10,6 @@ networks (the multi-tier model of seed 003) by mean value analysis;
 """
 
 from offloadlab.model.result import evaluate
-from offloadlab.model.verdict import verdict
+from offloadlab.model.verdict import alone, verdict
 
-__all__ = ["evaluate", "verdict"]
+__all__ = ["alone", "evaluate", "verdict"]

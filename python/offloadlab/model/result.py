@@ -12,6 +12,7 @@ import numpy as np
 
 from offloadlab.model.placement import optimise
 from offloadlab.model.tandem import ClassCosts, overhead_bound, solve, weighted
+from offloadlab.model.verdict import HURTS, verdicts
 from offloadlab.results import SATURATED_AT, Result, operating_points, saturation_flags
 from offloadlab.scenario import Scenario
 
@@ -21,26 +22,43 @@ def evaluate(scenario: Scenario, rates=None, fractions=None) -> Result:
 
     Rates keep the scenario's class mix. ``fractions`` (C,) or (R, C) overrides the
     scenario's offload fractions; otherwise classes marked ``"auto"`` are optimised
-    at each rate (see :mod:`offloadlab.model.placement`).
+    at each rate (see :mod:`offloadlab.model.placement`), except that a class whose
+    verdict on its own is "hurts" is kept on the host. Every class row carries that
+    ``verdict`` and its ``reason``.
     """
     rates, share, f = operating_points(scenario, rates, fractions)
     k = ClassCosts.of(scenario)
+    labels, reasons = verdicts(scenario, rates)
     notes: list[str] = []
     if f is None:
-        fixed = np.array([np.nan if c.auto else c.offload for c in scenario.classes])
-        if np.isnan(fixed).any():
-            f, feasible = optimise(rates, share, fixed, k, scenario.options)
-            if not feasible.all():
-                notes.append(
-                    f"at {np.count_nonzero(~feasible)} of {len(rates)} rates no offload split "
-                    f"keeps host and engine utilisation <= {scenario.options.util_cap:g}; "
-                    "the split shown moves as much host work to the engine as its cap allows")
-        else:
-            f = np.broadcast_to(fixed, (len(rates), len(share))).copy()
+        f, feasible = _fractions(scenario, rates, share, k, labels)
+        if not feasible.all():
+            notes.append(
+                f"at {np.count_nonzero(~feasible)} of {len(rates)} rates no offload split "
+                f"keeps host and engine utilisation <= {scenario.options.util_cap:g}; "
+                "the split shown moves as much host work to the engine as its cap allows")
     lam = rates[:, None] * share
     q = solve(lam, f, k, scenario.options)
     per = _per_class(q, lam, f, share, k, scenario.options)
+    per |= {"verdict": labels, "reason": reasons}
     return Result(scenario, rates, f, _overall(q, per, rates, f, share, k), per, tuple(notes))
+
+
+def _fractions(scenario: Scenario, rates, share, k: ClassCosts, labels: np.ndarray):
+    """The scenario's fractions, with "auto" classes optimised at each rate among those
+    whose verdict is not "hurts" (the others stay on the host); whether the caps held."""
+    fixed = np.array([np.nan if c.auto else c.offload for c in scenario.classes])
+    f = np.broadcast_to(np.nan_to_num(fixed), (len(rates), len(share))).copy()
+    feasible = np.ones(len(rates), dtype=bool)
+    if not np.isnan(fixed).any():
+        return f, feasible
+    # Rates with the same hurting classes share one optimisation.
+    pinned = np.isnan(fixed) & (labels == HURTS)
+    for pattern in np.unique(pinned, axis=0):
+        at = (pinned == pattern).all(-1)
+        f[at], feasible[at] = optimise(rates[at], share, np.where(pattern, 0.0, fixed), k,
+                                       scenario.options)
+    return f, feasible
 
 
 def _per_class(q, lam, f, share, k: ClassCosts, options) -> dict[str, np.ndarray]:
