@@ -5,6 +5,8 @@ point, a missed accuracy target)."""
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 import pandas as pd
 
@@ -171,10 +173,13 @@ def _verdicts(classes, modes) -> pd.DataFrame:
                          "reason": "E[X_o] < E[X_p] and the engine keeps up" if helps
                          else "the engine saturates first: E[X_q] > E[X_a] + E[X_p]",
                          "f": 1.0 if helps else 0.0, "EXp": exp, "EXo": exo, "rate": lam,
-                         "T_noe": t_noe, "T": t, "margin": 0.05,
+                         "T_noe": t_noe, "T": t, "host_cores_saved": lam * (exp - exo),
+                         "pays_from": 0.0 if helps else math.nan,
+                         "saturation_ratio": capacity(klass, mode) / capacity(klass, "inline"),
+                         "margin": 0.05,
                          "measured_saturation_ratio": capacity(klass, mode)
                          / capacity(klass, "inline") * 0.97,
-                         "measured_delay_ratio": t / t_noe * 1.05, "agree": True})
+                         "measured_delay_ratio": t / t_noe * 1.05, "agree": "yes"})
     return pd.DataFrame(rows, columns=list(COLUMNS["verdicts"]))
 
 

@@ -268,18 +268,20 @@ def handoff_summary(tables) -> dict | None:
 
 
 def verdict_table(tables) -> Table:
-    t = Table("class", "mode", "verdict", "f", "host µs alone → mode", "delay at ½λ*",
-              "saturation ×", "measured delay ×", "agree", title="Does offload help?",
-              caption="model verdict at half the host-alone saturation rate; f: fraction "
-                      "the optimiser sends to the engine for the fitted mix; × : measured "
-                      "mode / inline")
+    t = Table("class", "mode", "verdict", "f", "host µs alone → mode", "rate/s",
+              "delay alone → mode", "saturation ×", "measured delay ×", "agree",
+              title="Does offload help?",
+              caption="each class on its own at its rate in the exported scenario; f: "
+                      "fraction the optimiser sends to the engine for the mix; × : mode / "
+                      "inline, model then measured")
     costs = tables.costs.set_index(["class", "mode"])
     for v in tables.verdicts.itertuples():
         base, off = costs.loc[(v[1], "inline")], costs.loc[(v[1], v.mode)]
         t.add_row(v[1], v.mode, v.verdict, f"{v.f:.2f}",
-                  f"{us(base.EXa + base.EXp)} → {us(off.EXa + off.EXo)}",
-                  f"{ms(v.T_noe)} → {ms(v.T)} ms", f"{v.measured_saturation_ratio:.2f}",
-                  _ratio(v.measured_delay_ratio), "yes" if v.agree else "no")
+                  f"{us(base.EXa + base.EXp)} → {us(off.EXa + off.EXo)}", f"{v.rate:,.0f}",
+                  f"{ms(v.T_noe)} → {ms(v.T)} ms",
+                  f"{v.saturation_ratio:.2f} / {v.measured_saturation_ratio:.2f}",
+                  f"{_ratio(v.measured_delay_ratio)} (±{v.margin:.0%})", v.agree)
     return t
 
 

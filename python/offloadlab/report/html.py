@@ -39,7 +39,7 @@ table.meta td { border: none; }
 code { background: #f3f3f3; padding: 0.1em 0.3em; }
 .helps, .yes { color: #176a1d; font-weight: bold; }
 .hurts, .no { color: #b00020; font-weight: bold; }
-.neutral { color: #8a6d00; font-weight: bold; }
+.neutral, .inconclusive { color: #8a6d00; font-weight: bold; }
 .notes { border: 2px solid #b00020; border-left-width: 8px; background: #fff4e5;
          padding: 0.5em 1em; margin: 1em 0; }
 .notes h2 { margin-top: 0.3em; border: none; color: #b00020; }
@@ -140,13 +140,15 @@ def _verdicts(v: pd.DataFrame) -> str:
     for d in v.to_dict("records"):
         verdict = _text(d["verdict"])
         model = (f"E[X_p] {_us(d['EXp'])} µs, E[X_o] {_us(d['EXo'])} µs; "
-                 f"T {_ms(d['T_noe'])} → {_ms(d['T'])} ms at {_sig(d['rate'])}/s")
+                 f"T {_ms(d['T_noe'])} → {_ms(d['T'])} ms at {_sig(d['rate'])}/s; "
+                 f"saturation ×{_sig(d['saturation_ratio'])}")
         measured = (f"saturation ×{_sig(d['measured_saturation_ratio'])}, "
-                    f"delay ×{_sig(d['measured_delay_ratio'])}")
+                    f"delay ×{_sig(d['measured_delay_ratio'])} "
+                    f"(±{_pct(d['margin'])} shows no direction)")
         rows.append([_text(d["class"]), _text(d["mode"]),
                      (verdict, verdict if verdict in VERDICT_STYLES else ""),
                      _text(d["reason"]), (_pct(d["f"]), "num"), model, measured,
-                     _yes_no(d["agree"])])
+                     (_text(d["agree"]), _text(d["agree"]))])
     return _table(("class", "mode", "verdict", "reason (model)", "recommended f",
                    "model at the operating rate", "measured (mode / inline)", "agree"), rows)
 

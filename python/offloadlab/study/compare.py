@@ -16,6 +16,7 @@ import pandas as pd
 
 from offloadlab import model
 from offloadlab.calibrate import fit
+from offloadlab.model.verdict import HELPS, HURTS, MARGIN, NEUTRAL
 from offloadlab.scenario import Scenario
 from offloadlab.study.measure import Measured, core_shares, cpu_rows
 from offloadlab.study.plan import MIX, Plan
@@ -26,9 +27,9 @@ TARGETS = {"U_host": 0.05, "U_engine": 0.05, "T": 0.15}
 KS_P = 0.2
 SATURATION_TOLERANCE = 0.10
 BELOW_UTIL = 0.8
-# Verdicts: a delay ratio inside 1 ± this (or inside the measurement uncertainty of
-# the fixed path time d0, if wider) is neutral, for the model and the measurements.
-MARGIN = 0.05
+# A measured delay ratio inside 1 ± the margin (5%, or the measurement's uncertainty if
+# wider) shows no direction; a margin wider than this makes the comparison inconclusive.
+INCONCLUSIVE = 0.15
 
 
 @dataclass(frozen=True)
@@ -61,8 +62,9 @@ def _row(**values) -> dict:
     return {c: values.get(c, math.nan) for c in COLUMNS["points"]}
 
 
-def model_points(rows: dict, rates: np.ndarray, cls: str, mode: str, d0: float) -> pd.DataFrame:
-    """Model rows (a result's ``overall`` arrays) in the points table's columns."""
+def model_points(rows: dict, rates: np.ndarray, cls: str, mode: str) -> pd.DataFrame:
+    """Model rows (a result's ``overall`` arrays, d0 included) in the points table's
+    columns."""
     inline = mode == "inline"
     out = []
     for i, rate in enumerate(rates):
@@ -70,26 +72,26 @@ def model_points(rows: dict, rates: np.ndarray, cls: str, mode: str, d0: float) 
             source="model", mode=mode, **{"class": cls}, rate=float(rate),
             U_host=rows["U_noe" if inline else "U_cpu"][i],
             U_engine=math.nan if inline else rows["U_oe"][i],
-            T=rows["T_noe" if inline else "T"][i] + d0,
-            T_sum=math.nan if inline else rows["T_sum"][i] + d0, use="prediction"))
+            T=rows["T_noe" if inline else "T"][i],
+            T_sum=math.nan if inline else rows["T_sum"][i], use="prediction"))
     return pd.DataFrame(out, columns=list(COLUMNS["points"]))
 
 
-def sim_points(result, rates: np.ndarray, cls: str, mode: str, d0: float) -> pd.DataFrame:
-    """Simulator rows (its ``overall`` arrays) with their 95% intervals, in the points
-    table's columns."""
+def sim_points(result, rates: np.ndarray, cls: str, mode: str) -> pd.DataFrame:
+    """Simulator rows (its ``overall`` arrays, d0 included) with their 95% intervals, in
+    the points table's columns."""
     p = result.overall
     host, delay = ("U_noe", "T_noe") if mode == "inline" else ("U_cpu", "T")
 
-    def band(key: str, i: int, shift: float = 0.0) -> tuple[float, float, float]:
-        v, hw = p[key][i] + shift, p[f"{key}_hw"][i]
+    def band(key: str, i: int) -> tuple[float, float, float]:
+        v, hw = p[key][i], p[f"{key}_hw"][i]
         return v, v - hw, v + hw
 
     out = []
     for i, rate in enumerate(rates):
         u, u_lo, u_hi = band(host, i)
         e, e_lo, e_hi = (math.nan,) * 3 if mode == "inline" else band("U_oe", i)
-        t, t_lo, t_hi = band(delay, i, d0)
+        t, t_lo, t_hi = band(delay, i)
         out.append(_row(source="sim", mode=mode, **{"class": cls}, rate=float(rate),
                         U_host=u, U_host_lo=u_lo, U_host_hi=u_hi, U_engine=e,
                         U_engine_lo=e_lo, U_engine_hi=e_hi, T=t, T_lo=t_lo, T_hi=t_hi,
@@ -276,60 +278,91 @@ def _saturation(study: Study, cls: str, mode: str) -> dict:
 
 
 def verdicts(study: Study) -> list[dict]:
-    """Per class and offload mode: the model's verdict at half the host-alone
-    saturation rate, the optimiser's fraction for the fitted mix, and whether the
-    measurements say the same."""
+    """Per class and offload mode, at the exported scenario's own rates (the operating
+    point): the model's verdict and recommended fraction, exactly as ``offload model``
+    gives them on that scenario, and the testbed's evidence at the class's rate.
+
+    The measured delay ratio counts as a direction only beyond ``margin``: 5%, or the
+    uncertainty of the measured ratio and of d0 where wider. Past ``INCONCLUSIVE`` the
+    comparison is ``inconclusive``; otherwise ``agree`` is "yes" when the measured
+    direction is the verdict's and the measured saturation ratio does not point the
+    other way from the model's."""
     rows = []
     for mode, sc in study.fitted.scenarios.items():
-        recommended = model.evaluate(sc).per_class["f"][0]
+        result = model.evaluate(sc)
+        alone = model.alone(sc, result.rates)[0]
+        per = result.per_class
         for i, c in enumerate(sc.class_names):
             base, off = study.fitted.fits[c, "inline"], study.fitted.fits[c, mode]
-            rate = 0.5 * base.saturation
-            row = model.evaluate(study.fitted.single(c, mode), [rate]).rows()[1]
-            # The fixed path time counts: the hop to the engine and back is in d0.
-            row |= {"T_noe": row["T_noe"] + base.d0, "T": row["T"] + off.d0}
-            # A delay difference inside d0's measurement uncertainty is no evidence.
-            noise = np.nan_to_num(base.d0_hw) + np.nan_to_num(off.d0_hw)
-            margin = max(MARGIN, noise / row["T_noe"])
-            label, reason = model.verdict(row, base.EXp, off.EXo, margin)
-            reason += _crossover(study.fitted, c, mode)
+            row = alone[i]
+            rate = row["lam"]
+            label = str(per["verdict"][0, i])
+            pays_from, crossover = _crossover(study.fitted, c, mode)
             sat = (study.saturation[c, mode].run.throughput
                    / study.saturation[c, "inline"].run.throughput)
-            delay = _delay_ratio(study, c, mode, rate)
-            measured_label = ("helps" if delay < 1 - margin else "hurts" if delay > 1 + margin
-                              else "neutral" if math.isfinite(delay) else "")
-            rows.append({"class": c, "mode": mode, "verdict": label, "reason": reason,
-                         "f": float(recommended[i]), "EXp": base.EXp, "EXo": off.EXo,
-                         "rate": rate, "T_noe": row["T_noe"], "T": row["T"], "margin": margin,
-                         "measured_saturation_ratio": sat, "measured_delay_ratio": delay,
-                         "agree": measured_label == label})
+            predicted_sat = off.saturation / base.saturation
+            delay, delay_hw = _delay_ratio(study, c, mode, rate)
+            d0_noise = (np.nan_to_num(base.d0_hw) + np.nan_to_num(off.d0_hw)) / row["T_noe"]
+            # An unknown uncertainty of the measured ratio leaves it inconclusive.
+            margin = max(MARGIN, np.nan_to_num(delay_hw, nan=np.inf), d0_noise)
+            rows.append({"class": c, "mode": mode, "verdict": label,
+                         "reason": str(per["reason"][0, i]) + crossover,
+                         "f": float(per["f"][0, i]), "EXp": base.EXp, "EXo": off.EXo,
+                         "rate": rate, "T_noe": row["T_noe"], "T": row["T"],
+                         "host_cores_saved": row["U_noe"] - row["U_cpu"],
+                         "pays_from": pays_from, "saturation_ratio": predicted_sat,
+                         "margin": margin, "measured_saturation_ratio": sat,
+                         "measured_delay_ratio": delay,
+                         "agree": _agree(label, delay, margin, predicted_sat, sat)})
     return rows
 
 
-def _crossover(fitted: Fitted, cls: str, mode: str) -> str:
-    """Where, by the model with d0, offload starts to lower the mean delay, and what it
-    does to the saturation rate (a verdict at one rate hides both)."""
+def _direction(ratio: float, margin: float) -> str:
+    """helps | hurts | neutral for a delay ratio mode / inline."""
+    return HELPS if ratio < 1 - margin else HURTS if ratio > 1 + margin else NEUTRAL
+
+
+def _agree(label: str, delay: float, margin: float, predicted_sat: float,
+           measured_sat: float) -> str:
+    if not math.isfinite(delay) or margin > INCONCLUSIVE:
+        return "inconclusive"
+    # Capacity must not move the other way: up by the model and down measured, or back.
+    opposite = {_direction(1 / predicted_sat, MARGIN),
+                _direction(1 / measured_sat, MARGIN)} == {HELPS, HURTS}
+    return "yes" if _direction(delay, margin) == label and not opposite else "no"
+
+
+def _crossover(fitted: Fitted, cls: str, mode: str) -> tuple[float, str]:
+    """The class's rate from which, by the model, offload lowers its mean delay (0: at
+    every rate, NaN: at none below the host-alone saturation), and a clause that says
+    so and what offload does to the saturation rate (a verdict at one rate hides both)."""
     base, off = fitted.fits[cls, "inline"], fitted.fits[cls, mode]
     rates = np.linspace(0.005, 0.995, 199) * base.saturation
     o = model.evaluate(fitted.single(cls, mode), rates).overall
-    lower = (o["T"] + off.d0) < (o["T_noe"] + base.d0)
+    lower = o["T"] < o["T_noe"]
     capacity = f"; saturation {base.saturation:,.0f} -> {off.saturation:,.0f} req/s"
     if lower.all():
-        return f"; lower delay at every rate{capacity}"
+        return 0.0, f"; lower delay at every rate{capacity}"
     if not lower.any():
-        return f"; no lower delay below the host-alone saturation{capacity}"
-    return f"; lower delay from {rates[np.argmax(lower)]:,.0f} req/s on{capacity}"
+        return math.nan, f"; no lower delay below the host-alone saturation{capacity}"
+    start = float(rates[np.argmax(lower)])
+    return start, f"; lower delay from {start:,.0f} req/s on{capacity}"
 
 
-def _delay_ratio(study: Study, cls: str, mode: str, rate: float) -> float:
-    """Measured mean delay with offload over without, at ``rate`` (interpolated in
-    each sweep; NaN if either sweep does not reach it)."""
-    def at(m: str) -> float:
+def _delay_ratio(study: Study, cls: str, mode: str, rate: float) -> tuple[float, float]:
+    """Measured mean delay with offload over without at ``rate`` (interpolated in each
+    sweep; NaN if either sweep does not reach it), and the relative half-width of that
+    ratio from the two nearest runs' 95% intervals."""
+    def at(m: str) -> tuple[float, float]:
         runs = sorted(study.sweeps[cls, m], key=lambda x: x.run.rate)
         x = np.array([r.run.rate for r in runs])
+        if not len(x) or not x[0] <= rate <= x[-1]:
+            return math.nan, math.nan
         y = np.array([r.run.T for r in runs])
-        return float(np.interp(rate, x, y)) if len(x) and x[0] <= rate <= x[-1] else math.nan
-    return at(mode) / at("inline")
+        near = runs[int(np.argmin(np.abs(x - rate)))]
+        return float(np.interp(rate, x, y)), (near.T_hi - near.T_lo) / 2 / near.run.T
+    (t_mode, e_mode), (t_inline, e_inline) = at(mode), at("inline")
+    return t_mode / t_inline, math.hypot(e_mode, e_inline)
 
 
 def _costs(f: fit.ClassFit) -> dict:

@@ -35,11 +35,12 @@ class Budget:
     def load_seconds(self, classes: int, modes: int, mix: bool = False,
                      handoff_runs: int = 0) -> float:
         """Seconds of load the testbed phases plan (without server start-up); the mix
-        is measured but not calibrated on."""
+        is measured but not calibrated on. A sweep runs one more point, at the operating
+        rate, unless a sweep point is close to it."""
         saturation = SATURATION_REPEATS * self.saturation_s
-        per = saturation + self.run_s * (len(self.calibration) + len(self.sweep))
-        return (modes * (classes * per + mix * (saturation + self.run_s * len(self.sweep)))
-                + handoff_runs * self.run_s)
+        sweep = self.run_s * (len(self.sweep) + 1)
+        per = saturation + self.run_s * len(self.calibration) + sweep
+        return modes * (classes * per + mix * (saturation + sweep)) + handoff_runs * self.run_s
 
 
 BUDGETS = {b.name: b for b in (

@@ -13,6 +13,7 @@ Phases, each reported to ``progress(phase, done, total)`` in seconds of planned 
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from dataclasses import replace
 
@@ -71,15 +72,17 @@ def run(plan: Plan, progress: Progress | None = None) -> compare.Study:
     tick("calibration", total, total)
     fitted = calibrate(plan, calibration)
 
-    total = len(pairs) * budget.run_s * len(budget.sweep)
+    operating = operating_rates(fitted)
+    total = len(pairs) * budget.run_s * (len(budget.sweep) + 1)
     sweeps: dict = {}
     done = 0.0
     for load, mode in pairs:
-        top = fitted.fits[load.name, mode].saturation
+        rates = sweep_rates(budget.sweep, fitted.fits[load.name, mode].saturation,
+                            operating[load.name])
         sweeps[load.name, mode] = []
-        for share in budget.sweep:
+        for rate in rates:
             tick("measure", done, total)
-            m = measure(plan, load, mode, "validation", share * top)
+            m = measure(plan, load, mode, "validation", rate)
             done += budget.run_s
             sweeps[load.name, mode].append(m)
             if _stop(m):
@@ -100,6 +103,22 @@ def run(plan: Plan, progress: Progress | None = None) -> compare.Study:
             tick("handoff", done * budget.run_s, total * budget.run_s)
         result = handoff.run(experiment, step)
     return compare.Study(plan, fitted, saturation, calibration, sweeps, predictions, result)
+
+
+def operating_rates(fitted: compare.Fitted) -> dict[str, float]:
+    """Each load's rate at the operating point, the exported scenarios' own rates (the
+    same in every mode): where the verdicts are given and measured."""
+    sc = next(iter(fitted.scenarios.values()))
+    return {**{c.name: c.rate for c in sc.classes}, MIX: sc.rate}
+
+
+def sweep_rates(shares: tuple[float, ...], top: float, operating: float) -> list[float]:
+    """The sweep's rates, fractions ``shares`` of the saturation rate ``top``, with the
+    operating rate in its place among them unless one is within 5% of it already."""
+    rates = [share * top for share in shares]
+    if all(abs(r / operating - 1) > 0.05 for r in rates):
+        rates = sorted([*rates, operating])
+    return rates
 
 
 def _stop(m: Measured) -> bool:
@@ -134,8 +153,13 @@ def calibrate(plan: Plan, calibration: dict) -> compare.Fitted:
         for c in names:
             fits[c, mode] = fit.fit_class([m.run for m in calibration[c, mode]], mss,
                                           engine_model=engine)
-    scenarios = {mode: build_scenario(plan, fits, mode) for mode in plan.offload_modes}
-    fitted = compare.Fitted(fits, tuple(models), scenarios)
+
+    def scenarios() -> dict[str, Scenario]:
+        return {mode: build_scenario(plan, fits, mode) for mode in plan.offload_modes}
+
+    fitted = compare.Fitted(fits, tuple(models), scenarios())
+    # d0 is what the model without it leaves of the measured delay at the calibration
+    # rates; the scenarios are then built again with it.
     for (c, mode), runs in calibration.items():
         column = "T_noe" if mode == "inline" else "T"
         rates = np.array([m.run.throughput for m in runs])
@@ -146,7 +170,7 @@ def calibrate(plan: Plan, calibration: dict) -> compare.Fitted:
         shares = [plan.shares[c] for c in names]
         for mode in plan.modes:
             fits[MIX, mode] = fit.mixture([fits[c, mode] for c in names], shares, MIX)
-    return fitted
+    return compare.Fitted(fits, tuple(models), scenarios())
 
 
 def build_scenario(plan: Plan, fits: dict, mode: str) -> Scenario:
@@ -167,12 +191,18 @@ def build_scenario(plan: Plan, fits: dict, mode: str) -> Scenario:
             host_overhead=fit.with_moments(off.EXo, off.EXo**2),
             engine_overhead=fit.with_moments(off.EXc, off.EXc**2),
             engine_proto=fit.with_moments(off.EXq, off.EXq_m2),
-            offload="auto"))
+            offload="auto", d0=_delay(base.d0), d0_offload=_delay(off.d0)))
     return Scenario(f"fitted-{mode}", tuple(classes),
                     scenario.Options(system_delay="max", cpu_queue="mg1"),
                     f"Fitted by offload study on the testbed ({mode} mode, "
                     f"{plan.workload}); the classes' shares of the mix at half its "
                     "host-alone capacity")
+
+
+def _delay(d0: float) -> float:
+    """A fitted d0 as the scenario keeps it: none before it is fitted, and never below 0
+    (a negative gap means the model over-predicts the delay; the accuracy table shows it)."""
+    return max(d0, 0.0) if math.isfinite(d0) else 0.0
 
 
 def _model_rows(fitted: compare.Fitted, cls: str, mode: str, rates: np.ndarray) -> dict:
@@ -185,12 +215,12 @@ def predict(fitted: compare.Fitted, cls: str, mode: str, rates: np.ndarray,
     the swept rates below saturation. Frames in the points table's columns."""
     f = fitted.fits[cls, mode]
     line = np.linspace(0, 1.05 * f.saturation, _LINE_POINTS)[1:]
-    at = compare.model_points(_model_rows(fitted, cls, mode, rates), rates, cls, mode, f.d0)
-    drawn = compare.model_points(_model_rows(fitted, cls, mode, line), line, cls, mode, f.d0)
+    at = compare.model_points(_model_rows(fitted, cls, mode, rates), rates, cls, mode)
+    drawn = compare.model_points(_model_rows(fitted, cls, mode, line), line, cls, mode)
     stable = rates[(rates > 0) & (rates < 0.98 * f.saturation)]
     sims = pd.DataFrame()
     if len(stable):
         result = sim.run(fitted.single(cls, mode), rates=stable, requests=requests, seed=seed)
-        sims = compare.sim_points(result, stable, cls, mode, f.d0)
+        sims = compare.sim_points(result, stable, cls, mode)
     return {"at": at, "line": drawn, "sim": sims}
 

@@ -45,15 +45,18 @@ COLUMNS: dict[str, tuple[str, ...]] = {
     # both it and p > 0.2 hold; why: the broken assumption when not.
     "accuracy": ("class", "mode", "metric", "source", "mape", "n", "ks_D", "ks_p", "ks_n",
                  "ks_m", "target", "met", "why"),
-    # One row per (class, mode != inline): the verdict helps | hurts | neutral with the
-    # reason in the model's terms at the operating rate, the multi-class optimiser's
-    # recommended fraction f, and the measured evidence (saturation ratio mode/inline,
-    # mean delay ratio at the common sweep rate) and whether it agrees with the model.
-    # margin: the relative delay difference T / T_noe - 1 that still counts as neutral
-    # (5%, or d0's uncertainty when wider).
+    # One row per (class, mode != inline), at the operating point (the exported
+    # scenario's own rates; rate is the class's): the verdict helps | hurts | neutral
+    # of the class on its own with its reason, the fraction f the optimiser recommends
+    # for the mix (0 where the verdict is hurts), the model's delays with and without
+    # offload (d0 included), host cores saved (negative: lost), the class's rate from
+    # which offload lowers its delay (pays_from; 0 always, NaN never), the model's
+    # saturation ratio mode / inline; then the testbed's: saturation ratio and delay
+    # ratio at the class's rate, the margin within which that ratio shows no direction,
+    # and agree: yes | no | inconclusive (margin wider than 15%).
     "verdicts": ("class", "mode", "verdict", "reason", "f", "EXp", "EXo", "rate",
-                 "T_noe", "T", "margin", "measured_saturation_ratio",
-                 "measured_delay_ratio", "agree"),
+                 "T_noe", "T", "host_cores_saved", "pays_from", "saturation_ratio",
+                 "margin", "measured_saturation_ratio", "measured_delay_ratio", "agree"),
     # One row per (class, mode): the fitted means (and second moments) of the model's
     # service times, the fitted distribution specs of X_p (inline) or X_q (offload
     # modes), and d0, the fixed delay outside host and engine (network and client).
