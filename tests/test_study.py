@@ -12,7 +12,7 @@ from typer.testing import CliRunner
 
 from offloadlab import model, scenario
 from offloadlab.cli import app
-from offloadlab.study import measure, plan
+from offloadlab.study import compare, measure, plan
 from offloadlab.study.tables import COLUMNS
 from offloadlab.workload import fileset
 from offloadlab.workload.specs import FileSetSpec
@@ -93,6 +93,36 @@ def test_the_fitted_scenario_is_reusable_and_matches_the_costs(studies):
         assert 90e-6 < cls.app.mean < 115e-6
         assert 0 < cls.host_overhead.mean < cls.host_proto.mean
     assert model.evaluate(sc).rows()  # the model solves it as written
+
+
+def test_the_exported_scenario_gives_the_studys_verdicts_and_fractions(studies):
+    out, _ = studies[0]
+    summary = json.loads((out / "summary.json").read_text())
+    result = runner.invoke(app, ["model", str(out / "scenario-engine.toml"), "--json"])
+    assert result.exit_code == 0, result.output
+    rows = {r["class"]: r for r in json.loads(result.stdout)["rows"] if r["class"] != "all"}
+    for v in summary["verdicts"]:
+        row = rows[v["class"]]
+        assert row["verdict"] == v["verdict"] and row["f"] == pytest.approx(v["f"]), v
+        assert row["lam"] == pytest.approx(v["rate"])
+        assert v["verdict"] != "hurts" or v["f"] == 0
+        assert v["agree"] in ("yes", "no", "inconclusive")
+        assert v["margin"] <= 0.15 or v["agree"] == "inconclusive"
+
+
+@pytest.mark.parametrize(("label", "delay", "margin", "model_sat", "measured_sat", "agree"), [
+    ("helps", 0.80, 0.05, 1.5, 1.4, "yes"),
+    ("hurts", 1.30, 0.05, 0.9, 0.8, "yes"),
+    ("neutral", 1.03, 0.05, 1.0, 1.02, "yes"),
+    ("neutral", 1.33, 0.46, 1.0, 1.0, "inconclusive"),  # a wide margin agrees with nothing
+    ("helps", 0.80, 0.05, 1.5, math.nan, "yes"),
+    ("helps", math.nan, 0.05, 1.5, 1.4, "inconclusive"),
+    ("helps", 1.20, 0.05, 1.5, 1.4, "no"),
+    ("helps", 0.80, 0.05, 1.5, 0.7, "no"),  # capacity measured the other way
+])
+def test_agreement_needs_the_same_direction_and_a_margin_of_at_most_15pct(
+        label, delay, margin, model_sat, measured_sat, agree):
+    assert compare._agree(label, delay, margin, model_sat, measured_sat) == agree
 
 
 def test_the_model_tracks_measured_host_utilisation_and_capacity(studies):

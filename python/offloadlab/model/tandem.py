@@ -170,7 +170,7 @@ def station(lam: np.ndarray, load1: np.ndarray, load2: np.ndarray, rate: np.ndar
             x: Extra) -> Station:
     """A FCFS queue fed ``lam`` requests/s with sum_c lam_c E[S_c] = ``load1`` and
     sum_c lam_c E[S_c^2] = ``load2``, paying wake-up D and preempted by background B
-    that arrives at ``rate`` (the scenario's total rate). See docs/model.md, section 11.
+    that arrives at ``rate`` (the scenario's total rate). See docs/model.md, section 15.
 
     The request that finds the queue idle has an exceptional first service
     S0 = I + C(D + S) (Welch, 1964): C(x) stretches x by the background that arrives
