@@ -589,11 +589,10 @@ def test_hit_ratio_and_engine_hit_are_checked_and_round_trip():
 # ------------------------------------------------------------------ wake-ups, background, d0
 
 
-def _station(lam, s1, s2, rate=None, **extra):
+def _station(lam, s1, s2, **extra):
     from offloadlab.model.tandem import Extra, station
     lam = np.atleast_1d(float(lam))
-    q = station(lam, lam * s1, lam * s2, lam if rate is None else np.atleast_1d(rate),
-                Extra(**extra))
+    q = station(lam, lam * s1, lam * s2, lam[:, None], Extra(**extra))
     return q, float(q.sojourn(np.array([s1]))[0, 0])
 
 
@@ -647,6 +646,19 @@ def test_wakeup_and_background_raise_the_delay_and_d0_adds_to_each_path():
     # The engine saturates with its background: at 2500/s, 0.625 + 0.5 >= 1 > 0.625.
     saturated = evaluate(scenario.from_dict(data), [2500.0]).rows()[1]
     assert saturated["saturated_oe"] and saturated["U_oe"] < 1
+
+
+def test_background_per_class_adds_up_over_the_mix():
+    # Two classes at 100/s each, background 0.1 and 0.3 ms: the same engine load as one
+    # background of 0.2 ms on every request, and the same first moment of B.
+    classes = [klass("a", 100.0, 1.0, SMALL), klass("b", 100.0, 1.0, SMALL)]
+    each = {"name": "q", "class": classes,
+            "engine": {"background": {"a": "det(100us)", "b": "det(300us)"}}}
+    mean = {"name": "q", "class": classes, "engine": {"background": "det(200us)"}}
+    r_each, r_mean = (evaluate(scenario.from_dict(d), [200.0, 1000.0]) for d in (each, mean))
+    assert r_each.overall["lam_star_oe"][0] == pytest.approx(r_mean.overall["lam_star_oe"][0])
+    # E[B^2] differs (0.05 vs 0.04 ms^2), so the wait does: the mix waits longer.
+    assert (r_each.overall["T_oe"] > r_mean.overall["T_oe"]).all()
 
 
 def test_every_class_row_carries_its_verdict_on_its_own():

@@ -247,7 +247,17 @@ def test_bad_d0_names_the_field_and_the_fix(extra, words):
     ('[host_alone]\nwakeup = "pareto(alpha=1.5, k=1us)"', ["host_alone: wakeup", "alpha > 2"]),
     ('[engine]\nwake = "det(1us)"', ["engine: unknown field 'wake'", "background, wakeup"]),
     ('host = 3', ["host: must be a table"]),
+    ('[engine.background]\nc9 = "det(1us)"', ["engine: background: no class is named 'c9'"]),
+    ('[engine.background]\nc3 = "det(-1us)"', ["engine: background: c3", ">= 0"]),
 ])
 def test_bad_queue_costs_name_the_table_and_field(table, words):
     message = _error(table + "\n" + GOOD_CLASS)
     assert all(w in message for w in words), message
+
+
+def test_background_per_class_round_trips():
+    text = '[engine.background]\nc3 = "det(40us)"\n' + GOOD_CLASS
+    s = scenario.loads(text)
+    assert s.engine.background_of("c3") == dist.parse("det(40us)")
+    assert s.engine.background_of("other") == dist.parse("det(0)")
+    assert scenario.loads(scenario.dumps(s)) == s

@@ -39,7 +39,8 @@ QUEUE_FIELDS: dict[str, str] = {
     "wakeup": "CPU time of each wake-up: paid once per busy period, by the request that "
               "finds the queue idle",
     "background": "CPU time of other work sharing the queue's core, per request of the "
-                  "scenario (it preempts the queue's own work)",
+                  "scenario (it preempts the queue's own work); a spec, or a table of "
+                  "class name -> spec",
 }
 _CHOICES = {
     "system_delay": ("max", "sum"),
@@ -55,10 +56,17 @@ _ZERO = dist.Deterministic(0.0)
 class Queue:
     """What a queue pays beyond its requests' service times: a wake-up cost per busy
     period, and background work on its core that arrives with the scenario's requests
-    (one job of ``background`` per request, at the total rate) and takes precedence."""
+    (one job per request, at the total rate) and takes precedence. The background job of
+    a class-c request costs ``background``, or what ``per_class`` gives for c (other work
+    often grows with the answer: a client reading a large body works longer)."""
 
     wakeup: Dist = _ZERO
     background: Dist = _ZERO
+    per_class: tuple[tuple[str, Dist], ...] = ()
+
+    def background_of(self, name: str) -> Dist:
+        """The background job of a request of class ``name``."""
+        return dict(self.per_class).get(name, self.background)
 
 
 @dataclass(frozen=True)
@@ -182,6 +190,10 @@ def from_dict(data: dict, source: str = "<scenario>", base_dir: Path | None = No
         errors.append('class "all": the name is reserved for the all-classes results; rename it')
     for dup in sorted({n for n in names if names.count(n) > 1}):
         errors.append(f'class "{dup}": name is used twice; class names must be unique')
+    for table, queue in queues.items():
+        for unknown in sorted({n for n, _ in queue.per_class} - set(names)):
+            errors.append(f"{table}: background: no class is named {unknown!r}; name one of "
+                          f"{', '.join(names)}")
     name = data.get("name", "scenario" if source.startswith("<") else Path(source).stem)
     if not isinstance(name, str) or not name.strip():
         errors.append('name: must be a non-empty string, e.g. name = "large files"')
@@ -200,12 +212,24 @@ def _queue(raw: object, table: str, default: Queue, base_dir: Path | None,
         errors.append(f'{table}: must be a table, e.g. [{table}] wakeup = "det(20us)"')
         return default
     _unknown_keys(raw, set(QUEUE_FIELDS), f"{table}: ", errors)
-    values = {}
-    for key, meaning in QUEUE_FIELDS.items():
-        if key in raw:
-            d = _cost(raw[key], f"{table}: {key}", meaning, base_dir, errors)
-            if d is not None:
-                values[key] = d
+    values: dict = {}
+    if "wakeup" in raw:
+        values["wakeup"] = _cost(raw["wakeup"], f"{table}: wakeup", QUEUE_FIELDS["wakeup"],
+                                 base_dir, errors)
+    background = raw.get("background")
+    if isinstance(background, dict):  # per class: { c0 = "det(10us)", c3 = "det(60us)" }
+        values["background"] = _ZERO
+        values["per_class"] = tuple(
+            (str(name), _cost(spec, f"{table}: background: {name}", QUEUE_FIELDS["background"],
+                              base_dir, errors))
+            for name, spec in background.items())
+    elif background is not None:
+        values["background"] = _cost(background, f"{table}: background",
+                                     QUEUE_FIELDS["background"], base_dir, errors)
+        values["per_class"] = ()
+    if any(v is None for v in values.values()) or any(d is None for _, d in
+                                                      values.get("per_class", ())):
+        return default  # the errors say why
     return replace(default, **values)
 
 
@@ -326,7 +350,9 @@ def dumps(scenario: Scenario) -> str:
     data["options"] = {f.name: getattr(opts, f.name) for f in fields(Options)}
     for table in QUEUES:
         queue = getattr(scenario, table)
-        data[table] = {key: str(getattr(queue, key)) for key in QUEUE_FIELDS}
+        data[table] = {"wakeup": str(queue.wakeup), "background": str(queue.background)
+                       if not queue.per_class else
+                       {c.name: str(queue.background_of(c.name)) for c in scenario.classes}}
     data["class"] = [
         {"name": c.name, "rate": c.rate,
          **{key: str(getattr(c, key)) for key in COST_FIELDS},

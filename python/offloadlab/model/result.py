@@ -128,9 +128,9 @@ def _saturation_rates(k: ClassCosts, f, share) -> dict[str, np.ndarray]:
     """Total arrival rate at which each queue, with its background, reaches full load at
     this mix and these fractions (wake-ups vanish there: no queue is ever idle)."""
     per_unit_rate = {
-        "noe": (share * k.h1).sum(-1) + k.noe.b1,
-        "cpu": (share * ((1 - f) * k.h1 + f * k.sent_host1)).sum(-1) + k.cpu.b1,
-        "oe": (share * f * k.sent_engine1).sum(-1) + k.oe.b1,
+        "noe": (share * (k.h1 + k.noe.b1)).sum(-1),
+        "cpu": (share * ((1 - f) * k.h1 + f * k.sent_host1 + k.cpu.b1)).sum(-1),
+        "oe": (share * (f * k.sent_engine1 + k.oe.b1)).sum(-1),
     }
     # A vanishing load (a fraction of 1e-309) saturates at a rate beyond float range: inf.
     with np.errstate(divide="ignore", over="ignore"):

@@ -34,17 +34,20 @@ from offloadlab.scenario import Options, Queue, Scenario
 
 @dataclass(frozen=True)
 class Extra:
-    """A queue's wake-up cost D and background work B per request: first and second
-    moments (seconds, seconds^2)."""
+    """A queue's wake-up cost D (moments d1, d2, seconds and seconds^2) and the
+    background work B each request of a class brings to its core (b1, b2: arrays over
+    classes, or scalars for every class)."""
 
     d1: float = 0.0
     d2: float = 0.0
-    b1: float = 0.0
-    b2: float = 0.0
+    b1: np.ndarray | float = 0.0
+    b2: np.ndarray | float = 0.0
 
     @classmethod
-    def of(cls, q: Queue) -> Extra:
-        return cls(q.wakeup.mean, q.wakeup.m2, q.background.mean, q.background.m2)
+    def of(cls, q: Queue, names: list[str]) -> Extra:
+        b = [q.background_of(n) for n in names]
+        return cls(q.wakeup.mean, q.wakeup.m2, np.array([d.mean for d in b]),
+                   np.array([d.m2 for d in b]))
 
 
 NONE = Extra()
@@ -113,8 +116,9 @@ class ClassCosts:
                    x1=np.array([d.mean for d in hits]), x2=np.array([d.m2 for d in hits]),
                    d0=np.array([c.d0 for c in scenario.classes]),
                    d0_sent=np.array([c.d0_sent for c in scenario.classes]),
-                   noe=Extra.of(scenario.host_alone), cpu=Extra.of(scenario.host),
-                   oe=Extra.of(scenario.engine))
+                   noe=Extra.of(scenario.host_alone, scenario.class_names),
+                   cpu=Extra.of(scenario.host, scenario.class_names),
+                   oe=Extra.of(scenario.engine, scenario.class_names))
 
     @classmethod
     def measured(cls, h1, h2, g1, g2, e1, e2) -> ClassCosts:
@@ -166,32 +170,34 @@ class Station:
         return self.wait[..., None] + weighted(s1, self.stretch[..., None])
 
 
-def station(lam: np.ndarray, load1: np.ndarray, load2: np.ndarray, rate: np.ndarray,
+def station(lam: np.ndarray, load1: np.ndarray, load2: np.ndarray, all_lam: np.ndarray,
             x: Extra) -> Station:
     """A FCFS queue fed ``lam`` requests/s with sum_c lam_c E[S_c] = ``load1`` and
-    sum_c lam_c E[S_c^2] = ``load2``, paying wake-up D and preempted by background B
-    that arrives at ``rate`` (the scenario's total rate). See docs/model.md, section 15.
+    sum_c lam_c E[S_c^2] = ``load2``, paying wake-up D and preempted by background
+    work that every request of the scenario brings, ``all_lam`` (classes last) being
+    the scenario's class rates. See docs/model.md, section 15.
 
     The request that finds the queue idle has an exceptional first service
     S0 = I + C(D + S) (Welch, 1964): C(x) stretches x by the background that arrives
     meanwhile (mean x / (1 - sigma)), and I is the wait for the background found
-    busy, of mean i1 = rate E[B^2] / (2 (1 - sigma)^2). Taking E[I^2] = 2 i1^2 makes the
-    result exact in both known limits: Welch's queue for B = 0 and the preemptive-resume
-    priority queue for D = 0.
+    busy, of mean i1 = sum_c lam_c E[B_c^2] / (2 (1 - sigma)^2). Taking E[I^2] = 2 i1^2
+    makes the result exact in both known limits: Welch's queue for B = 0 and the
+    preemptive-resume priority queue for D = 0.
     """
-    sigma = rate * x.b1
+    sigma = (all_lam * x.b1).sum(-1)
+    bg2 = (all_lam * x.b2).sum(-1)  # sum_c lam_c E[B_c^2]
     with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
         open_ = sigma + load1 < SATURATED_AT
         k = np.where(sigma < SATURATED_AT, 1 / (1 - sigma), np.inf)  # stretch C(x) / x
         rho = load1 * k
         # sum_c lam_c E[C(S_c)^2]: the stretched services' second moments.
-        load2_c = load2 * k**2 + load1 * rate * x.b2 * k**3
-        i1 = rate * x.b2 / 2 * k**2
+        load2_c = load2 * k**2 + load1 * bg2 * k**3
+        i1 = bg2 / 2 * k**2
         e1 = i1 + x.d1 * k  # E[S0] - E[C(S)]
         m1 = np.where(lam > 0, load1 / np.where(lam > 0, lam, 1), 0.0)
         # E[S0^2] - E[C(S)^2], with S of the mean request.
         e2 = (2 * i1**2 + 2 * i1 * (x.d1 + m1) * k + (x.d2 + 2 * x.d1 * m1) * k**2
-              + x.d1 * rate * x.b2 * k**3)
+              + x.d1 * bg2 * k**3)
         idle = np.where(open_, (1 - rho) / (1 + lam * e1), 0.0)  # P0: wake-ups per request
         wait = (pk_wait(load2_c, np.where(open_, rho, 1.0))
                 + np.where(open_, lam * e2 / (2 * (1 + lam * e1)) + idle * e1, np.inf))
@@ -249,12 +255,11 @@ def solve(lam: np.ndarray, f: np.ndarray, k: ClassCosts, options: Options) -> Qu
     """Solve host-alone and host + engine for class rates ``lam`` and fractions ``f``."""
     on_host, offloaded = lam * (1 - f), lam * f
     missed, hits = offloaded * (1 - k.hit), offloaded * k.hit
-    rate = lam.sum(-1)
-    noe = station(rate, (lam * k.h1).sum(-1), (lam * k.h2).sum(-1), rate, k.noe)
+    noe = station(lam.sum(-1), (lam * k.h1).sum(-1), (lam * k.h2).sum(-1), lam, k.noe)
     cpu = station((on_host + missed).sum(-1), (on_host * k.h1 + missed * k.g1).sum(-1),
-                  (on_host * k.h2 + missed * k.g2).sum(-1), rate, k.cpu)
+                  (on_host * k.h2 + missed * k.g2).sum(-1), lam, k.cpu)
     oe = station(offloaded.sum(-1), (missed * k.e1 + hits * k.x1).sum(-1),
-                 (missed * k.e2 + hits * k.x2).sum(-1), rate, k.oe)
+                 (missed * k.e2 + hits * k.x2).sum(-1), lam, k.oe)
 
     T_host_c = cpu.sojourn(k.h1)  # a request of class c that stays on the host
     T_cpu_off_c = cpu.sojourn(k.g1)  # ... one that is offloaded: its host part
