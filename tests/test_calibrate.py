@@ -2,6 +2,7 @@
 Table 4-2, the error measures are what they say."""
 
 import math
+from dataclasses import replace
 
 import numpy as np
 import pytest
@@ -134,3 +135,37 @@ def test_combine_weighs_estimates_by_their_precision():
     assert hw == pytest.approx(plain)
     d0, hw = fit.combine(np.array([1.0, 3.0]), np.array([math.nan, math.nan]))
     assert d0 == 2.0 and math.isnan(hw)
+
+
+def test_a_wakeup_cost_is_recovered_from_cpu_per_request_against_wakeups():
+    # Two classes with per-request costs 90 and 300 us and one queue waking at 25 us:
+    # lighter runs wake it for more of their requests and so cost more per request.
+    runs = [[fit.Run(c, "inline", r, r, 1000, s + 25e-6 * w, 50e-6, math.nan, 1e-3,
+                     _sizes(1e3, 10), host_wakeups=w)
+             for r, w in ((100, 0.95), (300, 0.8), (600, 0.55))]
+            for c, s in (("c0", 90e-6), ("c3", 300e-6))]
+    cost, r2 = fit.fit_wakeup(runs, "host_s", "host_wakeups")
+    assert cost == pytest.approx(25e-6, rel=1e-9) and r2 == pytest.approx(1.0)
+    # The class's per-request cost is what is left: 90 us of which 50 us application work.
+    inline = fit.fit_class(runs[0], MSS, host_wakeup=cost)
+    assert (inline.EXa, inline.EXp) == pytest.approx((50e-6, 40e-6))
+    # Without wake-up counts, or without their spread, there is nothing to fit.
+    blind = [[fit.Run("c0", "inline", 1, 1, 1, 1e-4, 0.0, math.nan, 1e-3, _sizes(1e3, 10))]]
+    assert fit.fit_wakeup(blind, "host_s", "host_wakeups")[0] == 0.0
+    flat = [[replace(r, host_wakeups=0.5) for r in runs[0]]]
+    assert fit.fit_wakeup(flat, "host_s", "host_wakeups")[0] == 0.0
+
+
+def test_background_is_the_cores_busy_time_the_servers_threads_did_not_use():
+    from offloadlab.study.measure import background
+    server = {"requests": 1000,
+              "threads": [{"role": "host", "core": 0, "cpu_s": 0.20},
+                          {"role": "engine", "core": 1, "cpu_s": 0.05}],
+              "cores": [{"core": 0, "user_s": 0.1, "system_s": 0.1, "softirq_s": 0.01,
+                         "irq_s": 0.0, "idle_s": 0.8},
+                        {"core": 1, "user_s": 0.06, "system_s": 0.02, "softirq_s": 0.01,
+                         "irq_s": 0.01, "idle_s": 0.9}]}
+    assert background(server, "engine") == pytest.approx(0.05 / 1000)
+    assert background(server, "host") == pytest.approx(0.01 / 1000)
+    assert math.isnan(background({**server, "threads": [{"role": "host", "core": None,
+                                                         "cpu_s": 0.2}]}, "host"))

@@ -69,11 +69,18 @@ class Run:
     engine_s: float        # engine busy CPU per request (NaN inline)
     T: float               # mean delay seen by the client
     sizes: np.ndarray      # body bytes of the requests sent
+    # Wake-ups per request of the host thread and of the engine, and other CPU work on
+    # each one's core per request (NaN where not measured).
+    host_wakeups: float = math.nan
+    engine_wakeups: float = math.nan
+    host_background_s: float = math.nan
+    engine_background_s: float = math.nan
 
 
 @dataclass(frozen=True)
 class CostModel:
-    """E[X](size) = c0 + c_pkt * packets + c_byte * bytes for one side of one mode."""
+    """E[X](size) = c0 + c_pkt * packets + c_byte * bytes per request for one side of
+    one mode, and that side's queue's cost per wake-up (with its fit's R²)."""
 
     mode: str
     side: str
@@ -83,6 +90,8 @@ class CostModel:
     r2: float
     classes: tuple[str, ...]
     note: str = ""
+    wakeup: float = 0.0
+    wakeup_r2: float = math.nan
 
     def cost(self, sizes: np.ndarray, mss: int) -> np.ndarray:
         sizes = np.asarray(sizes, float)
@@ -168,6 +177,9 @@ class ClassFit:
     pareto: str = ""
     d0: float = math.nan
     d0_hw: float = math.nan  # half-width of d0's 95% interval
+    # Other work on the host's and on the engine's core per request (background).
+    host_bg: float = 0.0
+    engine_bg: float = 0.0
 
     @property
     def host(self) -> float:
@@ -180,13 +192,15 @@ class ClassFit:
 
     @property
     def saturation(self) -> float:
-        """Requests/s at which the bottleneck reaches U = 1."""
-        demand = self.host if self.mode == "inline" else max(self.host, self.engine)
+        """Requests/s at which the bottleneck's core, its background included, is full."""
+        host = self.host + self.host_bg
+        demand = host if self.mode == "inline" else max(host, self.engine + self.engine_bg)
         return 1 / demand if demand > 0 else math.inf
 
     @property
     def bottleneck(self) -> str:
-        return "engine" if self.mode != "inline" and self.engine > self.host else "host"
+        engine_first = self.engine + self.engine_bg > self.host + self.host_bg
+        return "engine" if self.mode != "inline" and engine_first else "host"
 
 
 def demand(runs: Sequence[Run], field: str) -> float:
@@ -197,26 +211,66 @@ def demand(runs: Sequence[Run], field: str) -> float:
     return float((n * x).sum() / n.sum()) if n.sum() > 0 else math.nan
 
 
+def per_request(runs: Sequence[Run], cpu: str, wakeups: str, cost: float) -> float:
+    """The per-request part of the demand ``cpu`` over ``runs``: less ``cost`` for each
+    wake-up (per request: ``wakeups``), where wake-ups were counted."""
+    woken = demand(runs, wakeups)
+    return demand(runs, cpu) - (cost * woken if math.isfinite(woken) else 0.0)
+
+
+def fit_wakeup(runs_by_class: Sequence[Sequence[Run]], cpu: str,
+               wakeups: str) -> tuple[float, float]:
+    """A queue's cost per wake-up D and the fit's R² (within classes), by non-negative
+    least squares of ``cpu`` per request on one intercept per class and ``wakeups`` per
+    request. Lighter runs wake the queue for more of their requests, so D is what their
+    higher CPU per request says each wake-up costs. Runs without a wake-up count are left
+    out; with too few, or no spread of wake-ups, D = 0 (R² NaN)."""
+    rows = [(c, getattr(r, wakeups), getattr(r, cpu)) for c, runs in enumerate(runs_by_class)
+            for r in runs if math.isfinite(getattr(r, wakeups)) and math.isfinite(getattr(r, cpu))]
+    if len(rows) <= len(runs_by_class) or np.ptp([w for _, w, _ in rows]) <= 1e-9:
+        return 0.0, math.nan
+    cls = np.array([c for c, _, _ in rows])
+    x, y = np.array([w for _, w, _ in rows]), np.array([v for _, _, v in rows])
+    a = np.column_stack([*(cls == c for c in range(len(runs_by_class))), x]).astype(float)
+    coef, _ = optimize.nnls(a, y)
+    residual = y - a @ coef
+    within = y - np.array([y[cls == c].mean() for c in cls])  # spread inside each class
+    spread = (within**2).sum()
+    return float(coef[-1]), float(1 - (residual**2).sum() / spread) if spread > 0 else math.nan
+
+
 def fit_class(runs: Sequence[Run], mss: int, host_model: CostModel | None = None,
-              engine_model: CostModel | None = None) -> ClassFit:
-    """Service times of one class in one mode from its calibration runs. ``host_model``
-    (inline: the host protocol side) and ``engine_model`` (offload modes) give the
-    spread of X_p and X_q over the requested sizes; the engine model's c0 is X_c."""
+              engine_model: CostModel | None = None, host_wakeup: float = 0.0) -> ClassFit:
+    """Service times of one class in one mode from its calibration runs, per request
+    (the wake-ups' share taken out at the queues' costs per wake-up: ``host_wakeup``,
+    the engine model's). ``host_model`` (inline: the host protocol side) and
+    ``engine_model`` (offload modes) give the spread of X_p and X_q over the requested
+    sizes; the engine model's c0 is X_c."""
     first = runs[0]
     sizes = np.concatenate([r.sizes for r in runs])
     EXa = demand(runs, "app_s")
-    other = max(demand(runs, "host_s") - EXa, 0.0)
+    other = max(per_request(runs, "host_s", "host_wakeups", host_wakeup) - EXa, 0.0)
+    background = {"host_bg": _background(runs, "host_background_s"),
+                  "engine_bg": _background(runs, "engine_background_s")}
     if first.mode == "inline":
         costs = shaped(other, sizes, host_model, mss)
         lognormal, pareto = fits(costs)
         return ClassFit(first.cls, first.mode, EXa, EXp=other, EXp_m2=float((costs**2).mean()),
-                        lognormal=lognormal, pareto=pareto)
-    engine = demand(runs, "engine_s")
+                        lognormal=lognormal, pareto=pareto, **background)
+    wakeup = engine_model.wakeup if engine_model is not None else 0.0
+    engine = max(per_request(runs, "engine_s", "engine_wakeups", wakeup), 0.0)
     EXc = min(engine_model.c0, engine) if engine_model is not None else 0.0
     costs = shaped(engine - EXc, sizes, engine_model, mss)
     lognormal, pareto = fits(costs)
     return ClassFit(first.cls, first.mode, EXa, EXo=other, EXc=EXc, EXq=engine - EXc,
-                    EXq_m2=float((costs**2).mean()), lognormal=lognormal, pareto=pareto)
+                    EXq_m2=float((costs**2).mean()), lognormal=lognormal, pareto=pareto,
+                    **background)
+
+
+def _background(runs: Sequence[Run], field: str) -> float:
+    """Mean background per request over the runs; 0 where it was not measured."""
+    value = demand(runs, field)
+    return max(value, 0.0) if math.isfinite(value) else 0.0
 
 
 def mixture(fits: Sequence[ClassFit], shares: Sequence[float], name: str) -> ClassFit:
@@ -229,7 +283,7 @@ def mixture(fits: Sequence[ClassFit], shares: Sequence[float], name: str) -> Cla
 
     return ClassFit(name, fits[0].mode, mean("EXa"), EXp=mean("EXp"), EXp_m2=mean("EXp_m2"),
                     EXo=mean("EXo"), EXc=mean("EXc"), EXq=mean("EXq"), EXq_m2=mean("EXq_m2"),
-                    d0=mean("d0"))
+                    d0=mean("d0"), host_bg=mean("host_bg"), engine_bg=mean("engine_bg"))
 
 
 def combine(values: np.ndarray, half_widths: np.ndarray) -> tuple[float, float]:

@@ -81,8 +81,10 @@ def write_report(tables: StudyTables, out_dir: str | Path) -> Path:
                      "(CV: coefficient of variation), the fitted distributions, and d0, the "
                      "fixed delay outside host and engine."),
             _section("Structural cost model", _cost_model(tables.cost_model),
-                     "E[X](size) = c0 + c_pkt · packets + c_byte · bytes per side, fitted "
-                     "over the classes listed; R² says how much of the variation it explains."),
+                     "E[X](size) = c0 + c_pkt · packets + c_byte · bytes per request and side, "
+                     "fitted over the classes listed, and the side's CPU per wake-up, fitted "
+                     "on CPU per request against wake-ups per request over the calibration "
+                     "runs; R² says how much of the variation each explains."),
             _section("Connection handoff on the testbed",
                      _handoff(tables.handoff, tables.handoff_series, meta.get("handoff")),
                      "Seed 004's policies in handoff mode (the engine accepts every "
@@ -229,9 +231,10 @@ def _cost_model(c: pd.DataFrame) -> str:
     for d in c.to_dict("records"):
         rows.append([_text(d["mode"]), _text(d["side"]), (_us(d["c0"]), "num"),
                      (_us(d["c_pkt"]), "num"), (_sig(_f(d["c_byte"]) * 1e9), "num"),
-                     (_sig(d["r2"]), "num"), _text(d["classes"]), _text(d["note"])])
+                     (_sig(d["r2"]), "num"), _text(d["classes"]), _text(d["note"]),
+                     (_us(d["wakeup"]), "num"), (_sig(d["wakeup_r2"]), "num")])
     return _table(("mode", "side", "c0 (µs)", "c_pkt (µs/packet)", "c_byte (ns/byte)", "R²",
-                   "classes", "note"), rows)
+                   "classes", "note", "per wake-up (µs)", "R² (wake-ups)"), rows)
 
 
 def _figures(figures: dict[str, Path], out_dir: Path) -> str:

@@ -97,7 +97,9 @@ def _reduce(load: ClassLoad, mode: str, use: str, rate: float, sizes: np.ndarray
     # Busy time: a host that polls its completion ring (uring) spends idle CPU too.
     host_s = per.get("host_busy_cpu_s", per["host_cpu_s"])
     host_cpu = (host_s or 0.0) * served
-    engine_busy = per.get("engine_busy_cpu_s")
+    # uring's SQPOLL thread spins between submissions; the kernel's own account of its
+    # work (SqWorkTime) is its busy time where the kernel gives it.
+    engine_busy = per.get("engine_sq_work_s") or per.get("engine_busy_cpu_s")
     engine = math.nan if mode == "inline" or engine_busy is None else engine_busy
     records = done.load.records
     total = records.loc[records["error"] == "", "total_s"].to_numpy(float)
@@ -109,7 +111,10 @@ def _reduce(load: ClassLoad, mode: str, use: str, rate: float, sizes: np.ndarray
               requests=served,
               host_s=host_s or math.nan, app_s=per.get("app_cpu_s") or 0.0,
               engine_s=engine, T=float(total.mean()) if len(total) else math.nan,
-              sizes=sizes)
+              sizes=sizes, host_wakeups=_number(per.get("host_wakeups")),
+              engine_wakeups=math.nan if mode == "inline" else _number(per.get("engine_wakeups")),
+              host_background_s=background(server, "host"),
+              engine_background_s=math.nan if mode == "inline" else background(server, "engine"))
     rng = np.random.default_rng(0)
     sample = total if len(total) <= LATENCY_SAMPLE else rng.choice(total, LATENCY_SAMPLE,
                                                                    replace=False)
@@ -122,6 +127,25 @@ def _reduce(load: ClassLoad, mode: str, use: str, rate: float, sizes: np.ndarray
         connections_per_s=report["connections"] / seconds if seconds > 0 else math.nan,
         connect_s=report["connect_mean_s"], goodput_Bps=report["goodput_Bps"],
         cores=tuple(server["cores"]), latency=np.sort(sample))
+
+
+def _number(value) -> float:
+    return math.nan if value is None else float(value)
+
+
+def background(server: dict, role: str) -> float:
+    """CPU per request on the core of ``role``'s thread spent by everything but the
+    server's threads there: the load generator, and interrupts the threads' clocks do
+    not see. NaN when the thread is not pinned or nothing was served."""
+    threads = server.get("threads", [])
+    core = next((t["core"] for t in threads if t["role"] == role and t["core"] is not None),
+                None)
+    stats = next((c for c in server.get("cores", []) if c["core"] == core), None)
+    if stats is None or not server["requests"]:
+        return math.nan
+    busy = sum(stats.get(f"{k}_s", 0.0) for k in BUSY_PARTS)
+    own = sum(t["cpu_s"] for t in threads if t["core"] == core)
+    return max(busy - own, 0.0) / server["requests"]
 
 
 def capacity(records: pd.DataFrame) -> float:
@@ -150,7 +174,8 @@ def _batch_interval(values: np.ndarray) -> tuple[float, float]:
     return float(values.mean() - half), float(values.mean() + half)
 
 
-CPU_PARTS = ("user", "system", "softirq", "irq", "idle")
+BUSY_PARTS = ("user", "system", "softirq", "irq")
+CPU_PARTS = (*BUSY_PARTS, "idle")
 
 
 def core_shares(core: dict) -> dict[str, float]:

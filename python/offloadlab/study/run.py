@@ -22,7 +22,8 @@ import pandas as pd
 
 from offloadlab import model, scenario, sim
 from offloadlab.calibrate import fit
-from offloadlab.scenario import Scenario, TrafficClass
+from offloadlab.dist import Deterministic
+from offloadlab.scenario import Queue, Scenario, TrafficClass
 from offloadlab.study import compare
 from offloadlab.study.measure import Measured, measure
 from offloadlab.study.plan import (
@@ -135,27 +136,31 @@ def calibrate(plan: Plan, calibration: dict) -> compare.Fitted:
     names = [load.name for load in plan.classes]
 
     def side(mode: str, field: str, label: str, less_app: bool = True) -> fit.CostModel:
+        """One queue's cost per wake-up, then its per-request cost model."""
         runs = [[m.run for m in calibration[c, mode]] for c in names]
-        means = [fit.demand(r, field) - (fit.demand(r, "app_s") if less_app else 0.0)
-                 for r in runs]
+        wakeups = "engine_wakeups" if field == "engine_s" else "host_wakeups"
+        wakeup, wakeup_r2 = fit.fit_wakeup(runs, field, wakeups)
+        means = [fit.per_request(r, field, wakeups, wakeup)
+                 - (fit.demand(r, "app_s") if less_app else 0.0) for r in runs]
         sizes = [np.concatenate([x.sizes for x in r]) for r in runs]
-        return fit.fit_cost_model(mode, label, names, means, sizes, mss)
+        return replace(fit.fit_cost_model(mode, label, names, means, sizes, mss),
+                       wakeup=wakeup, wakeup_r2=wakeup_r2)
 
     models = [side("inline", "host_s", "host_proto")]
     fits = {}
     for c in names:
         fits[c, "inline"] = fit.fit_class([m.run for m in calibration[c, "inline"]], mss,
-                                          host_model=models[0])
+                                          host_model=models[0], host_wakeup=models[0].wakeup)
     for mode in plan.offload_modes:
         overhead = side(mode, "host_s", "host_overhead")
         engine = side(mode, "engine_s", "engine", less_app=False)
         models += [overhead, engine]
         for c in names:
             fits[c, mode] = fit.fit_class([m.run for m in calibration[c, mode]], mss,
-                                          engine_model=engine)
+                                          engine_model=engine, host_wakeup=overhead.wakeup)
 
     def scenarios() -> dict[str, Scenario]:
-        return {mode: build_scenario(plan, fits, mode) for mode in plan.offload_modes}
+        return {mode: build_scenario(plan, fits, models, mode) for mode in plan.offload_modes}
 
     fitted = compare.Fitted(fits, tuple(models), scenarios())
     # d0 is what the model without it leaves of the measured delay at the calibration
@@ -173,10 +178,11 @@ def calibrate(plan: Plan, calibration: dict) -> compare.Fitted:
     return compare.Fitted(fits, tuple(models), scenarios())
 
 
-def build_scenario(plan: Plan, fits: dict, mode: str) -> Scenario:
-    """The fitted scenario of one offload mode: every class with its own costs, equal
-    shares of a total rate at half the host-alone capacity of that mix, and offload
-    left to the optimiser. X_a keeps the shape of the configured work."""
+def build_scenario(plan: Plan, fits: dict, models: list[fit.CostModel], mode: str) -> Scenario:
+    """The fitted scenario of one offload mode: every class with its own costs and d0,
+    equal shares of a total rate at half the host-alone capacity of that mix, and
+    offload left to the optimiser; each queue with its cost per wake-up and each class's
+    background work on that queue's core. X_a keeps the shape of the configured work."""
     work_scv = plan.work.scv if plan.work is not None else 0.0
     names = [load.name for load in plan.classes]
     inline_demand = sum(plan.shares[c] * fits[c, "inline"].host for c in names)
@@ -192,11 +198,20 @@ def build_scenario(plan: Plan, fits: dict, mode: str) -> Scenario:
             engine_overhead=fit.with_moments(off.EXc, off.EXc**2),
             engine_proto=fit.with_moments(off.EXq, off.EXq_m2),
             offload="auto", d0=_delay(base.d0), d0_offload=_delay(off.d0)))
+    wakeup = {(m.mode, m.side): Deterministic(m.wakeup) for m in models}
+
+    def queue(side: str, fitted_mode: str, background: str) -> Queue:
+        return Queue(wakeup=wakeup[fitted_mode, side], per_class=tuple(
+            (c, Deterministic(getattr(fits[c, fitted_mode], background))) for c in names))
+
     return Scenario(f"fitted-{mode}", tuple(classes),
                     scenario.Options(system_delay="max", cpu_queue="mg1"),
                     f"Fitted by offload study on the testbed ({mode} mode, "
                     f"{plan.workload}); the classes' shares of the mix at half its "
-                    "host-alone capacity")
+                    "host-alone capacity",
+                    host_alone=queue("host_proto", "inline", "host_bg"),
+                    host=queue("host_overhead", mode, "host_bg"),
+                    engine=queue("engine", mode, "engine_bg"))
 
 
 def _delay(d0: float) -> float:
