@@ -38,6 +38,7 @@ def report(tmp_path_factory):
     out = tmp_path_factory.mktemp("study")
     t = study_tables()
     t.meta["notes"] = [*t.meta["notes"], NOTE]
+    t.meta["more_notes"] = ["class c2, engine: T missed its target"]
     t.meta["scenario_files"] = ["study.toml", "missing.toml"]
     (out / "study.toml").write_text("# the study's scenario\n")
     return write_report(t, out)
@@ -164,12 +165,23 @@ def test_report_escapes_text_and_orders_sections(report):
     assert "<b>not</b>" not in text
     assert "U_engine &lt;b&gt;not&lt;/b&gt; measured &amp; ignored" in text
     headings = re.findall(r"<h2>([^<]+)</h2>", text)
-    assert headings == ["Verdicts", "Notes: read these first", "Model accuracy", "Saturation",
-                        "Fitted service costs", "Structural cost model",
-                        "Connection handoff on the testbed", "Figures"]
+    assert headings == ["Bottom line", "Verdicts", "Notes: read these first", "Model accuracy",
+                        "Saturation", "Fitted service costs", "Structural cost model",
+                        "Connection handoff on the testbed", "More notes", "Figures"]
     # 3 significant digits, no exponents: c0's model saturation 1/250 µs = 4,000/s.
     shown = "".join(Page(text).text)
     assert "4,000" in shown and "e+0" not in shown
+
+
+def test_the_bottom_line_gives_each_verdict_its_host_cores_and_break_even(report):
+    text = " ".join("".join(Page(report.read_text(encoding="utf-8")).text).split())
+    line = text.split("Bottom line")[1].split("Command")[0]
+    # The sample: c0 through the engine helps at every rate, c3 (the engine saturates
+    # first) at none.
+    c0, c3 = line.split("c0 through the engine: ")[1], line.split("c3 through the engine: ")[1]
+    assert c0.startswith("helps. At 2,400 req/s offloading it saves 0.312 host cores")
+    assert "lowers the delay at every rate" in c0.split(".")[2]
+    assert c3.startswith("hurts.") and "lowers the delay at no rate" in c3
 
 
 def test_report_shows_the_handoff_experiment_with_its_checks(report):

@@ -220,6 +220,8 @@ def study(out_dir: Path, fileset_dir: Path | None, classes, modes: str, budget: 
     out.print(accuracy_table(tables))
     for text in tables.meta["notes"]:
         err.print(f"[yellow]note:[/] {text}", highlight=False)
+    if more := tables.meta.get("more_notes"):
+        err.print(f"{len(more)} more notes in the report", highlight=False)
     out.print(f"report: {report}\nscenarios: "
               + ", ".join(str(out_dir / f) for f in meta["scenario_files"])
               + f" (try: offload model {out_dir / meta['scenario_files'][0]})")
@@ -286,12 +288,15 @@ def verdict_table(tables) -> Table:
 
 
 def accuracy_table(tables) -> Table:
-    t = Table("class", "mode", "metric", "source", "MAPE", "K-S D", "K-S p", "target met",
+    t = Table("class", "mode", "metric", "source", "points", "MAPE", "K-S D", "K-S p",
+              "target met",
               title="Model and simulator against the testbed",
-              caption="MAPE over stable points below 80% utilisation; K-S: exact two-sample "
-                      "test between predicted and measured curves (p > 0.2 passes)")
+              caption="points: scored (stable, below 80% utilisation) / measured; MAPE over "
+                      "the scored points; K-S: exact two-sample test between predicted and "
+                      "measured curves (p > 0.2 passes)")
     for a in tables.accuracy.itertuples():
-        t.add_row(a[1], a.mode, a.metric, a.source, f"{a.mape:.1%}", f"{a.ks_D:.3f}",
+        t.add_row(a[1], a.mode, a.metric, a.source, f"{a.n}/{a.ks_m}", f"{a.mape:.1%}",
+                  f"{a.ks_D:.3f}",
                   f"{a.ks_p:.3f}", "yes" if a.met else "[red]no[/]")
     return t
 

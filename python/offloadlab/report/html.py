@@ -62,6 +62,7 @@ def write_report(tables: StudyTables, out_dir: str | Path) -> Path:
     meta = tables.meta
     title = _esc(str(meta.get("title", "offload study")))
     body = [f"<h1>{title}</h1>",
+            _bottom_line(tables.verdicts),
             _meta_table(meta, out_dir),
             _section("Verdicts", _verdicts(tables.verdicts),
                      "Does offloading help each class? The model's verdict at the operating "
@@ -93,6 +94,7 @@ def write_report(tables: StudyTables, out_dir: str | Path) -> Path:
                      "and engine µs are CPU per request over all requests; on engine: "
                      "requests served on engine-held connections. With a closed loop, more "
                      "throughput is also a lower mean response time."),
+            _more_notes(meta.get("more_notes") or []),
             _figures(figures, out_dir)]
     page = ("<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n"
             f"<title>{title}</title>\n"
@@ -135,6 +137,36 @@ def _notes(notes: Iterable[str]) -> str:
         return ""
     items = "\n".join(f"<li>{_esc(str(n))}</li>" for n in notes)
     return f'<div class="notes">\n<h2>Notes: read these first</h2>\n<ul>\n{items}\n</ul>\n</div>'
+
+
+def _bottom_line(v: pd.DataFrame) -> str:
+    """Per class and mode, in one line: the verdict, the host cores offload saves or costs
+    at the operating rate, and from which rate it lowers the delay."""
+    items = []
+    for d in v.to_dict("records"):
+        verdict = _text(d["verdict"])
+        saved = _f(d["host_cores_saved"])
+        cores = (f"{'saves' if saved >= 0 else 'costs'} {abs(saved):.3g} host cores"
+                 if math.isfinite(saved) else "host cores not known")
+        start = _f(d["pays_from"])
+        pays = ("lowers the delay at every rate" if start == 0 else
+                f"lowers the delay from {start:,.0f} req/s on" if math.isfinite(start) else
+                "lowers the delay at no rate the host alone can carry")
+        items.append(f'<li><b>{_esc(_text(d["class"]))}</b> through the {_esc(_text(d["mode"]))}'
+                     f': <span class="{verdict}">{_esc(verdict)}</span>. At '
+                     f'{_sig(d["rate"])} req/s offloading it {cores}; it {pays}. '
+                     f'Testbed: {_esc(_text(d["agree"]))}.</li>')
+    if not items:
+        return ""
+    return "<h2>Bottom line</h2>\n<ul>\n" + "\n".join(items) + "\n</ul>"
+
+
+def _more_notes(notes: Iterable[str]) -> str:
+    notes = list(notes)
+    if not notes:
+        return ""
+    items = "\n".join(f"<li>{_esc(str(n))}</li>" for n in notes)
+    return f"<h2>More notes</h2>\n<ul>\n{items}\n</ul>"
 
 
 def _verdicts(v: pd.DataFrame) -> str:

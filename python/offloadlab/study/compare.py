@@ -30,6 +30,8 @@ BELOW_UTIL = 0.8
 # A measured delay ratio inside 1 ± the margin (5%, or the measurement's uncertainty if
 # wider) shows no direction; a margin wider than this makes the comparison inconclusive.
 INCONCLUSIVE = 0.15
+# Notes shown in the box at the top of the report; the rest go below the tables.
+FIRST_NOTES = 5
 
 
 @dataclass(frozen=True)
@@ -119,15 +121,13 @@ def tables(study: Study, meta: dict) -> StudyTables:
         points += [pred["line"], pred["at"], pred["sim"]]
     accuracy = [r for key in pairs for r in _accuracy(study, *key)]
     saturation = [_saturation(study, *key) for key in pairs]
-    notes = list(meta.get("notes", []))
-    notes += _missed(study, accuracy)
+    found = verdicts(study)
+    # The notes a reader must act on first: verdicts the testbed does not back, capacity
+    # missed where the server was the bottleneck, then missed accuracy targets.
+    notes = [*meta.get("notes", []), *(_verdict_note(v) for v in found if v["agree"] != "yes")]
     notes += [_saturation_note(study, r) for r in saturation
               if not abs(r["error"]) <= SATURATION_TOLERANCE]
-    if "uring" in plan.modes:
-        notes.append("uring: the SQPOLL thread's CPU time includes its idle polling (it spins "
-                     "up to sq_thread_idle = 1 ms after each submission and Linux reports no "
-                     "split), so its E[X_c] + E[X_q] is an upper bound and the model's engine "
-                     "saturation rate for uring a lower bound")
+    notes += _missed(study, accuracy)
     latency = []
     for (c, m), runs in study.sweeps.items():
         pick = min(runs, key=lambda x: abs(x.run.rate - 0.6 * fitted.fits[c, m].saturation))
@@ -140,7 +140,7 @@ def tables(study: Study, meta: dict) -> StudyTables:
         cpu=pd.DataFrame(cpu, columns=list(COLUMNS["cpu"])),
         latency=pd.DataFrame(latency, columns=list(COLUMNS["latency"])),
         accuracy=pd.DataFrame(accuracy, columns=list(COLUMNS["accuracy"])),
-        verdicts=pd.DataFrame(verdicts(study), columns=list(COLUMNS["verdicts"])),
+        verdicts=pd.DataFrame(found, columns=list(COLUMNS["verdicts"])),
         costs=pd.DataFrame([_costs(f) for f in fitted.fits.values()],
                            columns=list(COLUMNS["costs"])),
         cost_model=pd.DataFrame(
@@ -150,8 +150,22 @@ def tables(study: Study, meta: dict) -> StudyTables:
              for m in fitted.models], columns=list(COLUMNS["cost_model"])),
         handoff=study.handoff.runs if study.handoff else empty("handoff"),
         handoff_series=study.handoff.series if study.handoff else empty("handoff_series"),
-        meta={**meta, "notes": notes},
+        meta={**meta, "notes": notes[:FIRST_NOTES], "more_notes": notes[FIRST_NOTES:]},
     ).check()
+
+
+def _verdict_note(v: dict) -> str:
+    """Why the testbed does not back a verdict, and what to do about it."""
+    measured = (f"measured delay ×{v['measured_delay_ratio']:.2f} at "
+                f"{v['rate']:,.0f} req/s (±{v['margin']:.0%} shows no direction), "
+                f"saturation ×{v['measured_saturation_ratio']:.2f} against the model's "
+                f"×{v['saturation_ratio']:.2f}")
+    if v["agree"] == "inconclusive":
+        return (f"class {v['class']}, {v['mode']}: the verdict '{v['verdict']}' is not "
+                f"tested: {measured}; a margin past {INCONCLUSIVE:.0%} (or a sweep that did "
+                "not reach the rate) decides nothing. A longer budget narrows it.")
+    return (f"class {v['class']}, {v['mode']}: the testbed does not back the verdict "
+            f"'{v['verdict']}': {measured}.")
 
 
 def _missed(study: Study, accuracy: list[dict]) -> list[str]:
