@@ -65,6 +65,9 @@ def _points(rng: np.random.Generator, classes, modes) -> pd.DataFrame:
         grid = np.linspace(0.05, 1.02, 20) * top
         for mode in modes:
             add("model", mode, klass, grid, predict(klass, mode, grid), "prediction")
+            # The seed's model: the same curve, a tenth slower to saturate.
+            add("seed_model", mode, klass, grid * 1.1, predict(klass, mode, grid),
+                "prediction")
             cap = capacity(klass, mode)
             lam = np.linspace(0.1, 0.9, 6) * min(cap, top)
             add("sim", mode, klass, lam, _scatter(rng, predict(klass, mode, lam), lam / cap),
@@ -107,6 +110,7 @@ def _saturation(classes, modes) -> pd.DataFrame:
             bottleneck = "host" if mode == "inline" or exa + exo >= exq else "engine"
             rows.append({"class": klass, "mode": mode, "measured": measured, "model": model,
                          "bottleneck": bottleneck, "error": model / measured - 1,
+                         "seed_model": 1.1 * model, "seed_error": 1.1 * model / measured - 1,
                          "host_util": 0.97 if bottleneck == "host" else 0.4,
                          "conn_per_min": measured * 60 / 10, "connect_s": 180e-6 * (1 + i),
                          "goodput_Bps": measured * SIZE[klass]})

@@ -79,6 +79,8 @@ def test_utilisation_panels_are_per_class_with_model_sim_and_testbed(tables):
     for ax in panels:
         styles = {line.get_linestyle() for line in ax.lines}
         assert {"-", "--"} <= styles  # model host and engine lines
+        # ... and the seed's model beside them, faint.
+        assert any(line.get_alpha() == study.SEED["alpha"] for line in ax.lines)
         assert ax.collections  # simulator bands
         # Calibration points are hollow, validation points filled.
         faces = {str(line.get_markerfacecolor()) for line in ax.lines if line.get_marker() == "o"}

@@ -205,12 +205,13 @@ def _saturation(s: pd.DataFrame) -> str:
     for d in s.to_dict("records"):
         rows.append([_text(d["class"]), _text(d["mode"]), (_sig(d["measured"]), "num"),
                      (_sig(d["model"]), "num"), _text(d["bottleneck"]),
-                     (_pct(d["error"], signed=True), "num"), (_pct(d["host_util"]), "num"),
+                     (_pct(d["error"], signed=True), "num"),
+                     (_pct(d["seed_error"], signed=True), "num"), (_pct(d["host_util"]), "num"),
                      (_sig(d["conn_per_min"]), "num"), (_ms(d["connect_s"]), "num"),
                      (_sig(_f(d["goodput_Bps"]) / 1e6), "num")])
     return _table(("class", "mode", "measured (req/s)", "model (req/s)", "bottleneck",
-                   "model error", "host busy", "connections/min", "connect (ms)",
-                   "goodput (MB/s)"), rows)
+                   "model error", "seed model error", "host busy", "connections/min",
+                   "connect (ms)", "goodput (MB/s)"), rows)
 
 
 def _handoff(runs: pd.DataFrame, series: pd.DataFrame, setup: dict | None) -> str:

@@ -35,6 +35,8 @@ CPU_PARTS = (("user", "tab:blue"), ("system", "tab:orange"), ("softirq", "tab:re
 TARGETS = (0.05, 0.15)  # relative-error bands of the accuracy targets (U, T)
 MAPE_CUT = 0.8  # accuracy MAPE counts validation points below this utilisation
 DPI = 110
+# Seed 000's model, the baseline: the same colour and style as the model, faint and thin.
+SEED = {"alpha": 0.45, "linewidth": 1.0}
 
 
 # ---------------------------------------------------------------------------------------
@@ -62,12 +64,14 @@ def utilisation_figure(points: pd.DataFrame) -> Figure | None:
         top = 1.05
         for mode in _modes(points):
             color = _color(mode)
-            model, sim, bed = (_rows(points, source, mode, klass)
-                               for source in ("model", "sim", "testbed"))
+            model, seed, sim, bed = (_rows(points, source, mode, klass)
+                                     for source in ("model", "seed_model", "sim", "testbed"))
             for col, style, hatch, marker in (("U_host", "-", None, "o"),
                                               ("U_engine", "--", "////", "^")):
                 if _line(ax, model["rate"], model[col], color=color, linestyle=style):
                     drawn.add(f"model {col}")
+                if _line(ax, seed["rate"], seed[col], color=color, linestyle=style, **SEED):
+                    drawn.add(f"seed {col}")
                 if _band(ax, sim["rate"], sim[col], sim[f"{col}_lo"], sim[f"{col}_hi"], color,
                          hatch):
                     drawn.add(f"sim {col}")
@@ -78,6 +82,9 @@ def utilisation_figure(points: pd.DataFrame) -> Figure | None:
     _legend(fig, points, drawn, [
         ("model U_host", Line2D([], [], color="0.4", label="model U_host")),
         ("model U_engine", Line2D([], [], color="0.4", linestyle="--", label="model U_engine")),
+        ("seed U_host", Line2D([], [], color="0.4", **SEED, label="seed model U_host")),
+        ("seed U_engine", Line2D([], [], color="0.4", linestyle="--", **SEED,
+                                 label="seed model U_engine")),
         ("sim U_host", Patch(color="0.4", alpha=0.2, label="sim U_host 95%")),
         ("sim U_engine", Patch(facecolor="none", edgecolor="0.4", hatch="////",
                                label="sim U_engine 95%")),
@@ -101,6 +108,9 @@ def delay_figure(points: pd.DataFrame) -> Figure | None:
             t, t_sum = _num(model, "T"), _num(model, "T_sum")
             if _line(ax, model["rate"], _ms(t), color=color):
                 drawn.add("model T")
+            seed = _rows(points, "seed_model", mode, klass)
+            if _line(ax, seed["rate"], _ms(_num(seed, "T")), color=color, **SEED):
+                drawn.add("seed T")
             # In inline mode T_sum is T: draw it only where the tandem sum says more.
             differs = np.isfinite(t_sum) & ~np.isclose(t_sum, t, rtol=1e-9, atol=0)
             if differs.any() and _line(ax, model["rate"], _ms(t_sum), color=color,
@@ -118,6 +128,7 @@ def delay_figure(points: pd.DataFrame) -> Figure | None:
     _legend(fig, points, drawn, [
         ("model T", Line2D([], [], color="0.4", label="model T (max)")),
         ("model T_sum", Line2D([], [], color="0.4", linestyle=":", label="model T_sum")),
+        ("seed T", Line2D([], [], color="0.4", **SEED, label="seed model T")),
         ("sim T", Patch(color="0.4", alpha=0.2, label="sim T 95%")),
         *_measured_legend(("T", "o"))])
     fig.suptitle("Mean delay: model, simulator and testbed")

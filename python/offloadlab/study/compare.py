@@ -58,20 +58,23 @@ class Study:
     sweeps: dict[tuple[str, str], list[Measured]]
     predictions: dict[tuple[str, str], dict[str, pd.DataFrame]]
     handoff: handoff.Result | None = None
+    # Seed 000's model fitted on the same runs: the baseline the report shows beside.
+    seed: Fitted | None = None
 
 
 def _row(**values) -> dict:
     return {c: values.get(c, math.nan) for c in COLUMNS["points"]}
 
 
-def model_points(rows: dict, rates: np.ndarray, cls: str, mode: str) -> pd.DataFrame:
+def model_points(rows: dict, rates: np.ndarray, cls: str, mode: str,
+                 source: str = "model") -> pd.DataFrame:
     """Model rows (a result's ``overall`` arrays, d0 included) in the points table's
     columns."""
     inline = mode == "inline"
     out = []
     for i, rate in enumerate(rates):
         out.append(_row(
-            source="model", mode=mode, **{"class": cls}, rate=float(rate),
+            source=source, mode=mode, **{"class": cls}, rate=float(rate),
             U_host=rows["U_noe" if inline else "U_cpu"][i],
             U_engine=math.nan if inline else rows["U_oe"][i],
             T=rows["T_noe" if inline else "T"][i],
@@ -118,7 +121,7 @@ def tables(study: Study, meta: dict) -> StudyTables:
                            columns=list(COLUMNS["points"]))]
     for key in pairs:
         pred = study.predictions[key]
-        points += [pred["line"], pred["at"], pred["sim"]]
+        points += [pred[k] for k in ("line", "at", "sim", "seed_line", "seed_at") if k in pred]
     accuracy = [r for key in pairs for r in _accuracy(study, *key)]
     saturation = [_saturation(study, *key) for key in pairs]
     found = verdicts(study)
@@ -202,6 +205,8 @@ def _accuracy(study: Study, cls: str, mode: str) -> list[dict]:
     rows = []
     for metric in metrics:
         sources = {"model": pred["at"][metric].to_numpy(float)}
+        if "seed_at" in pred:
+            sources["seed_model"] = pred["seed_at"][metric].to_numpy(float)
         if metric == "T" and mode != "inline":
             sources["model_sum"] = pred["at"]["T_sum"].to_numpy(float)
         if sims is not None:
@@ -284,10 +289,15 @@ def _saturation_note(study: Study, r: dict) -> str:
 def _saturation(study: Study, cls: str, mode: str) -> dict:
     m = study.saturation[cls, mode]
     f = study.fitted.fits[cls, mode]
+    seed = study.seed.fits[cls, mode].saturation if study.seed is not None else math.nan
     measured = m.run.throughput
+
+    def error(predicted: float) -> float:
+        return predicted / measured - 1 if measured > 0 else math.nan
+
     return {"class": cls, "mode": mode, "measured": measured, "model": f.saturation,
-            "bottleneck": f.bottleneck,
-            "error": f.saturation / measured - 1 if measured > 0 else math.nan,
+            "bottleneck": f.bottleneck, "error": error(f.saturation), "seed_model": seed,
+            "seed_error": error(seed),
             "host_util": m.U_host, "conn_per_min": m.connections_per_s * 60,
             "connect_s": m.connect_s, "goodput_Bps": m.goodput_Bps}
 

@@ -72,6 +72,7 @@ def run(plan: Plan, progress: Progress | None = None) -> compare.Study:
         calibration[load.name, mode] = runs
     tick("calibration", total, total)
     fitted = calibrate(plan, calibration)
+    seed = calibrate(plan, calibration, extended=False)
 
     operating = operating_rates(fitted)
     total = len(pairs) * budget.run_s * (len(budget.sweep) + 1)
@@ -96,6 +97,7 @@ def run(plan: Plan, progress: Progress | None = None) -> compare.Study:
         rates = np.array([m.run.rate for m in sweeps[load.name, mode]])
         predictions[load.name, mode] = predict(fitted, load.name, mode, rates,
                                                budget.sim_requests, plan.seed)
+        predictions[load.name, mode] |= baseline(seed, load.name, mode, rates)
         tick("predict", i + 1, len(pairs))
     experiment = plan.handoff()
     result = None
@@ -103,7 +105,8 @@ def run(plan: Plan, progress: Progress | None = None) -> compare.Study:
         def step(_: str, done: int, total: int) -> None:
             tick("handoff", done * budget.run_s, total * budget.run_s)
         result = handoff.run(experiment, step)
-    return compare.Study(plan, fitted, saturation, calibration, sweeps, predictions, result)
+    return compare.Study(plan, fitted, saturation, calibration, sweeps, predictions, result,
+                         seed)
 
 
 def operating_rates(fitted: compare.Fitted) -> dict[str, float]:
@@ -129,9 +132,11 @@ def _stop(m: Measured) -> bool:
             or m.run.throughput < (1 - STOP_SHORTFALL) * m.run.rate)
 
 
-def calibrate(plan: Plan, calibration: dict) -> compare.Fitted:
+def calibrate(plan: Plan, calibration: dict, extended: bool = True) -> compare.Fitted:
     """Fits per class and mode, the structural cost models, one scenario per offload
-    mode, and d0 (the delay outside host and engine) per class and mode."""
+    mode, and d0 (the delay outside host and engine) per class and mode. Without
+    ``extended`` it is seed 000's model, the baseline: every request costs the mean CPU
+    per request of the calibration runs, with no wake-up cost and no background."""
     mss = fit.loopback_mss()
     names = [load.name for load in plan.classes]
 
@@ -139,7 +144,7 @@ def calibrate(plan: Plan, calibration: dict) -> compare.Fitted:
         """One queue's cost per wake-up, then its per-request cost model."""
         runs = [[m.run for m in calibration[c, mode]] for c in names]
         wakeups = "engine_wakeups" if field == "engine_s" else "host_wakeups"
-        wakeup, wakeup_r2 = fit.fit_wakeup(runs, field, wakeups)
+        wakeup, wakeup_r2 = fit.fit_wakeup(runs, field, wakeups) if extended else (0, math.nan)
         means = [fit.per_request(r, field, wakeups, wakeup)
                  - (fit.demand(r, "app_s") if less_app else 0.0) for r in runs]
         sizes = [np.concatenate([x.sizes for x in r]) for r in runs]
@@ -158,6 +163,9 @@ def calibrate(plan: Plan, calibration: dict) -> compare.Fitted:
         for c in names:
             fits[c, mode] = fit.fit_class([m.run for m in calibration[c, mode]], mss,
                                           engine_model=engine, host_wakeup=overhead.wakeup)
+    if not extended:
+        for key, f in fits.items():
+            fits[key] = replace(f, host_bg=0.0, engine_bg=0.0)
 
     def scenarios() -> dict[str, Scenario]:
         return {mode: build_scenario(plan, fits, models, mode) for mode in plan.offload_modes}
@@ -222,6 +230,15 @@ def _delay(d0: float) -> float:
 
 def _model_rows(fitted: compare.Fitted, cls: str, mode: str, rates: np.ndarray) -> dict:
     return model.evaluate(fitted.single(cls, mode), rates).overall
+
+
+def baseline(seed: compare.Fitted, cls: str, mode: str,
+             rates: np.ndarray) -> dict[str, pd.DataFrame]:
+    """Seed 000's model at the swept rates and on its line, as source ``seed_model``."""
+    line = np.linspace(0, 1.05 * seed.fits[cls, mode].saturation, _LINE_POINTS)[1:]
+    return {f"seed_{key}": compare.model_points(_model_rows(seed, cls, mode, x), x, cls, mode,
+                                                source="seed_model")
+            for key, x in (("at", rates), ("line", line))}
 
 
 def predict(fitted: compare.Fitted, cls: str, mode: str, rates: np.ndarray,

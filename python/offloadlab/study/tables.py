@@ -22,16 +22,19 @@ COLUMNS: dict[str, tuple[str, ...]] = {
     # T_lo, T_hi: 95% interval of T (sim: replications or batch means; testbed: batch
     # means over the run); U_*_lo/_hi likewise for the sim. use: "calibration" for the
     # testbed runs the model was fitted on, "validation" for the sweep, "prediction"
-    # for model and sim rows. A saturated model point has T = inf.
+    # for model, seed_model (seed 000's model, the baseline) and sim rows. A saturated
+    # model point has T = inf.
     "points": ("source", "mode", "class", "rate", "U_host", "U_host_lo", "U_host_hi",
                "U_engine", "U_engine_lo", "U_engine_hi", "T", "T_sum", "T_lo", "T_hi",
                "throughput", "p99", "errors", "use"),
     # One row per (class, mode). measured: closed-loop throughput with zero think time;
-    # model: 1 / E[S] of the bottleneck (host or engine). error = model / measured - 1.
+    # model: 1 / E[S] of the bottleneck (host or engine) with its core's background.
+    # error = model / measured - 1; seed_model, seed_error: the same for seed 000's
+    # model fitted on the same runs.
     # host_util: busy share of the host thread during the saturation run. The seed's
     # Tables 4-3 and 4-4: connections per minute, mean connection set-up, goodput (B/s).
-    "saturation": ("class", "mode", "measured", "model", "bottleneck", "error", "host_util",
-                   "conn_per_min", "connect_s", "goodput_Bps"),
+    "saturation": ("class", "mode", "measured", "model", "bottleneck", "error", "seed_model",
+                   "seed_error", "host_util", "conn_per_min", "connect_s", "goodput_Bps"),
     # One row per (class, mode, core) from the saturation run: shares of the core's wall
     # time (they add up to about 1). role: "host", "engine" or "shared".
     "cpu": ("class", "mode", "core", "role", "user", "system", "softirq", "irq", "idle"),
