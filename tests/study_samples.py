@@ -111,6 +111,7 @@ def _saturation(classes, modes) -> pd.DataFrame:
             rows.append({"class": klass, "mode": mode, "measured": measured, "model": model,
                          "bottleneck": bottleneck, "error": model / measured - 1,
                          "seed_model": 1.1 * model, "seed_error": 1.1 * model / measured - 1,
+                         "generator_bound": False,
                          "host_util": 0.97 if bottleneck == "host" else 0.4,
                          "conn_per_min": measured * 60 / 10, "connect_s": 180e-6 * (1 + i),
                          "goodput_Bps": measured * SIZE[klass]})

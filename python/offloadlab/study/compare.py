@@ -279,11 +279,17 @@ def _saturation_note(study: Study, r: dict) -> str:
             f"{r['error']:+.0%} off the measured {r['measured']:,.0f}/s (target "
             f"±{SATURATION_TOLERANCE:.0%}); the host thread was busy {r['host_util']:.0%} "
             "of the saturation run, the cores " + ", ".join(f"{b:.0%}" for b in cores.values()))
-    core = study.plan.engine_core
-    if r["host_util"] < 0.8 and cores.get(core, 0) > 0.9:
-        text += (f". The load generator's core ({core}) was the bottleneck: this run "
-                 "measured the client's capacity, not the server's")
+    if r["generator_bound"]:
+        text += (f". The load generator's core ({study.plan.engine_core}) was the bottleneck: "
+                 "this run measured the client's capacity, not the server's")
     return text
+
+
+def _generator_bound(study: Study, m: Measured) -> bool:
+    """The saturation run was limited by the load generator's core, not by the server:
+    the host thread had time to spare while the generator's core was full."""
+    core = study.plan.engine_core
+    return bool(m.U_host < 0.8 and core is not None and _core_busy(m, core) > 0.9)
 
 
 def _saturation(study: Study, cls: str, mode: str) -> dict:
@@ -297,7 +303,7 @@ def _saturation(study: Study, cls: str, mode: str) -> dict:
 
     return {"class": cls, "mode": mode, "measured": measured, "model": f.saturation,
             "bottleneck": f.bottleneck, "error": error(f.saturation), "seed_model": seed,
-            "seed_error": error(seed),
+            "seed_error": error(seed), "generator_bound": _generator_bound(study, m),
             "host_util": m.U_host, "conn_per_min": m.connections_per_s * 60,
             "connect_s": m.connect_s, "goodput_Bps": m.goodput_Bps}
 

@@ -30,11 +30,13 @@ COLUMNS: dict[str, tuple[str, ...]] = {
     # One row per (class, mode). measured: closed-loop throughput with zero think time;
     # model: 1 / E[S] of the bottleneck (host or engine) with its core's background.
     # error = model / measured - 1; seed_model, seed_error: the same for seed 000's
-    # model fitted on the same runs.
+    # model fitted on the same runs. generator_bound: the run was limited by the load
+    # generator's core (host thread under 80% busy, that core over 90%), not the server.
     # host_util: busy share of the host thread during the saturation run. The seed's
     # Tables 4-3 and 4-4: connections per minute, mean connection set-up, goodput (B/s).
     "saturation": ("class", "mode", "measured", "model", "bottleneck", "error", "seed_model",
-                   "seed_error", "host_util", "conn_per_min", "connect_s", "goodput_Bps"),
+                   "seed_error", "generator_bound", "host_util", "conn_per_min", "connect_s",
+                   "goodput_Bps"),
     # One row per (class, mode, core) from the saturation run: shares of the core's wall
     # time (they add up to about 1). role: "host", "engine" or "shared".
     "cpu": ("class", "mode", "core", "role", "user", "system", "softirq", "irq", "idle"),
