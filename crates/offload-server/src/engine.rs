@@ -136,6 +136,7 @@ pub fn run(
     let mut host_proto = Proto::new(None, config.limits.clone(), stats.clone(), None)?;
     proto.account = account;
     host_proto.account = account;
+    host_proto.counts_wakeups = true;
     let engine_wake = Wake::new(proto.waker()?);
     let host_wake = Wake::new(host_proto.waker()?);
     let (cmd_tx, cmd_rx) = ring::channel(RING_SLOTS, engine_wake.clone());
@@ -509,6 +510,8 @@ fn engine_loop(
         if applied + seen > 0 {
             if let (Some(from), Some(start)) = (idle_from.take(), turn_start) {
                 add_idle(stats, start - from);
+                // Work after one or more turns without: a busy period begins.
+                stats.socket.wakeups.fetch_add(1, Ordering::Relaxed);
             }
             idle_since = Instant::now();
             side.pay();

@@ -163,6 +163,9 @@ pub struct Proto {
     /// Time the work done for each connection and charge it to its answers
     /// (`Dispatch::answered`): placement's per-class accounts.
     pub account: bool,
+    /// The host thread's loop: its blocking waits that return events are the host's
+    /// wake-ups (`stats::App::wakeups`). The engine counts its own (`engine_loop`).
+    pub counts_wakeups: bool,
     /// Accounting: when the work not yet charged began.
     mark: Instant,
     next_gen: u32,
@@ -198,6 +201,7 @@ impl Proto {
             conns: Slab::with_capacity(limits.max_conns.min(1 << 16)),
             host_first: false,
             account: false,
+            counts_wakeups: false,
             mark: now,
             next_gen: 0,
             pool: Pool::default(),
@@ -250,6 +254,11 @@ impl Proto {
             Ok(()) => {}
             Err(e) if e.kind() == io::ErrorKind::Interrupted => return Ok(0),
             Err(e) => return Err(e),
+        }
+        // A wait that may block (not a busy loop's zero-timeout poll) and returned
+        // events, also ones ready at once: each is an epoll_wait and a turn begun.
+        if self.counts_wakeups && !timeout.is_zero() && !self.events.is_empty() {
+            self.stats.app.wakeups.fetch_add(1, Ordering::Relaxed);
         }
         self.now = Instant::now();
         // Copied out so the handlers below can borrow `self`; the vector is reused.

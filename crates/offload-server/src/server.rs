@@ -87,8 +87,9 @@ pub fn serve(config: Config, control: Arc<Control>) -> Result<Value, String> {
                 let served = match config.mode {
                     Mode::Inline => {
                         let listener = Some(TcpListener::from_std(listener));
-                        let proto =
+                        let mut proto =
                             Proto::new(listener, config.limits.clone(), stats.clone(), None)?;
+                        proto.counts_wakeups = true;
                         let proxy = config.cache.map(|c| Proxy::new(&c, stats.clone()));
                         let mut app = Inline {
                             origin: handler,

@@ -7,6 +7,7 @@
 //! cache lines so host and engine do not slow each other down.
 
 use std::io;
+use std::os::fd::RawFd;
 use std::path::Path;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Mutex;
@@ -38,6 +39,12 @@ pub struct Socket {
     /// Engine CPU spent polling with nothing to do (adaptive or busy-poll wait), in
     /// nanoseconds: part of its CPU time, not of its service demand.
     pub idle_poll_ns: AtomicU64,
+    /// Engine wake-ups (engine and handoff modes): loop turns that found work (commands
+    /// or socket events) right after one or more that found none, i.e. busy periods
+    /// begun, whether the engine slept in between or only spun. Turns with work inside a
+    /// busy period are not counted: the model charges its per-wake-up cost once per
+    /// busy period.
+    pub wakeups: AtomicU64,
 }
 
 /// Counters of the application (the host thread).
@@ -53,6 +60,9 @@ pub struct App {
     pub work_ns: AtomicU64,
     /// Host CPU spent polling an empty completion ring (uring mode), nanoseconds.
     pub idle_poll_ns: AtomicU64,
+    /// Host wake-ups: returns of the host loop's blocking wait with something to do (see
+    /// `docs/testbed.md`), for the model's per-wake-up cost.
+    pub wakeups: AtomicU64,
     /// Database queries of dynamic pages, and the time spent in them (wall clock).
     pub db_queries: AtomicU64,
     pub db_ns: AtomicU64,
@@ -88,6 +98,33 @@ pub const SAMPLE_EVERY: std::time::Duration = std::time::Duration::from_millis(1
 
 const CODES: [u16; 12] = [200, 304, 400, 404, 405, 413, 414, 431, 500, 503, 505, 0];
 
+/// The io_uring whose SQPOLL thread is the engine (uring mode): its descriptor while it
+/// is open, and the last reading of its fdinfo.
+#[derive(Debug, Default)]
+struct Ring {
+    fd: Option<RawFd>,
+    times: Option<SqTimes>,
+}
+
+/// How the SQPOLL thread spent its time, in seconds: working on submissions, in all
+/// (work plus polling an empty submission ring), and its CPU time by the scheduler,
+/// read at the same moment, to check `total_s` against.
+#[derive(Clone, Copy, Debug, PartialEq)]
+struct SqTimes {
+    work_s: f64,
+    total_s: f64,
+    cpu_s: Option<f64>,
+}
+
+/// Ends `Stats::watch_ring`; the last reading stays.
+pub struct RingWatch<'a>(&'a Stats);
+
+impl Drop for RingWatch<'_> {
+    fn drop(&mut self) {
+        self.0.ring.lock().unwrap().fd = None;
+    }
+}
+
 /// A thread whose CPU time is accounted.
 #[derive(Debug)]
 struct Thread {
@@ -115,6 +152,7 @@ pub struct Stats {
     start: Instant,
     start_cores: Vec<[u64; FIELDS.len()]>,
     threads: Mutex<Vec<Thread>>,
+    ring: Mutex<Ring>,
     errors: AtomicU64,
     last_error: Mutex<String>,
     takeover: Mutex<Option<(f64, String)>>,
@@ -136,6 +174,7 @@ impl Stats {
             start: Instant::now(),
             start_cores: core_times().unwrap_or_default(),
             threads: Mutex::new(Vec::new()),
+            ring: Mutex::default(),
             errors: AtomicU64::new(0),
             last_error: Mutex::new(String::new()),
             takeover: Mutex::new(None),
@@ -182,6 +221,15 @@ impl Stats {
         });
     }
 
+    /// Reads the SQPOLL thread's work and total time from this ring's fdinfo whenever
+    /// threads are sampled, until the guard drops. Drop it before the ring closes: the
+    /// descriptor's number may then be reused.
+    #[must_use]
+    pub fn watch_ring(&self, fd: RawFd) -> RingWatch<'_> {
+        self.ring.lock().unwrap().fd = Some(fd);
+        RingWatch(self)
+    }
+
     /// The engine failed and the host took over `after_s` seconds into the run.
     pub fn record_takeover(&self, reason: &str) {
         self.engine_failed.store(true, Ordering::Relaxed);
@@ -223,9 +271,14 @@ impl Stats {
         })
     }
 
-    /// Reads every accounted thread's CPU time now. Call it from a thread before it
-    /// exits too, so its final time is kept.
+    /// Reads every accounted thread's CPU time now (and the SQPOLL thread's split of
+    /// its time). Call it from a thread before it exits too, so its final time is kept.
     pub fn sample_threads(&self) {
+        let mut ring = self.ring.lock().unwrap();
+        if let Some(fd) = ring.fd {
+            ring.times = sqpoll_times(fd).or(ring.times); // a failed read keeps the last
+        }
+        drop(ring);
         for t in self.threads.lock().unwrap().iter_mut() {
             let now = match t.clock {
                 Some(clock) => clock.seconds(),
@@ -249,6 +302,12 @@ impl Stats {
             times.fold(0.0, |a, b| a + b) // not sum(): an empty f64 sum is -0.0
         };
         let (host_s, engine_s) = (role_cpu("host"), role_cpu("engine"));
+        let host_wakeups = relaxed(&self.app.wakeups);
+        // Only our own engine thread counts its wake-ups (SQPOLL is the kernel's).
+        let engine_wakeups = matches!(self.mode, Mode::Engine | Mode::Handoff)
+            .then(|| relaxed(&self.socket.wakeups));
+        let uring = self.mode == Mode::Uring;
+        let sq = self.ring.lock().unwrap().times.filter(|_| uring);
         let idle_poll_s = relaxed(&self.socket.idle_poll_ns) as f64 * 1e-9;
         let host_idle_poll_s = relaxed(&self.app.idle_poll_ns) as f64 * 1e-9;
         let commands = relaxed(&self.app.commands);
@@ -304,6 +363,18 @@ impl Stats {
                 "engine_busy_cpu_s": per_request((engine_s - idle_poll_s).max(0.0)),
                 "commands": per_request(commands as f64),
                 "batch_mean": (batches > 0).then(|| commands as f64 / batches as f64),
+                "host_wakeups": per_request(host_wakeups as f64),
+                "engine_wakeups": engine_wakeups.and_then(|n| per_request(n as f64)),
+                "engine_sq_work_s": sq.and_then(|t| per_request(t.work_s)),
+            },
+            "wakeups": {
+                "host": host_wakeups,
+                "engine": engine_wakeups,
+            },
+            "sqpoll": {
+                "work_s": sq.map(|t| t.work_s),
+                "total_s": sq.map(|t| t.total_s),
+                "cpu_s": sq.and_then(|t| t.cpu_s),
             },
             "cores": self.core_deltas(),
             "handoff": handoff,
@@ -380,6 +451,31 @@ fn core_times() -> io::Result<Vec<[u64; FIELDS.len()]>> {
         .collect())
 }
 
+/// The SQPOLL thread's times from its ring's fdinfo (None if the file cannot be read).
+fn sqpoll_times(fd: RawFd) -> Option<SqTimes> {
+    let text = std::fs::read_to_string(format!("/proc/self/fdinfo/{fd}")).ok()?;
+    parse_sqpoll_times(&text)
+}
+
+/// `SqWorkTime` and `SqTotalTime` are microseconds (None on kernels without them). On
+/// 6.18 `SqTotalTime` matched the thread's schedstat to within the microseconds between
+/// the two reads. `SqThread` is the thread's kernel id; `SqThreadCpu` is only the core
+/// it runs on, not a time.
+fn parse_sqpoll_times(fdinfo: &str) -> Option<SqTimes> {
+    let field = |name: &str| -> Option<i64> {
+        let value = fdinfo
+            .lines()
+            .find_map(|l| l.strip_prefix(name)?.strip_prefix(':'))?;
+        value.trim().parse().ok()
+    };
+    let tid = field("SqThread").and_then(|t| i32::try_from(t).ok());
+    Some(SqTimes {
+        work_s: field("SqWorkTime")? as f64 / 1e6,
+        total_s: field("SqTotalTime")? as f64 / 1e6,
+        cpu_s: tid.and_then(cpu::task_seconds),
+    })
+}
+
 fn clock_ticks_per_second() -> f64 {
     // SAFETY: sysconf has no preconditions.
     let hz = unsafe { libc::sysconf(libc::_SC_CLK_TCK) };
@@ -432,6 +528,34 @@ mod tests {
         assert_eq!(doc["statuses"]["200"], 1);
         assert_eq!(doc["statuses"]["other"], 1);
         assert!(doc["per_request"]["engine_cpu_s"].as_f64().unwrap() == 0.0);
+    }
+
+    #[test]
+    fn wake_ups_are_counted_per_side_and_divided_by_requests() {
+        let stats = Stats::new(Mode::Engine, 8080);
+        stats.app.requests.store(4, Ordering::Relaxed);
+        stats.app.wakeups.store(2, Ordering::Relaxed);
+        stats.socket.wakeups.store(6, Ordering::Relaxed);
+        let doc = stats.document(true);
+        assert_eq!(doc["wakeups"], json!({"host": 2, "engine": 6}));
+        assert_eq!(doc["per_request"]["host_wakeups"], 0.5);
+        assert_eq!(doc["per_request"]["engine_wakeups"], 1.5);
+        assert!(doc["sqpoll"]["work_s"].is_null() && doc["sqpoll"]["cpu_s"].is_null());
+        // Inline has no engine thread to count.
+        let doc = Stats::new(Mode::Inline, 8080).document(true);
+        assert_eq!(doc["wakeups"], json!({"host": 0, "engine": null}));
+        assert!(doc["per_request"]["engine_wakeups"].is_null());
+    }
+
+    #[test]
+    fn sqpoll_times_are_read_in_microseconds_and_missing_ones_are_none() {
+        let fdinfo = "SqMask:\t0xff\nSqThread:\t0\nSqThreadCpu:\t1\n\
+                      SqTotalTime:\t622225\nSqWorkTime:\t236146\nUserFiles:\t0\n";
+        let times = parse_sqpoll_times(fdinfo).unwrap();
+        assert_eq!((times.work_s, times.total_s), (0.236146, 0.622225));
+        assert_eq!(times.cpu_s, None, "no thread 0 under /proc/self/task");
+        let older_kernel = "SqMask:\t0xff\nSqThread:\t4846\nSqThreadCpu:\t0\n";
+        assert_eq!(parse_sqpoll_times(older_kernel), None);
     }
 
     #[test]

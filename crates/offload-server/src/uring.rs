@@ -189,6 +189,9 @@ pub fn run(
         pushed: 0,
         bytes: 0,
     };
+    // Declared after `uring`, so it ends before `uring` closes the ring, however this
+    // returns.
+    let _watch = stats.watch_ring(uring.ring.as_raw_fd());
     while !control.is_stopped() {
         uring.turn()?;
     }
@@ -295,15 +298,20 @@ impl Uring<'_> {
         }
         let spun = cpu::thread_seconds() - spin_from;
         add(&self.stats.app.idle_poll_ns, (spun.max(0.0) * 1e9) as u64);
-        if poll || !self.ring.completion().is_empty() {
-            return Ok(());
+        if !poll && self.ring.completion().is_empty() {
+            let ts = Timespec::from(TICK);
+            let args = SubmitArgs::new().timespec(&ts);
+            benign(
+                self.ring.submitter().submit_with_args(1, &args),
+                libc::ETIME,
+            )?;
         }
-        let ts = Timespec::from(TICK);
-        let args = SubmitArgs::new().timespec(&ts);
-        benign(
-            self.ring.submitter().submit_with_args(1, &args),
-            libc::ETIME,
-        )
+        // Completions after the ring was found empty: a busy period begins, whether
+        // they came while the host spun or while it slept.
+        if !self.ring.completion().is_empty() {
+            add(&self.stats.app.wakeups, 1);
+        }
+        Ok(())
     }
 
     /// Hands the queued SQEs to the kernel (a syscall only if its thread sleeps).

@@ -631,6 +631,176 @@ fn each_message_between_host_and_engine_costs_the_engine_its_fixed_price() {
     );
 }
 
+/// A server with host and engine on cores of their own, as the testbed runs them (when
+/// there are two cores).
+fn pinned_server(mode: Mode) -> Server {
+    Server::start(mode, |c| {
+        if std::thread::available_parallelism().map_or(1, |n| n.get()) >= 2 {
+            (c.host_core, c.engine_core) = (Some(0), Some(1));
+        }
+    })
+}
+
+/// One request to start with, then `n` on the same keep-alive connection, each sent
+/// after the answer to the last and a 20 ms pause, so that each finds the server idle;
+/// then the client closes its side and waits for the server to close the connection.
+/// Returns the wake-ups after the first request: whether the server's first turn or a
+/// later one accepted the connection depends on when its threads started.
+fn paced_requests(server: &Server, n: usize) -> Value {
+    let mut s = server.connect();
+    let mut baseline = Value::Null;
+    for i in 0..=n {
+        let r = request(&mut s, "GET /f1024.bin HTTP/1.1\r\nHost: t\r\n\r\n");
+        assert_eq!(r.status, 200);
+        std::thread::sleep(Duration::from_millis(20));
+        if i == 0 {
+            baseline = server.control.document().unwrap()["wakeups"].clone();
+        }
+    }
+    s.shutdown(std::net::Shutdown::Write).unwrap();
+    assert!(closed_within(&mut s, Duration::from_secs(5)));
+    baseline
+}
+
+/// Wake-ups of `side` since `baseline`.
+fn woke(baseline: &Value, stats: &Value, side: &str) -> u64 {
+    let count = |wakeups: &Value| wakeups[side].as_u64().unwrap();
+    count(&stats["wakeups"]) - count(baseline)
+}
+
+#[test]
+fn paced_requests_wake_the_host_once_each_and_the_engine_once_or_twice() {
+    let n = 20;
+    // Inline: one epoll_wait return per request, and one for the client's close.
+    let server = pinned_server(Mode::Inline);
+    let baseline = paced_requests(&server, n);
+    let stats = server.stop();
+    assert_eq!(
+        woke(&baseline, &stats, "host"),
+        n as u64 + 1,
+        "{}",
+        stats["wakeups"]
+    );
+    assert_eq!(stats["wakeups"]["engine"], Value::Null);
+    assert!(stats["per_request"]["engine_wakeups"].is_null());
+    let per = stats["per_request"]["host_wakeups"].as_f64().unwrap();
+    let host = stats["wakeups"]["host"].as_f64().unwrap();
+    assert!((per - host / (n + 1) as f64).abs() < 1e-9, "{per}");
+
+    // Engine: the host sleeps until each request's event wakes it; the close is the
+    // engine's alone. The engine starts a busy period when a request arrives, and
+    // another when the host's answer does if it polled and found nothing meanwhile, as
+    // it does with its core to itself; sharing one, the woken host may run in its place
+    // and the answer joins the request's busy period. One more for the close.
+    let server = pinned_server(Mode::Engine);
+    let baseline = paced_requests(&server, n);
+    let stats = server.stop();
+    assert_eq!(
+        woke(&baseline, &stats, "host"),
+        n as u64,
+        "{}",
+        stats["wakeups"]
+    );
+    let engine = woke(&baseline, &stats, "engine");
+    assert!(
+        (n as u64 + 1..=2 * n as u64 + 1).contains(&engine),
+        "{engine} engine wake-ups for {n} requests"
+    );
+    let per = stats["per_request"]["engine_wakeups"].as_f64().unwrap();
+    let total = stats["wakeups"]["engine"].as_f64().unwrap();
+    assert!((per - total / (n + 1) as f64).abs() < 1e-9, "{per}");
+}
+
+#[test]
+fn a_burst_of_requests_takes_far_fewer_wake_ups_than_requests() {
+    // Eight connections send sixteen pipelined requests each, all at once. Inline, a
+    // turn or a few read and answer them all. In engine mode a connection has one
+    // request with the host at a time, so the requests cross in rounds, one per
+    // pipelined request, and a round of eight takes a wake-up or two on each side.
+    for mode in [Mode::Inline, Mode::Engine] {
+        let server = Server::start(mode, |_| {});
+        let mut conns: Vec<TcpStream> = (0..8).map(|_| server.connect()).collect();
+        let text = "GET /f1024.bin HTTP/1.1\r\nHost: t\r\n\r\n".repeat(16);
+        for s in &mut conns {
+            s.write_all(text.as_bytes()).unwrap();
+        }
+        for s in &mut conns {
+            let mut carry = Vec::new();
+            for _ in 0..16 {
+                assert_eq!(read_response(s, &mut carry, false).status, 200);
+            }
+        }
+        let stats = server.stop();
+        assert_eq!(stats["requests"], 128);
+        let host = stats["wakeups"]["host"].as_u64().unwrap();
+        assert!((1..=32).contains(&host), "{mode:?}: host woke {host} times");
+        if mode == Mode::Engine {
+            let engine = stats["wakeups"]["engine"].as_u64().unwrap();
+            assert!(engine <= 32, "engine woke {engine} times");
+        }
+    }
+}
+
+/// Whether this kernel's io_uring fdinfo has the SQPOLL thread's times: looked up in
+/// a ring this process has open (a running uring server's, which its host thread may
+/// still be making).
+fn kernel_reports_sqpoll_times() -> bool {
+    let started = Instant::now();
+    loop {
+        let fdinfo = std::fs::read_dir("/proc/self/fdinfo").unwrap().flatten();
+        let mut rings = fdinfo
+            .map(|entry| std::fs::read_to_string(entry.path()).unwrap_or_default())
+            .filter(|info| info.contains("SqThread:"));
+        if let Some(info) = rings.next() {
+            return info.contains("SqWorkTime:") && info.contains("SqTotalTime:");
+        }
+        assert!(started.elapsed() < Duration::from_secs(5), "no SQPOLL ring");
+        std::thread::sleep(Duration::from_millis(5));
+    }
+}
+
+#[test]
+fn the_sqpoll_thread_splits_its_time_into_work_and_polling() {
+    let n = 20;
+    let server = pinned_server(Mode::Uring);
+    let reported = kernel_reports_sqpoll_times();
+    let baseline = paced_requests(&server, n);
+    std::thread::sleep(Duration::from_millis(20)); // for the close's completion
+    let paced = &server.control.document().unwrap();
+    // The host waits on the completion ring. Each request's recv completes after a
+    // pause, and so does the end of the stream. Each send, and the close that follows
+    // the end of the stream, usually completes after the host found the ring empty,
+    // once it had queued them.
+    let host = woke(&baseline, paced, "host");
+    assert!(
+        (n as u64 + 1..=2 * n as u64 + 2).contains(&host),
+        "{host} host wake-ups for {n} requests"
+    );
+    assert_eq!(paced["wakeups"]["engine"], Value::Null);
+    // The kernel counts SQPOLL work from the thread's system time, which advances at
+    // scheduler ticks: a few paced requests may show none. Large files keep it busy.
+    let mut s = server.connect();
+    for _ in 0..5 {
+        let r = request(&mut s, "GET /f10485760.bin HTTP/1.1\r\nHost: t\r\n\r\n");
+        assert_eq!((r.status, r.body.len()), (200, 10 << 20));
+    }
+    let stats = server.stop();
+    if !reported {
+        eprintln!("skipped: this kernel's io_uring fdinfo has no SqWorkTime/SqTotalTime");
+        return;
+    }
+    let sq = &stats["sqpoll"];
+    let (work, total) = (
+        sq["work_s"].as_f64().unwrap(),
+        sq["total_s"].as_f64().unwrap(),
+    );
+    assert!(work > 0.0 && work <= total, "{sq}");
+    assert!(sq["cpu_s"].as_f64().unwrap() > 0.0, "{sq}");
+    let per = stats["per_request"]["engine_sq_work_s"].as_f64().unwrap();
+    let requests = stats["requests"].as_f64().unwrap();
+    assert!((per - work / requests).abs() < 1e-12, "{per}");
+}
+
 /// A handoff server with this policy (load control off unless given).
 fn handoff_server(selection: Selection, hard_limit: u32, control: Option<Watermarks>) -> Server {
     let policy = Paper::new(hard_limit, Priority::HostFirst, control, selection).unwrap();
