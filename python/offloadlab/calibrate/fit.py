@@ -78,9 +78,25 @@ class Run:
 
 
 @dataclass(frozen=True)
+class Wakeup:
+    """A queue's fitted wake-up cost. ``counted``: CPU per wake-up the server counted;
+    ``per_start``: counted wake-ups per busy period begun, with the model's busy periods
+    begun per request, 1 - U, measured as one less the thread's busy share; ``cost``
+    (= counted x per_start): the model's D, per busy period; ``r2``: of the fit."""
+
+    counted: float = 0.0
+    per_start: float = math.nan
+    r2: float = math.nan
+
+    @property
+    def cost(self) -> float:
+        return self.counted * self.per_start if self.counted > 0 else 0.0
+
+
+@dataclass(frozen=True)
 class CostModel:
     """E[X](size) = c0 + c_pkt * packets + c_byte * bytes per request for one side of
-    one mode, and that side's queue's cost per wake-up (with its fit's R²)."""
+    one mode, and that side's queue's cost per wake-up."""
 
     mode: str
     side: str
@@ -90,8 +106,7 @@ class CostModel:
     r2: float
     classes: tuple[str, ...]
     note: str = ""
-    wakeup: float = 0.0
-    wakeup_r2: float = math.nan
+    wakeup: Wakeup = Wakeup()
 
     def cost(self, sizes: np.ndarray, mss: int) -> np.ndarray:
         sizes = np.asarray(sizes, float)
@@ -218,29 +233,37 @@ def per_request(runs: Sequence[Run], cpu: str, wakeups: str, cost: float) -> flo
     return demand(runs, cpu) - (cost * woken if math.isfinite(woken) else 0.0)
 
 
-def fit_wakeup(runs_by_class: Sequence[Sequence[Run]], cpu: str,
-               wakeups: str) -> tuple[float, float]:
-    """A queue's cost per wake-up D and the fit's R² (within classes), by non-negative
-    least squares of ``cpu`` per request on one intercept per class and ``wakeups`` per
-    request. Lighter runs wake the queue for more of their requests, so D is what their
-    higher CPU per request says each wake-up costs. Runs without a wake-up count are left
-    out; with too few, or no spread of wake-ups, D = 0 (R² NaN)."""
-    rows = [(c, getattr(r, wakeups), getattr(r, cpu)) for c, runs in enumerate(runs_by_class)
-            for r in runs if math.isfinite(getattr(r, wakeups)) and math.isfinite(getattr(r, cpu))]
-    if len(rows) <= len(runs_by_class) or np.ptp([w for _, w, _ in rows]) <= 1e-9:
-        return 0.0, math.nan
-    cls = np.array([c for c, _, _ in rows])
-    x, y = np.array([w for _, w, _ in rows]), np.array([v for _, _, v in rows])
+def fit_wakeup(runs_by_class: Sequence[Sequence[Run]], cpu: str, wakeups: str) -> Wakeup:
+    """A queue's cost per wake-up by non-negative least squares of ``cpu`` per request on
+    one intercept per class and ``wakeups`` per request. Lighter runs wake the queue for
+    more of their requests, so the slope is what their higher CPU per request says each
+    counted wake-up costs. The server may count several wake-ups per busy period (inline,
+    a new connection's accept and its request are two), so the model's cost per busy
+    period is that slope times the counted wake-ups per busy period begun. Runs without
+    a wake-up count are left out; with too few, or no spread, the cost is 0."""
+    rows = [(c, r) for c, runs in enumerate(runs_by_class) for r in runs
+            if math.isfinite(getattr(r, wakeups)) and math.isfinite(getattr(r, cpu))]
+    x = np.array([getattr(r, wakeups) for _, r in rows])
+    if len(rows) <= len(runs_by_class) or np.ptp(x) <= 1e-9:
+        return Wakeup()
+    cls = np.array([c for c, _ in rows])
+    y = np.array([getattr(r, cpu) for _, r in rows])
     a = np.column_stack([*(cls == c for c in range(len(runs_by_class))), x]).astype(float)
     coef, _ = optimize.nnls(a, y)
     residual = y - a @ coef
     within = y - np.array([y[cls == c].mean() for c in cls])  # spread inside each class
     spread = (within**2).sum()
-    return float(coef[-1]), float(1 - (residual**2).sum() / spread) if spread > 0 else math.nan
+    idle = 1 - y * np.array([r.throughput for _, r in rows])  # 1 - U, utilisation law
+    requests = np.array([r.requests for _, r in rows], float)
+    starts = (requests * idle).sum()
+    return Wakeup(float(coef[-1]), float((requests * x).sum() / starts) if starts > 0
+                  else math.nan, float(1 - (residual**2).sum() / spread) if spread > 0
+                  else math.nan)
 
 
 def fit_class(runs: Sequence[Run], mss: int, host_model: CostModel | None = None,
-              engine_model: CostModel | None = None, host_wakeup: float = 0.0) -> ClassFit:
+              engine_model: CostModel | None = None, host_wakeup: Wakeup = Wakeup()
+              ) -> ClassFit:
     """Service times of one class in one mode from its calibration runs, per request
     (the wake-ups' share taken out at the queues' costs per wake-up: ``host_wakeup``,
     the engine model's). ``host_model`` (inline: the host protocol side) and
@@ -249,7 +272,7 @@ def fit_class(runs: Sequence[Run], mss: int, host_model: CostModel | None = None
     first = runs[0]
     sizes = np.concatenate([r.sizes for r in runs])
     EXa = demand(runs, "app_s")
-    other = max(per_request(runs, "host_s", "host_wakeups", host_wakeup) - EXa, 0.0)
+    other = max(per_request(runs, "host_s", "host_wakeups", host_wakeup.counted) - EXa, 0.0)
     background = {"host_bg": _background(runs, "host_background_s"),
                   "engine_bg": _background(runs, "engine_background_s")}
     if first.mode == "inline":
@@ -257,7 +280,7 @@ def fit_class(runs: Sequence[Run], mss: int, host_model: CostModel | None = None
         lognormal, pareto = fits(costs)
         return ClassFit(first.cls, first.mode, EXa, EXp=other, EXp_m2=float((costs**2).mean()),
                         lognormal=lognormal, pareto=pareto, **background)
-    wakeup = engine_model.wakeup if engine_model is not None else 0.0
+    wakeup = engine_model.wakeup.counted if engine_model is not None else 0.0
     engine = max(per_request(runs, "engine_s", "engine_wakeups", wakeup), 0.0)
     EXc = min(engine_model.c0, engine) if engine_model is not None else 0.0
     costs = shaped(engine - EXc, sizes, engine_model, mss)

@@ -265,9 +265,11 @@ def _cost_model(c: pd.DataFrame) -> str:
         rows.append([_text(d["mode"]), _text(d["side"]), (_us(d["c0"]), "num"),
                      (_us(d["c_pkt"]), "num"), (_sig(_f(d["c_byte"]) * 1e9), "num"),
                      (_sig(d["r2"]), "num"), _text(d["classes"]), _text(d["note"]),
-                     (_us(d["wakeup"]), "num"), (_sig(d["wakeup_r2"]), "num")])
+                     (_us(d["wakeup"]), "num"), (_us(d["wakeup_counted"]), "num"),
+                     (_sig(d["wakeups_per_start"]), "num"), (_sig(d["wakeup_r2"]), "num")])
     return _table(("mode", "side", "c0 (µs)", "c_pkt (µs/packet)", "c_byte (ns/byte)", "R²",
-                   "classes", "note", "per wake-up (µs)", "R² (wake-ups)"), rows)
+                   "classes", "note", "per busy period (µs)", "per counted wake-up (µs)",
+                   "counted per busy period", "R² (wake-ups)"), rows)
 
 
 def _figures(figures: dict[str, Path], out_dir: Path) -> str:

@@ -144,12 +144,12 @@ def calibrate(plan: Plan, calibration: dict, extended: bool = True) -> compare.F
         """One queue's cost per wake-up, then its per-request cost model."""
         runs = [[m.run for m in calibration[c, mode]] for c in names]
         wakeups = "engine_wakeups" if field == "engine_s" else "host_wakeups"
-        wakeup, wakeup_r2 = fit.fit_wakeup(runs, field, wakeups) if extended else (0, math.nan)
-        means = [fit.per_request(r, field, wakeups, wakeup)
+        wakeup = fit.fit_wakeup(runs, field, wakeups) if extended else fit.Wakeup()
+        means = [fit.per_request(r, field, wakeups, wakeup.counted)
                  - (fit.demand(r, "app_s") if less_app else 0.0) for r in runs]
         sizes = [np.concatenate([x.sizes for x in r]) for r in runs]
         return replace(fit.fit_cost_model(mode, label, names, means, sizes, mss),
-                       wakeup=wakeup, wakeup_r2=wakeup_r2)
+                       wakeup=wakeup)
 
     models = [side("inline", "host_s", "host_proto")]
     fits = {}
@@ -206,7 +206,7 @@ def build_scenario(plan: Plan, fits: dict, models: list[fit.CostModel], mode: st
             engine_overhead=fit.with_moments(off.EXc, off.EXc**2),
             engine_proto=fit.with_moments(off.EXq, off.EXq_m2),
             offload="auto", d0=_delay(base.d0), d0_offload=_delay(off.d0)))
-    wakeup = {(m.mode, m.side): Deterministic(m.wakeup) for m in models}
+    wakeup = {(m.mode, m.side): Deterministic(m.wakeup.cost) for m in models}
 
     def queue(side: str, fitted_mode: str, background: str) -> Queue:
         return Queue(wakeup=wakeup[fitted_mode, side], per_class=tuple(

@@ -1,0 +1,167 @@
+"""Does the model meet its accuracy targets on the testbed, run after run? Issue 25's
+benchmark.
+
+Runs ``offload study`` ``--runs`` times per scope and prints, per source (``model``, the
+extended model; ``seed_model``, seed 000's fitted on the same runs; ``model_sum`` and
+``sim``), the share of targets met:
+
+- accuracy: U_host and U_engine MAPE <= 5%, T MAPE <= 15%, on every (class, mode,
+  metric) row with a scored point below 80% utilisation; the target is 90% of rows;
+- saturation: within ±10% on every row where the server, not the load generator, was
+  the bottleneck; the target is every row;
+- verdicts: identical across the runs, and each run's verdicts and fractions reproduced
+  by ``offload model scenario-<mode>.toml --json`` on its exported scenario.
+
+Scopes: ``demo`` (classes 0 and 3, inline and engine, quick budget, as ``offload demo``)
+and ``full`` (classes 0-3 in inline, engine and uring, standard budget). On this 2-core
+machine a demo study takes about 3 minutes and a full one about 25.
+
+    .venv/bin/python bench/study_accuracy.py [--runs 3] [--scope demo|full|both] [--keep DIR]
+"""
+
+from __future__ import annotations
+
+import argparse
+import collections
+import json
+import math
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+OFFLOAD = Path(sys.executable).with_name("offload")
+SCOPES = {
+    "demo": ["--classes", "0,3", "--modes", "inline,engine", "--budget", "quick"],
+    "full": ["--classes", "0,1,2,3", "--modes", "inline,engine,uring", "--budget", "standard"],
+}
+ACCURACY_GOAL = 0.9
+SATURATION_TOLERANCE = 0.10
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--runs", type=int, default=3)
+    parser.add_argument("--scope", choices=[*SCOPES, "both"], default="both")
+    parser.add_argument("--keep", type=Path, help="keep each study's folder under DIR")
+    args = parser.parse_args()
+    scopes = list(SCOPES) if args.scope == "both" else [args.scope]
+    with tempfile.TemporaryDirectory() as tmp:
+        root = args.keep or Path(tmp)
+        for scope in scopes:
+            studies = [run_study(scope, root / f"{scope}-{i + 1}", i, args.runs)
+                       for i in range(args.runs)]
+            report(scope, studies)
+
+
+def run_study(scope: str, out: Path, i: int, runs: int) -> tuple[dict, dict]:
+    """One study; its summary and, per offload mode, ``offload model``'s class rows on
+    the scenario it exported."""
+    started = time.monotonic()
+    subprocess.run([str(OFFLOAD), "study", *SCOPES[scope], "--no-handoff", "--out", str(out)],
+                   check=True, stdout=subprocess.DEVNULL)
+    summary = json.loads((out / "summary.json").read_text())
+    exported = {}
+    for mode in summary["meta"]["modes"][1:]:
+        done = subprocess.run([str(OFFLOAD), "model", str(out / f"scenario-{mode}.toml"),
+                               "--json"], check=True, capture_output=True, text=True)
+        exported[mode] = {r["class"]: r for r in json.loads(done.stdout)["rows"]
+                          if r["class"] != "all"}
+    print(f"{scope} study {i + 1}/{runs}: {time.monotonic() - started:.0f} s",
+          file=sys.stderr)
+    return summary, exported
+
+
+def report(scope: str, studies: list[tuple[dict, dict]]) -> None:
+    print(f"\n== {scope}: {len(studies)} studies ==")
+    met, rows = collections.Counter(), collections.Counter()
+    for summary, _ in studies:
+        for a in summary["accuracy"]:
+            if a["n"] > 0:
+                rows[a["source"]] += 1
+                met[a["source"]] += _within(a["mape"], a["target"])
+    print("accuracy (MAPE within its target, rows with a scored point; goal "
+          f"{ACCURACY_GOAL:.0%} of rows):")
+    for source in ("model", "seed_model", "model_sum", "sim"):
+        if rows[source]:
+            share = met[source] / rows[source]
+            print(f"  {source:11} {met[source]:3}/{rows[source]:<3} {share:6.1%}"
+                  f"  {'met' if share >= ACCURACY_GOAL else 'missed'}")
+    print("  per row (MAPE of model / seed_model, median over the studies):")
+    by_row = collections.defaultdict(lambda: collections.defaultdict(list))
+    for summary, _ in studies:
+        for a in summary["accuracy"]:
+            by_row[a["class"], a["mode"], a["metric"]][a["source"]].append(a["mape"])
+    for (cls, mode, metric), sources in sorted(by_row.items()):
+        print(f"    {cls:4} {mode:7} {metric:9} "
+              + " / ".join(f"{_median(sources[s]):6.1%}" for s in ("model", "seed_model")))
+    saturation(studies)
+    verdicts(studies)
+
+
+def saturation(studies: list[tuple[dict, dict]]) -> None:
+    scored = collections.Counter()
+    within = collections.Counter()
+    skipped = 0
+    for summary, _ in studies:
+        for s in summary["saturation"]:
+            if s["generator_bound"]:
+                skipped += 1
+                continue
+            for source, error in (("model", s["error"]), ("seed_model", s["seed_error"])):
+                scored[source] += 1
+                within[source] += _within(error, SATURATION_TOLERANCE)
+    print(f"saturation within ±{SATURATION_TOLERANCE:.0%} where the server was the "
+          f"bottleneck ({skipped} generator-bound rows left out; goal: every row):")
+    for source in ("model", "seed_model"):
+        if scored[source]:
+            print(f"  {source:11} {within[source]:3}/{scored[source]:<3} "
+                  f"{within[source] / scored[source]:6.1%}")
+    print("  per row (error of model / seed_model, each study):")
+    by_row = collections.defaultdict(list)
+    for summary, _ in studies:
+        for s in summary["saturation"]:
+            by_row[s["class"], s["mode"]].append(s)
+    for (cls, mode), rows in sorted(by_row.items()):
+        print(f"    {cls:4} {mode:7} " + "  ".join(
+            f"{_pct(r['error'])} / {_pct(r['seed_error'])}"
+            + (" (generator-bound)" if r["generator_bound"] else "") for r in rows))
+
+
+def verdicts(studies: list[tuple[dict, dict]]) -> None:
+    seen = collections.defaultdict(list)
+    coherent = total = 0
+    for summary, exported in studies:
+        for v in summary["verdicts"]:
+            seen[v["class"], v["mode"]].append(f"{v['verdict']}/{v['agree']}")
+            row = exported[v["mode"]][v["class"]]
+            total += 1
+            coherent += (row["verdict"] == v["verdict"]
+                         and math.isclose(row["f"], v["f"], abs_tol=1e-9))
+    same = sum(len({x.split("/")[0] for x in labels}) == 1 for labels in seen.values())
+    print(f"verdicts identical across the studies: {same}/{len(seen)} (class, mode) pairs; "
+          f"reproduced by offload model on the exported scenario: {coherent}/{total}")
+    for (cls, mode), labels in sorted(seen.items()):
+        print(f"    {cls:4} {mode:7} verdict/agree: {', '.join(labels)}")
+
+
+def _within(error: float | None, bound: float) -> bool:
+    """|error| <= bound; a missing error (JSON null) is a miss."""
+    return error is not None and abs(error) <= bound
+
+
+def _pct(x: float | None) -> str:
+    return "   n/a" if x is None else f"{x:+6.1%}"
+
+
+def _median(values: list[float]) -> float:
+    finite = sorted(v for v in values if v is not None and math.isfinite(v))
+    if not finite:
+        return math.nan
+    mid = len(finite) // 2
+    return finite[mid] if len(finite) % 2 else (finite[mid - 1] + finite[mid]) / 2
+
+
+if __name__ == "__main__":
+    main()
