@@ -5,7 +5,7 @@ use std::sync::Arc;
 
 use offload_sim::dist::Dist;
 use offload_sim::experiment::{self, Plan, Precision, Warmup};
-use offload_sim::request::{Class, Network, METRICS, SIM_ONLY};
+use offload_sim::request::{Class, Network, QueueCosts, METRICS, SIM_ONLY};
 use pyo3::exceptions::{PyKeyboardInterrupt, PyValueError};
 use pyo3::prelude::*;
 use pyo3::types::PyDict;
@@ -54,6 +54,13 @@ impl PyDist {
     #[staticmethod]
     fn empirical(values: Vec<f64>) -> PyResult<Self> {
         Dist::empirical(values).map(PyDist).map_err(value_error)
+    }
+
+    #[staticmethod]
+    fn mixture(weights: Vec<f64>, parts: Vec<PyDist>) -> PyResult<Self> {
+        Dist::mixture(weights, parts.into_iter().map(|d| d.0).collect())
+            .map(PyDist)
+            .map_err(value_error)
     }
 
     /// `n` draws with the simulator's generator seeded with `seed`.
@@ -110,9 +117,12 @@ type ClassTuple = (
 
 /// Simulate the request-level network once (one rate point). Returns a dict of plain
 /// Python values; see `offloadlab.sim` for their meaning. `warmup=None` means MSER-5.
+/// `queues` gives each station (noe, cpu, oe) as (wakeup, background) and `d0` each
+/// class as (d0 on the host, d0 offloaded), in seconds; None: no such costs.
 #[pyfunction]
 #[pyo3(signature = (rate, classes, delay_max, requests, seed, replications, warmup, batches,
-                    precision, precision_metric, threads, control=None))]
+                    precision, precision_metric, threads, queues=None, d0=None,
+                    control=None))]
 #[allow(clippy::too_many_arguments)]
 fn simulate<'py>(
     py: Python<'py>,
@@ -127,24 +137,45 @@ fn simulate<'py>(
     precision: Option<f64>,
     precision_metric: usize,
     threads: usize,
+    queues: Option<[(PyDist, PyDist); 3]>,
+    d0: Option<Vec<(f64, f64)>>,
     control: Option<&Control>,
 ) -> PyResult<Bound<'py, PyDict>> {
+    let d0 = d0.unwrap_or_else(|| vec![(0.0, 0.0); classes.len()]);
+    if d0.len() != classes.len() {
+        return Err(value_error(format!(
+            "d0 needs one (host, sent) pair per class: {} for {} classes",
+            d0.len(),
+            classes.len()
+        )));
+    }
     let net = Network {
         rate,
         delay_max,
+        queues: queues.map_or_else(Default::default, |q| {
+            q.map(|(wakeup, background)| QueueCosts {
+                wakeup: wakeup.0,
+                background: background.0,
+            })
+        }),
         classes: classes
             .into_iter()
-            .map(|(share, offload, a, p, o, c, q, hit, x)| Class {
-                share,
-                offload,
-                app: a.0,
-                host_proto: p.0,
-                host_overhead: o.0,
-                engine_overhead: c.0,
-                engine_proto: q.0,
-                hit,
-                engine_hit: x.0,
-            })
+            .zip(d0)
+            .map(
+                |((share, offload, a, p, o, c, q, hit, x), (d0_host, d0_sent))| Class {
+                    share,
+                    offload,
+                    app: a.0,
+                    host_proto: p.0,
+                    host_overhead: o.0,
+                    engine_overhead: c.0,
+                    engine_proto: q.0,
+                    hit,
+                    engine_hit: x.0,
+                    d0_host,
+                    d0_sent,
+                },
+            )
             .collect(),
     };
     let plan = Plan {

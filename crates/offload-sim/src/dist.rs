@@ -29,6 +29,11 @@ pub enum Dist {
     },
     /// Resampling (bootstrap) of measured values.
     Empirical { values: Arc<[f64]> },
+    /// Part i with probability w_i; `cumulative` holds the running sums of the weights.
+    Mixture {
+        cumulative: Arc<[f64]>,
+        parts: Arc<[Dist]>,
+    },
 }
 
 impl Dist {
@@ -95,6 +100,30 @@ impl Dist {
         })
     }
 
+    /// `parts[i]` with probability `weights[i] / sum(weights)`: e.g. a per-request cost
+    /// that depends on the request's class, over the class mix.
+    pub fn mixture(weights: Vec<f64>, parts: Vec<Dist>) -> Result<Dist, String> {
+        check(
+            !parts.is_empty() && weights.len() == parts.len(),
+            "mixture needs one weight per part, and at least one part",
+        )?;
+        check(
+            weights.iter().all(|w| w.is_finite() && *w >= 0.0),
+            "mixture weights must be finite and >= 0",
+        )?;
+        let total: f64 = weights.iter().sum();
+        check(total > 0.0, "mixture weights must not all be 0")?;
+        let mut sum = 0.0;
+        let cumulative = weights.iter().map(|w| {
+            sum += w / total;
+            sum
+        });
+        Ok(Dist::Mixture {
+            cumulative: cumulative.collect(),
+            parts: parts.into(),
+        })
+    }
+
     /// One draw, in seconds.
     #[inline]
     pub fn sample<R: Rng + ?Sized>(&self, rng: &mut R) -> f64 {
@@ -110,7 +139,17 @@ impl Dist {
                 alpha, lo, tail, ..
             } => lo * (1.0 - rng.random::<f64>() * tail).powf(-1.0 / alpha),
             Dist::Empirical { values } => values[rng.random_range(0..values.len())],
+            Dist::Mixture { cumulative, parts } => {
+                let u: f64 = rng.random();
+                let i = cumulative.partition_point(|&c| c <= u).min(parts.len() - 1);
+                parts[i].sample(rng)
+            }
         }
+    }
+
+    /// Whether every draw is 0: an absent cost, which the simulator never samples.
+    pub fn is_zero(&self) -> bool {
+        self.mean() == 0.0
     }
 
     /// E[X]: the simulator uses it to tell a stable queue from a saturated one.
@@ -133,6 +172,15 @@ impl Dist {
                 alpha * lo * r * phi / tail
             }
             Dist::Empirical { values } => values.iter().sum::<f64>() / values.len() as f64,
+            Dist::Mixture { cumulative, parts } => {
+                let mut below = 0.0;
+                let weight = cumulative.iter().map(|c| {
+                    let w = c - below;
+                    below = *c;
+                    w
+                });
+                weight.zip(parts.iter()).map(|(w, d)| w * d.mean()).sum()
+            }
         }
     }
 }
@@ -172,6 +220,11 @@ mod tests {
             Dist::pareto(3.5, 5.4e-3).unwrap(),
             Dist::bpareto(1.2, 1e-4, 8e-2).unwrap(),
             Dist::empirical(vec![1e-3, 2e-3, 6e-3]).unwrap(),
+            Dist::mixture(
+                vec![1.0, 3.0],
+                vec![Dist::det(1e-3).unwrap(), Dist::exp(5e-3).unwrap()],
+            )
+            .unwrap(),
         ];
         for d in &cases {
             let (mean, se) = sample_mean(d, 400_000);
@@ -202,5 +255,15 @@ mod tests {
         assert!(Dist::lognormal(0.0, -1.0).is_err());
         assert!(Dist::empirical(vec![]).is_err());
         assert!(Dist::empirical(vec![f64::NAN]).is_err());
+        assert!(Dist::mixture(vec![1.0], vec![]).is_err());
+        assert!(Dist::mixture(vec![0.0], vec![Dist::det(1e-3).unwrap()]).is_err());
+    }
+
+    #[test]
+    fn a_mixture_has_the_weighted_mean_of_its_parts() {
+        let parts = vec![Dist::det(1e-3).unwrap(), Dist::det(5e-3).unwrap()];
+        let d = Dist::mixture(vec![1.0, 3.0], parts).unwrap();
+        assert!((d.mean() - 4e-3).abs() < 1e-15);
+        assert!(!d.is_zero());
     }
 }

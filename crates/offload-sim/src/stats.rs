@@ -36,6 +36,14 @@ impl Tally {
         self.sum += other.sum;
     }
 
+    /// The tally of x + `by` for each x observed.
+    pub fn shifted(self, by: f64) -> Tally {
+        Tally {
+            n: self.n,
+            sum: self.sum + self.n as f64 * by,
+        }
+    }
+
     /// The mean, NaN when nothing was observed.
     pub fn mean(&self) -> f64 {
         if self.n == 0 {

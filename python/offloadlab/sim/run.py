@@ -14,15 +14,18 @@ from offloadlab import _core, dist, model
 from offloadlab.background import watched
 from offloadlab.errors import InputError
 from offloadlab.results import METRICS, Result, operating_points, saturation_flags
-from offloadlab.scenario import COST_FIELDS, Scenario
+from offloadlab.scenario import COST_FIELDS, Queue, Scenario
 
 if tuple(_core.METRICS) != METRICS:  # a stale build of the extension
     raise ImportError("offloadlab._core reports other metrics than offloadlab.results; "
                       "rebuild it: pip install -e .")
 
 # The simulator's columns: the schema's metrics, then time-averaged numbers of requests
-# at the host alone (N_noe) and at the host with the engine (N_cpu).
+# at the host alone (N_noe) and at the host with the engine (N_cpu), and wake-ups per
+# request at each station (wakeups_noe, wakeups_cpu, wakeups_oe).
 COLUMNS = (*METRICS, *_core.SIM_ONLY)
+# The simulator's stations, in its order, by their queue in the scenario.
+STATIONS = {"noe": "host_alone", "cpu": "host", "oe": "engine"}
 # Sojourn-time quantiles reported from the histograms, and their column suffixes.
 QUANTILES = {"p50": 0.5, "p90": 0.9, "p99": 0.99, "p999": 0.999, "max": 1.0}
 _POLL_S = 0.1
@@ -33,9 +36,10 @@ class SimResult(Result):
     """A :class:`~offloadlab.results.Result` with ``source = "sim"``.
 
     Besides the metrics and ``N_noe``, ``N_cpu`` (mean number of requests at the host
-    alone, and at the host with the engine), ``overall`` and ``per_class`` carry
-    ``<metric>_hw``, the
-    half-width of the 95% confidence interval (batch means with one replication,
+    alone, and at the host with the engine) and ``wakeups_noe``, ``wakeups_cpu``,
+    ``wakeups_oe`` (share of a station's requests that found no other request there,
+    i.e. its wake-ups per request), ``overall`` and ``per_class`` carry ``<metric>_hw``,
+    the half-width of the 95% confidence interval (batch means with one replication,
     across replications otherwise; NaN where it cannot be estimated). ``overall`` also
     has the sojourn-time quantiles ``T_noe_p50 ... T_noe_max`` (host alone) and
     ``T_sum_p50 ... T_sum_max`` (host + engine, end to end), and per rate the run facts
@@ -87,6 +91,8 @@ def run(scenario: Scenario, *, rates=None, fractions=None, requests: int = 200_0
     notes.extend(_heavy_tail_notes(scenario))
     costs = [(*(to_core(getattr(c, key)) for key in COST_FIELDS), c.hit_ratio,
               to_core(c.hit_cost)) for c in scenario.classes]
+    queues = [_queue(getattr(scenario, queue), scenario) for queue in STATIONS.values()]
+    d0 = [(c.d0, c.d0_sent) for c in scenario.classes]
     planned = len(rates) * replications * requests
     base = 0
     outputs = []
@@ -98,7 +104,7 @@ def run(scenario: Scenario, *, rates=None, fractions=None, requests: int = 200_0
                     seed=seed, replications=replications,
                     warmup=None if warmup == "mser5" else int(warmup), batches=batches,
                     precision=ci, precision_metric=METRICS.index(ci_metric),
-                    threads=threads or os.cpu_count() or 1)
+                    threads=threads or os.cpu_count() or 1, queues=queues, d0=d0)
         on_tick = None if progress is None else (
             lambda control, base=base: progress(base + control.done, planned))
         out = watched(_core.simulate, args, _core.Control(), on_tick, _POLL_S)
@@ -141,17 +147,32 @@ def check_options(*, requests: int = 200_000, seed: int = 1, replications: int =
 
 
 def _heavy_tail_notes(scenario: Scenario) -> list[str]:
-    """Waiting times have a finite variance only if service times have a finite third
-    moment; a Pareto with alpha <= 3 lacks it, and then no interval estimate of a mean
-    delay is valid (the sample mean converges, slowly, but its spread is unbounded)."""
-    return [f'class "{c.name}": {key} = {d} has no finite third moment, so the '
-            "confidence intervals of mean delays are not valid; use alpha > 3 or bpareto"
-            for c in scenario.classes for key in COST_FIELDS
-            if isinstance(d := getattr(c, key), dist.Pareto) and d.alpha <= 3]
+    """Waiting times have a finite variance only if service times (wake-ups and
+    background included) have a finite third moment; a Pareto with alpha <= 3 lacks it,
+    and then no interval estimate of a mean delay is valid (the sample mean converges,
+    slowly, but its spread is unbounded)."""
+    costs = [(f'class "{c.name}": {key}', getattr(c, key))
+             for c in scenario.classes for key in COST_FIELDS]
+    for table in STATIONS.values():
+        q = getattr(scenario, table)
+        costs += [(f"{table}: wakeup", q.wakeup), (f"{table}: background", q.background)]
+        costs += [(f"{table}: background: {name}", d) for name, d in q.per_class]
+    return [f"{where} = {d} has no finite third moment, so the confidence intervals of "
+            "mean delays are not valid; use alpha > 3 or bpareto"
+            for where, d in costs if isinstance(d, dist.Pareto) and d.alpha <= 3]
 
 
 def _is_int(x: object) -> bool:
     return isinstance(x, int | np.integer) and not isinstance(x, bool)
+
+
+def _queue(q: Queue, scenario: Scenario) -> tuple[_core.Dist, _core.Dist]:
+    """A queue's wake-up and background for the simulator. Background jobs arrive at the
+    total rate, each of a class drawn by the class mix: a mixture of the classes' own."""
+    names = scenario.class_names
+    background = (to_core(q.background) if not q.per_class else _core.Dist.mixture(
+        [c.rate for c in scenario.classes], [to_core(q.background_of(n)) for n in names]))
+    return to_core(q.wakeup), background
 
 
 def to_core(d: dist.Dist) -> _core.Dist:
@@ -183,8 +204,11 @@ def _result(scenario: Scenario, rates, f, share, outputs: list[dict], seed: int,
     lam = rates[:, None] * share
     overall |= {"lam": rates, "f": (share * f).sum(-1)}
     per_class |= {"lam": lam, "f": f}
-    # Saturation is a property of a queue, shared by every class that uses it.
-    flags = saturation_flags(overall["U_noe"], overall["U_cpu"], overall["U_oe"])
+    # Saturation is a property of a queue, shared by every class that uses it. U is the
+    # requests' own work; the background's load counts too.
+    flags = saturation_flags(*(overall[f"U_{station}"]
+                               + rates * getattr(scenario, queue).background.mean
+                               for station, queue in STATIONS.items()))
     for station in ("noe", "cpu", "oe"):  # a saturated U is the offered load: no interval
         saturated = flags[f"saturated_{station}"]
         overall[f"U_{station}_hw"] = np.where(saturated, np.nan, overall[f"U_{station}_hw"])

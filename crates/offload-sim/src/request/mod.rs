@@ -12,8 +12,14 @@
 //!   X_c + X_q. With an object cache on the engine (seed 001), a share `hit` of the
 //!   offloaded requests skips the host and is served by the engine alone for X_h.
 //!
-//! A queue whose offered load (rate times mean service) is 1 or more has no steady
-//! state; it is not simulated and its delays are reported as infinite.
+//! Each station may also pay costs beyond its requests' service ([`QueueCosts`]): a
+//! wake-up added to the service of a request that finds no other request there, and
+//! background work on its core that preempts the requests. A request's end-to-end delay
+//! also includes a fixed delay outside host and engine (d0).
+//!
+//! A queue whose offered load (rate times mean service, plus its background load) is 1
+//! or more has no steady state; it is not simulated and its delays are reported as
+//! infinite.
 
 mod replication;
 mod window;
@@ -23,8 +29,8 @@ pub use window::{Context, Window, METRICS, SIM_ONLY};
 
 use crate::dist::Dist;
 
-/// One traffic class: its share of the arrivals, the fraction sent to the engine, and
-/// the five service times of seed 000.
+/// One traffic class: its share of the arrivals, the fraction sent to the engine, the
+/// five service times of seed 000, and its delays outside host and engine.
 #[derive(Clone, Debug)]
 pub struct Class {
     pub share: f64,
@@ -43,6 +49,33 @@ pub struct Class {
     pub hit: f64,
     /// X_h, the engine's cost of a hit.
     pub engine_hit: Dist,
+    /// d0, seconds of delay outside host and engine, added to the end-to-end delay of a
+    /// request served on the host (and of every request at the host alone) ...
+    pub d0_host: f64,
+    /// ... and of an offloaded one (cache hits included).
+    pub d0_sent: f64,
+}
+
+/// What a station pays beyond its requests' own service times.
+#[derive(Clone, Debug)]
+pub struct QueueCosts {
+    /// Added to the service of a request that finds no other request at the station:
+    /// the cost of waking it up (an exceptional first service, Welch 1964).
+    pub wakeup: Dist,
+    /// Service of the station's background jobs: other work on its core, arriving as a
+    /// Poisson stream at the network's total rate (one job per request, independent of
+    /// the requests' paths) and served with preemptive-resume priority over them.
+    pub background: Dist,
+}
+
+impl Default for QueueCosts {
+    /// No wake-up cost and no background work.
+    fn default() -> Self {
+        QueueCosts {
+            wakeup: Dist::Det { value: 0.0 },
+            background: Dist::Det { value: 0.0 },
+        }
+    }
 }
 
 /// The network to simulate.
@@ -53,6 +86,8 @@ pub struct Network {
     pub classes: Vec<Class>,
     /// Report T as seed 000's max(T_cpu, T_oe) for offloaded requests (else the sum).
     pub delay_max: bool,
+    /// Each station's costs beyond its requests' service, indexed by [`Station`].
+    pub queues: [QueueCosts; 3],
 }
 
 /// The three queues, in the order used by per-station arrays.
@@ -61,6 +96,10 @@ pub enum Station {
     Noe = 0,
     Cpu = 1,
     Oe = 2,
+}
+
+impl Station {
+    pub const ALL: [Station; 3] = [Station::Noe, Station::Cpu, Station::Oe];
 }
 
 impl Network {
@@ -88,6 +127,13 @@ impl Network {
             if !(0.0..=1.0).contains(&c.hit) {
                 return Err(format!("class {i}: hit must lie in [0, 1], got {}", c.hit));
             }
+            for (name, d0) in [("d0_host", c.d0_host), ("d0_sent", c.d0_sent)] {
+                if !(d0 >= 0.0 && d0.is_finite()) {
+                    return Err(format!(
+                        "class {i}: {name} must be finite and >= 0 s, got {d0}"
+                    ));
+                }
+            }
         }
         let total: f64 = self.classes.iter().map(|c| c.share).sum();
         if (total - 1.0).abs() > 1e-9 {
@@ -96,7 +142,8 @@ impl Network {
         Ok(())
     }
 
-    /// Offered load (rate x mean service) of each class at each station.
+    /// Offered load (rate x mean service) of each class at each station: the requests'
+    /// own work, without wake-ups or background.
     pub fn offered_load(&self) -> Vec<[f64; 3]> {
         self.classes
             .iter()
@@ -115,13 +162,23 @@ impl Network {
             .collect()
     }
 
-    /// Which stations have a steady state (total offered load below 1, with the same
-    /// rounding margin as `offloadlab.results.SATURATED_AT`). The engine is only fed by
-    /// the host, so it counts as unstable when the host is.
+    /// Background load (rate x mean background service) at each station.
+    pub fn background_load(&self) -> [f64; 3] {
+        self.queues
+            .each_ref()
+            .map(|q| self.rate * q.background.mean())
+    }
+
+    /// Which stations have a steady state (offered load of the requests and of the
+    /// background below 1, with the same rounding margin as
+    /// `offloadlab.results.SATURATED_AT`). Wake-ups do not count: they vanish as a queue
+    /// fills. The engine is only fed by the host, so it counts as unstable when the host
+    /// is.
     pub fn stable(&self) -> [bool; 3] {
         const SATURATED_AT: f64 = 1.0 - 1e-12;
         let load = self.offered_load();
-        let total = |s: usize| load.iter().map(|l| l[s]).sum::<f64>();
+        let background = self.background_load();
+        let total = |s: usize| load.iter().map(|l| l[s]).sum::<f64>() + background[s];
         let cpu = total(1) < SATURATED_AT;
         [total(0) < SATURATED_AT, cpu, cpu && total(2) < SATURATED_AT]
     }

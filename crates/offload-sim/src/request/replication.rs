@@ -11,6 +11,7 @@ use rand_xoshiro::Xoshiro256PlusPlus;
 use super::window::{Context, Window};
 use super::{Network, Station};
 use crate::calendar::Calendar;
+use crate::dist::Dist;
 use crate::stats::{histogram, record};
 
 #[derive(Clone, Copy, Debug)]
@@ -27,11 +28,13 @@ struct Job {
     sent: bool,
     /// Answered by the engine's cache (it never visits the host).
     hit: bool,
+    /// Found no other request at this queue on arrival, so woke it up.
+    woke: bool,
     /// When it arrived to the system, and to this queue.
     born: f64,
     entered: f64,
-    /// Service time at this queue; for an offloaded request at the host, `engine` is
-    /// its service time at the engine.
+    /// Service time at this queue, wake-up included; for an offloaded request at the
+    /// host, `engine` is its service time at the engine.
     service: f64,
     engine: f64,
 }
@@ -53,13 +56,33 @@ impl Pilot {
     }
 }
 
+/// One station: its requests (FCFS) and the background work that preempts them. In
+/// one cache line, as every event at the station reads it.
+#[repr(align(64))]
+struct Server {
+    jobs: VecDeque<Job>,
+    /// When its areas were last brought up to date.
+    since: f64,
+    /// When its next background job arrives (infinity: never). Background jobs are not
+    /// events: the station takes note of them when a request arrives to find it empty,
+    /// and when one is due to leave. In between, either it has had no request throughout
+    /// or it has had one throughout.
+    next_background: f64,
+    /// When the background work noted so far will be done. It preempts the requests, so
+    /// none is served before then.
+    background_until: f64,
+}
+
 /// The state of one simulation run. Drive it with [`Replication::run_arrivals`] and
 /// collect statistics with [`Replication::take_window`].
 pub struct Replication<'a> {
     net: &'a Network,
     rng: Xoshiro256PlusPlus,
     calendar: Calendar<Event>,
-    queues: [VecDeque<Job>; 3],
+    stations: [Server; 3],
+    /// Each station's streams of wake-up costs and of background jobs; None without them.
+    wakeup: [Option<Xoshiro256PlusPlus>; 3],
+    background: [Option<Xoshiro256PlusPlus>; 3],
     stable: [bool; 3],
     /// Cumulative class shares, for picking a class with one uniform draw.
     cumulative: Vec<f64>,
@@ -68,8 +91,6 @@ pub struct Replication<'a> {
     events: u64,
     window: Window,
     window_start: f64,
-    /// When each queue's area was last brought up to date.
-    since: [f64; 3],
     /// End-to-end sojourn histograms, seconds x 1e9: host alone, host + engine.
     pub hist_noe: Histogram<u64>,
     pub hist_system: Histogram<u64>,
@@ -85,19 +106,42 @@ impl<'a> Replication<'a> {
             acc += c.share;
             acc
         });
+        let stable = net.stable();
+        // Station s's wake-ups (k = 0) and background (k = 1) draw from a stream of their
+        // own, so that the requests' draws stay the same with or without them: the
+        // (2s + k + 1)-th long jump, 2^192 draws apart (replications are 2^128 apart).
+        let stream = |s: usize, k: usize, cost: &Dist| {
+            (stable[s] && !cost.is_zero()).then(|| {
+                let mut side = rng.clone();
+                (0..=2 * s + k).for_each(|_| side.long_jump());
+                side
+            })
+        };
+        let wakeup = std::array::from_fn(|s| stream(s, 0, &net.queues[s].wakeup));
+        let mut background: [_; 3] =
+            std::array::from_fn(|s| stream(s, 1, &net.queues[s].background));
+        let stations = std::array::from_fn(|s| Server {
+            jobs: VecDeque::new(),
+            since: 0.0,
+            next_background: background[s]
+                .as_mut()
+                .map_or(f64::INFINITY, |rng| gap(rng, net.rate)),
+            background_until: 0.0,
+        });
         let mut rep = Replication {
             net,
             rng,
             calendar: Calendar::new(),
-            queues: Default::default(),
-            stable: net.stable(),
+            stations,
+            wakeup,
+            background,
+            stable,
             cumulative: cumulative.collect(),
             now: 0.0,
             arrivals: 0,
             events: 0,
             window: Window::new(net.classes.len()),
             window_start: 0.0,
-            since: [0.0; 3],
             hist_noe: histogram(),
             hist_system: histogram(),
             pilot,
@@ -113,6 +157,12 @@ impl<'a> Replication<'a> {
             stable: self.stable,
             offered: self.net.offered_load(),
             offload: self.net.classes.iter().map(|c| c.offload).collect(),
+            d0: self
+                .net
+                .classes
+                .iter()
+                .map(|c| [c.d0_host, c.d0_sent])
+                .collect(),
         }
     }
 
@@ -152,7 +202,7 @@ impl<'a> Replication<'a> {
     /// The statistics since the last call (or the start), closed at the current time;
     /// the next window starts now.
     pub fn take_window(&mut self) -> Window {
-        for station in [Station::Noe, Station::Cpu, Station::Oe] {
+        for station in Station::ALL {
             self.advance_area(station);
         }
         self.window.duration = self.now - self.window_start;
@@ -170,7 +220,7 @@ impl<'a> Replication<'a> {
     }
 
     fn schedule_arrival(&mut self) {
-        let gap: f64 = self.rng.sample::<f64, _>(Exp1) / self.net.rate;
+        let gap = gap(&mut self.rng, self.net.rate);
         self.calendar.schedule(self.now + gap, Event::Arrival);
     }
 
@@ -206,6 +256,7 @@ impl<'a> Replication<'a> {
             class: class as u32,
             sent: false,
             hit: false,
+            woke: false,
             born: self.now,
             entered: self.now,
             service: app + proto,
@@ -240,35 +291,61 @@ impl<'a> Replication<'a> {
         self.schedule_arrival();
     }
 
-    fn enter(&mut self, station: Station, job: Job) {
+    fn enter(&mut self, station: Station, mut job: Job) {
         self.advance_area(station);
-        let queue = &mut self.queues[station as usize];
-        queue.push_back(job);
-        if queue.len() == 1 {
+        let s = station as usize;
+        job.woke = self.stations[s].jobs.is_empty();
+        if job.woke {
+            // Background work that came while the station was empty delayed no request
+            // (but may still be running).
+            self.background_work(s);
+            if let Some(rng) = &mut self.wakeup[s] {
+                job.service += self.net.queues[s].wakeup.sample(rng);
+            }
+            let server = &mut self.stations[s];
+            let mut start = self.now;
+            if server.background_until > start {
+                // Background work already there is served first; the request waits.
+                self.window.area_queue[s] += server.background_until - start;
+                start = server.background_until;
+            }
             self.calendar
-                .schedule(self.now + job.service, Event::Departure(station));
+                .schedule(start + job.service, Event::Departure(station));
         }
+        self.stations[s].jobs.push_back(job);
     }
 
     fn depart(&mut self, station: Station) {
+        let s = station as usize;
+        let preempted = self.background_work(s);
+        if preempted > 0.0 {
+            // Background work came while the request was at the head and runs first: the
+            // request waits for it, then resumes.
+            self.window.area_queue[s] += preempted;
+            self.calendar
+                .schedule(self.now + preempted, Event::Departure(station));
+            return;
+        }
         self.advance_area(station);
-        let queue = &mut self.queues[station as usize];
-        let mut job = queue.pop_front().expect("a departure has a job in service");
-        if let Some(next) = queue.front() {
+        let jobs = &mut self.stations[station as usize].jobs;
+        let mut job = jobs.pop_front().expect("a departure has a job in service");
+        if let Some(next) = jobs.front() {
+            // A request leaves only once the background is done: the next starts now.
             self.calendar
                 .schedule(self.now + next.service, Event::Departure(station));
         }
+        let net = self.net;
+        let class = &net.classes[job.class as usize];
         let now = self.now;
         let wait = (now - job.entered - job.service).max(0.0);
         let tally = &mut self.window.classes[job.class as usize];
         match station {
             Station::Noe => {
-                tally.noe.depart(wait, job.service);
-                record(&mut self.hist_noe, now - job.born);
-                self.pilot_record(job.id, Station::Noe, now - job.born);
+                tally.noe.depart(wait, job.service, job.woke);
+                self.done(job.id, station, now - job.born + class.d0_host);
             }
             Station::Cpu if job.sent => {
-                tally.host_sent.depart(wait, job.service);
+                tally.host_sent.depart(wait, job.service, job.woke);
                 if self.stable[Station::Oe as usize] {
                     job.entered = now;
                     job.service = job.engine;
@@ -280,32 +357,71 @@ impl<'a> Replication<'a> {
                 }
             }
             Station::Cpu => {
-                tally.host_kept.depart(wait, job.service);
-                record(&mut self.hist_system, now - job.born);
-                self.pilot_record(job.id, Station::Cpu, now - job.born);
+                tally.host_kept.depart(wait, job.service, job.woke);
+                self.done(job.id, station, now - job.born + class.d0_host);
             }
             Station::Oe if job.hit => {
-                tally.hit.depart(wait, job.service);
-                record(&mut self.hist_system, now - job.born);
-                self.pilot_record(job.id, Station::Oe, now - job.born);
+                tally.hit.depart(wait, job.service, job.woke);
+                self.done(job.id, station, now - job.born + class.d0_sent);
             }
             Station::Oe => {
-                tally.oe.depart(wait, job.service);
+                tally.oe.depart(wait, job.service, job.woke);
                 tally.end_to_end_sent.add(now - job.born);
-                record(&mut self.hist_system, now - job.born);
-                self.pilot_record(job.id, Station::Oe, now - job.born);
+                self.done(job.id, station, now - job.born + class.d0_sent);
             }
         }
     }
 
-    /// Add the time since the queue last changed times its counts to its areas.
+    /// Take note of the background jobs that arrived at station `s` since it last did;
+    /// their total work. Inline is the check, out of line (rarely run) the draws.
+    #[inline]
+    fn background_work(&mut self, s: usize) -> f64 {
+        if self.stations[s].next_background > self.now {
+            0.0
+        } else {
+            self.background_arrivals(s)
+        }
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn background_arrivals(&mut self, s: usize) -> f64 {
+        let server = &mut self.stations[s];
+        let rng = self.background[s]
+            .as_mut()
+            .expect("background arrivals have a stream");
+        let mut total = 0.0;
+        while server.next_background <= self.now {
+            let work = self.net.queues[s].background.sample(rng);
+            server.background_until = server.background_until.max(server.next_background) + work;
+            total += work;
+            server.next_background += gap(rng, self.net.rate);
+        }
+        total
+    }
+
+    /// Add the time since the queue last changed times its counts to its areas. (The
+    /// time the head waits for background work is added when that work is noted.)
     fn advance_area(&mut self, station: Station) {
         let s = station as usize;
-        let n = self.queues[s].len() as f64;
-        let dt = self.now - self.since[s];
+        let server = &mut self.stations[s];
+        let n = server.jobs.len() as f64;
+        let dt = self.now - server.since;
         self.window.area_total[s] += n * dt;
         self.window.area_queue[s] += (n - 1.0).max(0.0) * dt;
-        self.since[s] = self.now;
+        server.since = self.now;
+    }
+
+    /// A request is done: its end-to-end delay, at the host alone (`Noe`) or through
+    /// host + engine.
+    fn done(&mut self, id: u64, station: Station, delay: f64) {
+        let hist = if station == Station::Noe {
+            &mut self.hist_noe
+        } else {
+            &mut self.hist_system
+        };
+        record(hist, delay);
+        self.pilot_record(id, station, delay);
     }
 
     fn pilot_record(&mut self, id: u64, station: Station, sojourn: f64) {
@@ -320,4 +436,9 @@ impl<'a> Replication<'a> {
             }
         }
     }
+}
+
+/// A gap between the arrivals of a Poisson stream of rate `rate`.
+fn gap(rng: &mut Xoshiro256PlusPlus, rate: f64) -> f64 {
+    rng.sample::<f64, _>(Exp1) / rate
 }

@@ -16,30 +16,45 @@ pub const METRICS: [&str; 13] = [
 ];
 
 /// Columns the simulator adds after [`METRICS`]: the mean number of requests at the
-/// host alone and at the host with the engine (waiting or in service).
-pub const SIM_ONLY: [&str; 2] = ["N_noe", "N_cpu"];
+/// host alone and at the host with the engine (waiting or in service), and the share of
+/// each station's requests that found no other request there (its wake-ups per request).
+pub const SIM_ONLY: [&str; 5] = ["N_noe", "N_cpu", "wakeups_noe", "wakeups_cpu", "wakeups_oe"];
 
 /// Waits, sojourns and busy time of one class at one queue ("leg").
 #[derive(Clone, Copy, Debug, Default)]
 pub struct Leg {
     pub wait: Tally,
     pub sojourn: Tally,
-    /// Service time of the departures (busy time spent on this class here).
+    /// Service time of the departures, wake-ups included (busy time spent on this
+    /// class here).
     pub busy: f64,
+    /// Departures that found no other request at the queue, so woke it up.
+    pub wakeups: u64,
 }
 
 impl Leg {
     #[inline]
-    pub fn depart(&mut self, wait: f64, service: f64) {
+    pub fn depart(&mut self, wait: f64, service: f64, woke: bool) {
         self.wait.add(wait);
         self.sojourn.add(wait + service);
         self.busy += service;
+        self.wakeups += u64::from(woke);
     }
 
     fn merge(&mut self, other: &Leg) {
         self.wait.merge(&other.wait);
         self.sojourn.merge(&other.sojourn);
         self.busy += other.busy;
+        self.wakeups += other.wakeups;
+    }
+
+    /// Wake-ups per departure; a saturated queue never empties, so none.
+    fn wakeup_share(&self, ok: bool) -> f64 {
+        if ok {
+            self.wakeups as f64 / self.sojourn.n as f64
+        } else {
+            0.0
+        }
     }
 }
 
@@ -56,12 +71,38 @@ pub struct ClassTally {
     pub end_to_end_sent: Tally,
 }
 
+impl ClassTally {
+    fn merge(&mut self, other: &ClassTally) {
+        self.noe.merge(&other.noe);
+        self.host_kept.merge(&other.host_kept);
+        self.host_sent.merge(&other.host_sent);
+        self.oe.merge(&other.oe);
+        self.hit.merge(&other.hit);
+        self.end_to_end_sent.merge(&other.end_to_end_sent);
+    }
+
+    /// All departures from the host with the engine.
+    fn host(&self) -> Leg {
+        let mut host = self.host_kept;
+        host.merge(&self.host_sent);
+        host
+    }
+
+    /// All departures from the engine, misses and hits.
+    fn engine(&self) -> Leg {
+        let mut engine = self.oe;
+        engine.merge(&self.hit);
+        engine
+    }
+}
+
 /// Sums over one window of simulated time.
 #[derive(Clone, Debug)]
 pub struct Window {
     pub duration: f64,
     /// Time integrals of the number of requests at each queue ([`Station`] order):
-    /// waiting, and waiting or in service.
+    /// waiting (a request preempted by background work waits), and waiting or in
+    /// service.
     pub area_queue: [f64; 3],
     pub area_total: [f64; 3],
     pub classes: Vec<ClassTally>,
@@ -75,6 +116,8 @@ pub struct Context {
     /// Offered load per class and station (used for saturated stations).
     pub offered: Vec<[f64; 3]>,
     pub offload: Vec<f64>,
+    /// Each class's d0: for a request served on the host, and for an offloaded one.
+    pub d0: Vec<[f64; 2]>,
 }
 
 impl Window {
@@ -94,12 +137,7 @@ impl Window {
             self.area_total[s] += other.area_total[s];
         }
         for (a, b) in self.classes.iter_mut().zip(&other.classes) {
-            a.noe.merge(&b.noe);
-            a.host_kept.merge(&b.host_kept);
-            a.host_sent.merge(&b.host_sent);
-            a.oe.merge(&b.oe);
-            a.hit.merge(&b.hit);
-            a.end_to_end_sent.merge(&b.end_to_end_sent);
+            a.merge(b);
         }
     }
 
@@ -111,8 +149,10 @@ impl Window {
     /// averages. T mixes a class's paths by their observed shares: kept requests take
     /// their host sojourn; offloaded ones max(host, engine) sojourn means with
     /// `delay_max` (seed 000), else their end-to-end sojourn; hits their engine sojourn.
-    /// The engine's U, W and T cover misses and hits alike. A saturated station
-    /// reports its offered load as U and infinite delays; a mean over no departures is NaN.
+    /// The engine's U, W and T cover misses and hits alike. The end-to-end delays (T_noe,
+    /// T, T_sum) add the class's d0 to the sojourns; the stations' W and T do not. A
+    /// saturated station reports its offered load as U and infinite delays; a mean over
+    /// no departures is NaN.
     pub fn metrics(&self, ctx: &Context) -> Vec<Vec<f64>> {
         let per_class: Vec<Vec<f64>> = self
             .classes
@@ -136,10 +176,8 @@ impl Window {
             }
         };
         let mean = |ok: bool, tally: Tally| if ok { tally.mean() } else { f64::INFINITY };
-        let mut host = t.host_kept;
-        host.merge(&t.host_sent);
-        let mut engine = t.oe;
-        engine.merge(&t.hit);
+        let [d0_host, d0_sent] = ctx.d0[c];
+        let (host, engine) = (t.host(), t.engine());
         let uses_engine = ctx.offload[c] > 0.0;
         let engine_ok = oe_ok || !uses_engine;
 
@@ -147,10 +185,11 @@ impl Window {
             mean(engine_ok, engine.wait),
             mean(engine_ok, engine.sojourn),
         );
-        let kept = mean(cpu_ok, t.host_kept.sojourn);
-        let sent_sum = mean(cpu_ok && engine_ok, t.end_to_end_sent);
-        let sent_max = mean(cpu_ok, t.host_sent.sojourn).max(mean(engine_ok, t.oe.sojourn));
-        let hit = mean(engine_ok, t.hit.sojourn);
+        let kept = mean(cpu_ok, t.host_kept.sojourn) + d0_host;
+        let sent_sum = mean(cpu_ok && engine_ok, t.end_to_end_sent) + d0_sent;
+        let sent_max =
+            mean(cpu_ok, t.host_sent.sojourn).max(mean(engine_ok, t.oe.sojourn)) + d0_sent;
+        let hit = mean(engine_ok, t.hit.sojourn) + d0_sent;
         let counts = [
             t.host_kept.sojourn.n,
             t.host_sent.sojourn.n,
@@ -175,7 +214,7 @@ impl Window {
         vec![
             util(noe_ok, t.noe.busy, Station::Noe),
             mean(noe_ok, t.noe.wait),
-            mean(noe_ok, t.noe.sojourn),
+            mean(noe_ok, t.noe.sojourn) + d0_host,
             util(cpu_ok, host.busy, Station::Cpu),
             mean(cpu_ok, host.wait),
             mean(cpu_ok, host.sojourn),
@@ -188,18 +227,22 @@ impl Window {
             count(engine.sojourn.n, t_oe),
             little(noe_ok, t.noe.sojourn),
             little(cpu_ok, host.sojourn),
+            t.noe.wakeup_share(noe_ok),
+            host.wakeup_share(cpu_ok),
+            engine.wakeup_share(engine_ok),
         ]
     }
 
     fn all_row(&self, per_class: &[Vec<f64>], ctx: &Context) -> Vec<f64> {
         let [noe_ok, cpu_ok, oe_ok] = ctx.stable;
-        let pooled = |ok: bool, pick: fn(&ClassTally) -> [Tally; 2]| {
+        // `pick` gets a class's tallies and its d0s.
+        let pooled = |ok: bool, pick: fn(&ClassTally, [f64; 2]) -> [Tally; 2]| {
             if !ok {
                 return f64::INFINITY;
             }
             let mut total = Tally::default();
-            for t in &self.classes {
-                pick(t).iter().for_each(|x| total.merge(x));
+            for (t, &d0) in self.classes.iter().zip(&ctx.d0) {
+                pick(t, d0).iter().for_each(|x| total.merge(x));
             }
             total.mean()
         };
@@ -220,23 +263,29 @@ impl Window {
                 .sum()
         };
         let area = |ok: bool, a: f64| if ok { a / self.duration } else { f64::INFINITY };
-        let no_wait = |t: &ClassTally| [t.noe.wait, Tally::default()];
+        let mut all = ClassTally::default();
+        self.classes.iter().for_each(|t| all.merge(t));
         vec![
             sum_col(0),
-            pooled(noe_ok, no_wait),
-            pooled(noe_ok, |t| [t.noe.sojourn, Tally::default()]),
+            pooled(noe_ok, |t, _| [t.noe.wait, Tally::default()]),
+            pooled(noe_ok, |t, d0| {
+                [t.noe.sojourn.shifted(d0[0]), Tally::default()]
+            }),
             sum_col(3),
-            pooled(cpu_ok, |t| [t.host_kept.wait, t.host_sent.wait]),
-            pooled(cpu_ok, |t| [t.host_kept.sojourn, t.host_sent.sojourn]),
+            pooled(cpu_ok, |t, _| [t.host_kept.wait, t.host_sent.wait]),
+            pooled(cpu_ok, |t, _| [t.host_kept.sojourn, t.host_sent.sojourn]),
             sum_col(6),
-            pooled(oe_ok, |t| [t.oe.wait, t.hit.wait]),
-            pooled(oe_ok, |t| [t.oe.sojourn, t.hit.sojourn]),
+            pooled(oe_ok, |t, _| [t.oe.wait, t.hit.wait]),
+            pooled(oe_ok, |t, _| [t.oe.sojourn, t.hit.sojourn]),
             if cpu_ok { mean_col(9) } else { f64::INFINITY },
             if cpu_ok { mean_col(10) } else { f64::INFINITY },
             area(oe_ok, self.area_queue[Station::Oe as usize]),
             area(oe_ok, self.area_total[Station::Oe as usize]),
             area(noe_ok, self.area_total[Station::Noe as usize]),
             area(cpu_ok, self.area_total[Station::Cpu as usize]),
+            all.noe.wakeup_share(noe_ok),
+            all.host().wakeup_share(cpu_ok),
+            all.engine().wakeup_share(oe_ok),
         ]
     }
 }
