@@ -215,7 +215,7 @@ def _cost_model(classes, modes) -> pd.DataFrame:
             rows.append({"mode": mode, "side": side, "c0": 60e-6, "c_pkt": 4.5e-6,
                          "c_byte": 1.2e-9, "r2": 0.991, "classes": " ".join(classes),
                          "note": None if side != "engine" else "one packet per 1448 B segment",
-                         "wakeup": 25e-6, "wakeup_counted": 12.5e-6, "wakeups_per_start": 2.0,
+                         "wakeup": 25e-6, "cooling": 300e-6, "counted_per_wakeup": 2.0,
                          "wakeup_r2": 0.93})
     return pd.DataFrame(rows, columns=list(COLUMNS["cost_model"]))
 

@@ -137,30 +137,29 @@ def test_combine_weighs_estimates_by_their_precision():
     assert d0 == 2.0 and math.isnan(hw)
 
 
-def test_a_wakeup_cost_is_recovered_from_cpu_per_request_against_wakeups():
-    # Two classes with per-request costs 90 and 300 us and one queue whose counted
-    # wake-ups cost 25 us each: lighter runs wake it for more of their requests and so
-    # cost more per request. The server counts two wake-ups per busy period begun.
-    def run(cls, s, rate):
-        # w = 2 (1 - U) with U = rate (s + 25 us w), solved for w.
-        w = 2 * (1 - rate * s) / (1 + 2 * rate * 25e-6)
-        return fit.Run(cls, "inline", rate, rate, 1000, s + 25e-6 * w, 50e-6, math.nan,
-                       1e-3, _sizes(1e3, 10), host_wakeups=w)
+def test_a_wakeup_cost_and_cooling_time_are_recovered_from_cpu_per_request():
+    # Two classes with per-request costs 90 and 300 us and one queue whose wake-up costs
+    # 50 us after a long idle period and cools down over about 0.3 ms (a grid value).
+    cost, cooling = 50e-6, fit.COOLING_GRID[15]
 
-    runs = [[run(c, s, r) for r in (100.0, 300.0, 600.0)]
+    def run(cls, s, lam):
+        # CPU per request y = s + D (1 - U) / (1 + lam c) with U = lam y, solved for y.
+        warm = cost / (1 + lam * cooling)
+        y = (s + warm) / (1 + lam * warm)
+        return fit.Run(cls, "inline", lam, lam, 1000, y, 50e-6, math.nan, 1e-3,
+                       _sizes(1e3, 10), host_wakeups=2 * (1 - lam * y))
+
+    runs = [[run(c, s, lam) for lam in (300.0, 1000.0, 2000.0)]
             for c, s in (("c0", 90e-6), ("c3", 300e-6))]
-    w = fit.fit_wakeup(runs, "host_s", "host_wakeups")
-    assert w.counted == pytest.approx(25e-6, rel=1e-9) and w.r2 == pytest.approx(1.0)
-    assert w.per_start == pytest.approx(2.0, rel=1e-9)
-    assert w.cost == pytest.approx(50e-6, rel=1e-9)  # the model's D, per busy period
+    w = fit.fit_wakeup(runs, "host")
+    assert (w.cost, w.cooling) == pytest.approx((cost, cooling), rel=1e-6)
+    assert w.r2 == pytest.approx(1.0) and w.counted == pytest.approx(2.0)
     # The class's per-request cost is what is left: 90 us of which 50 us application work.
     inline = fit.fit_class(runs[0], MSS, host_wakeup=w)
     assert (inline.EXa, inline.EXp) == pytest.approx((50e-6, 40e-6))
-    # Without wake-up counts, or without their spread, there is nothing to fit.
-    blind = [[fit.Run("c0", "inline", 1, 1, 1, 1e-4, 0.0, math.nan, 1e-3, _sizes(1e3, 10))]]
-    assert fit.fit_wakeup(blind, "host_s", "host_wakeups").cost == 0.0
-    flat = [[replace(r, host_wakeups=0.5) for r in runs[0]]]
-    assert fit.fit_wakeup(flat, "host_s", "host_wakeups").cost == 0.0
+    # Without a spread of wake-ups there is nothing to fit.
+    flat = [[run("c0", 90e-6, 1000.0)] * 3, [run("c3", 300e-6, 1000.0)] * 3]
+    assert fit.fit_wakeup(flat, "host").cost == 0.0
 
 
 def test_background_is_the_cores_busy_time_the_servers_threads_did_not_use():

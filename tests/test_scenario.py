@@ -203,6 +203,7 @@ def test_with_offload():
 QUEUES = '''
 [host]
 wakeup = "det(30us)"
+cooling = "300us"
 [engine]
 wakeup = "exp(mean=10us)"
 background = "det(40us)"
@@ -214,7 +215,7 @@ def test_d0_wakeup_and_background_load_and_round_trip():
     s = scenario.loads(text, source="q.toml")
     (c,) = s.classes
     assert c.d0 == pytest.approx(120e-6) and c.d0_sent == pytest.approx(200e-6)
-    assert s.host.wakeup == dist.parse("det(30us)")
+    assert s.host.wakeup == dist.parse("det(30us)") and s.host.cooling == pytest.approx(3e-4)
     # The host alone is the same thread: it takes [host]'s costs unless told otherwise.
     assert s.host_alone == s.host
     assert s.engine == scenario.Queue(dist.parse("exp(mean=10us)"), dist.parse("det(40us)"))
@@ -245,10 +246,12 @@ def test_bad_d0_names_the_field_and_the_fix(extra, words):
     ('[engine]\nbackground = "lots"', ["engine: background", "not a distribution spec"]),
     ('[engine]\nbackground = 5', ["engine: background", "not a distribution spec"]),
     ('[host_alone]\nwakeup = "pareto(alpha=1.5, k=1us)"', ["host_alone: wakeup", "alpha > 2"]),
-    ('[engine]\nwake = "det(1us)"', ["engine: unknown field 'wake'", "background, wakeup"]),
+    ('[engine]\nwake = "det(1us)"', ["engine: unknown field 'wake'", "background, cooling, wakeup"]),
     ('host = 3', ["host: must be a table"]),
     ('[engine.background]\nc9 = "det(1us)"', ["engine: background: no class is named 'c9'"]),
     ('[engine.background]\nc3 = "det(-1us)"', ["engine: background: c3", ">= 0"]),
+    ('[engine]\ncooling = "-1ms"', ["engine: cooling", ">= 0", "the cooling time"]),
+    ('[host]\ncooling = 0.3', ["host: cooling", "string with a unit"]),
 ])
 def test_bad_queue_costs_name_the_table_and_field(table, words):
     message = _error(table + "\n" + GOOD_CLASS)

@@ -384,6 +384,7 @@ TWO_CLASSES = [klass("a", 300, 0.0, app="exp(mean=200us)", host_proto="exp(mean=
 
 @pytest.mark.parametrize(("name", "alone"), [
     ("wake-up", {"wakeup": "exp(mean=150us)"}),
+    ("wake-up that cools", {"wakeup": "exp(mean=300us)", "cooling": "1ms"}),
     ("background per class", {"background": {"a": "det(100us)", "b": "exp(mean=400us)"}}),
 ])
 def test_the_models_wakeup_and_background_closed_forms_match_the_simulator(name, alone):

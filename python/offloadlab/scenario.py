@@ -41,6 +41,8 @@ QUEUE_FIELDS: dict[str, str] = {
     "background": "CPU time of other work sharing the queue's core, per request of the "
                   "scenario (it preempts the queue's own work); a spec, or a table of "
                   "class name -> spec",
+    "cooling": "how long an idle queue takes to cool down: after idling I, a wake-up "
+               "costs wakeup x (1 - exp(-I / cooling)); 0: the full cost every time",
 }
 _CHOICES = {
     "system_delay": ("max", "sum"),
@@ -63,6 +65,9 @@ class Queue:
     wakeup: Dist = _ZERO
     background: Dist = _ZERO
     per_class: tuple[tuple[str, Dist], ...] = ()
+    #: Seconds; a thread that slept longer pays more to wake (caches and the core's
+    #: idle state cool down): after idling I, a wake-up costs its draw x (1 - e^(-I/cooling)).
+    cooling: float = 0.0
 
     def background_of(self, name: str) -> Dist:
         """The background job of a request of class ``name``."""
@@ -216,6 +221,8 @@ def _queue(raw: object, table: str, default: Queue, base_dir: Path | None,
     if "wakeup" in raw:
         values["wakeup"] = _cost(raw["wakeup"], f"{table}: wakeup", QUEUE_FIELDS["wakeup"],
                                  base_dir, errors)
+    if "cooling" in raw:
+        values["cooling"] = _duration(raw, "cooling", f"{table}: ", "the cooling time", errors)
     background = raw.get("background")
     if isinstance(background, dict):  # per class: { c0 = "det(10us)", c3 = "det(60us)" }
         values["background"] = _ZERO
@@ -247,8 +254,9 @@ def _cost(spec: object, where: str, meaning: str, base_dir: Path | None,
     return d
 
 
-def _delay(raw: dict, key: str, where: str, errors: list[str]) -> float | None:
-    """A fixed delay such as "120us"; None when absent or wrong (with an error)."""
+def _duration(raw: dict, key: str, where: str, what: str, errors: list[str]) -> float | None:
+    """A duration such as "120us"; None when absent or wrong (with an error that says
+    ``what`` it is)."""
     if key not in raw:
         return None
     value = raw[key]
@@ -257,8 +265,8 @@ def _delay(raw: dict, key: str, where: str, errors: list[str]) -> float | None:
             raise InputError("write it as a string with a unit")
         return dist.parse_time(value)
     except InputError as exc:
-        errors.append(f"{where}{key}: {value!r}: {exc}; the delay outside host and engine "
-                      f'is a duration >= 0, e.g. {key} = "120us"')
+        errors.append(f"{where}{key}: {value!r}: {exc}; {what} is a duration >= 0, e.g. "
+                      f'{key} = "120us"')
         return None
 
 
@@ -315,8 +323,9 @@ def _traffic_class(raw: object, index: int, base_dir: Path | None,
         d = _cost(spec, f"{where}{key}", meaning, base_dir, errors)
         if d is not None:
             costs[key] = d
-    d0 = _delay(raw, "d0", where, errors)
-    d0_offload = _delay(raw, "d0_offload", where, errors)
+    outside = "the delay outside host and engine"
+    d0 = _duration(raw, "d0", where, outside, errors)
+    d0_offload = _duration(raw, "d0_offload", where, outside, errors)
     hit_ratio = raw.get("hit_ratio", 0.0)
     if not (_is_number(hit_ratio) and 0 <= hit_ratio <= 1):
         errors.append(f"{where}hit_ratio: {hit_ratio!r} must be a share in [0, 1] of the "
@@ -350,8 +359,8 @@ def dumps(scenario: Scenario) -> str:
     data["options"] = {f.name: getattr(opts, f.name) for f in fields(Options)}
     for table in QUEUES:
         queue = getattr(scenario, table)
-        data[table] = {"wakeup": str(queue.wakeup), "background": str(queue.background)
-                       if not queue.per_class else
+        data[table] = {"wakeup": str(queue.wakeup), "cooling": dist.format_time(queue.cooling),
+                       "background": str(queue.background) if not queue.per_class else
                        {c.name: str(queue.background_of(c.name)) for c in scenario.classes}}
     data["class"] = [
         {"name": c.name, "rate": c.rate,

@@ -77,20 +77,45 @@ class Run:
     engine_background_s: float = math.nan
 
 
+# Each queue's fields in a Run: CPU per request, wake-ups counted per request, and other
+# work on its core per request.
+SIDES = {"host": ("host_s", "host_wakeups", "host_background_s"),
+         "engine": ("engine_s", "engine_wakeups", "engine_background_s")}
+# Cooling times tried by the wake-up fit: none, and 10 us to 10 ms.
+COOLING_GRID = (0.0, *np.geomspace(10e-6, 10e-3, 31))
+
+
 @dataclass(frozen=True)
 class Wakeup:
-    """A queue's fitted wake-up cost. ``counted``: CPU per wake-up the server counted;
-    ``per_start``: counted wake-ups per busy period begun, with the model's busy periods
-    begun per request, 1 - U, measured as one less the thread's busy share; ``cost``
-    (= counted x per_start): the model's D, per busy period; ``r2``: of the fit."""
+    """A queue's fitted wake-up: ``cost`` D after a long idle period, ``cooling`` the
+    time over which an idle queue cools down to it (docs/model.md §15), the R² of the
+    fit within classes, and ``counted``: wake-ups the server counted per wake-up of the
+    model (a check that its counters follow the model's 1 - U)."""
 
-    counted: float = 0.0
-    per_start: float = math.nan
+    cost: float = 0.0
+    cooling: float = 0.0
     r2: float = math.nan
+    counted: float = math.nan
 
-    @property
-    def cost(self) -> float:
-        return self.counted * self.per_start if self.counted > 0 else 0.0
+    def per_run(self, run: Run, side: str) -> float:
+        """The model's wake-up CPU per request in ``run``: wake-ups per request times D
+        times the mean warmth 1 / (1 + lam cooling) of exponential idle periods."""
+        if self.cost == 0:
+            return 0.0
+        return self.cost * woken(run, side) / (1 + run.throughput * self.cooling)
+
+
+def woken(run: Run, side: str) -> float:
+    """The model's wake-ups per request in ``run`` from its measured busy shares: with
+    the queue's own busy share U and the background's sigma on its core, P0 = (1 -
+    U / (1 - sigma)) / (1 + lam E[I]), E[I] the wait for background found busy
+    (deterministic background jobs); 1 - U without background."""
+    cpu, _, bg = SIDES[side]
+    lam = run.throughput
+    b = getattr(run, bg) if math.isfinite(getattr(run, bg)) else 0.0
+    sigma = min(lam * b, 0.99)
+    wait = lam * b**2 / (2 * (1 - sigma) ** 2)
+    return max(1 - getattr(run, cpu) * lam / (1 - sigma), 0.0) / (1 + lam * wait)
 
 
 @dataclass(frozen=True)
@@ -226,39 +251,49 @@ def demand(runs: Sequence[Run], field: str) -> float:
     return float((n * x).sum() / n.sum()) if n.sum() > 0 else math.nan
 
 
-def per_request(runs: Sequence[Run], cpu: str, wakeups: str, cost: float) -> float:
-    """The per-request part of the demand ``cpu`` over ``runs``: less ``cost`` for each
-    wake-up (per request: ``wakeups``), where wake-ups were counted."""
-    woken = demand(runs, wakeups)
-    return demand(runs, cpu) - (cost * woken if math.isfinite(woken) else 0.0)
+def per_request(runs: Sequence[Run], side: str, wakeup: Wakeup) -> float:
+    """The per-request part of a queue's demand over ``runs``: the wake-ups' share taken
+    out (request-weighted, as :func:`demand`)."""
+    n = np.array([r.requests for r in runs], float)
+    woke = np.array([wakeup.per_run(r, side) for r in runs])
+    return demand(runs, SIDES[side][0]) - float((n * woke).sum() / n.sum())
 
 
-def fit_wakeup(runs_by_class: Sequence[Sequence[Run]], cpu: str, wakeups: str) -> Wakeup:
-    """A queue's cost per wake-up by non-negative least squares of ``cpu`` per request on
-    one intercept per class and ``wakeups`` per request. Lighter runs wake the queue for
-    more of their requests, so the slope is what their higher CPU per request says each
-    counted wake-up costs. The server may count several wake-ups per busy period (inline,
-    a new connection's accept and its request are two), so the model's cost per busy
-    period is that slope times the counted wake-ups per busy period begun. Runs without
-    a wake-up count are left out; with too few, or no spread, the cost is 0."""
+def fit_wakeup(runs_by_class: Sequence[Sequence[Run]], side: str) -> Wakeup:
+    """A queue's wake-up cost D and cooling time c, from CPU per request y against the
+    model's wake-ups per request x (:func:`woken`) over every class's runs: y = S_c +
+    D x / (1 + lam c), S_c one per class, by non-negative least squares at each c of
+    :data:`COOLING_GRID`, the c with the least squared error kept. Lighter runs wake the
+    queue for more of their requests, and after longer idle periods; D and c are what
+    their higher CPU per request says that costs. With too few runs, or no spread of
+    wake-ups within a class, there is no wake-up cost."""
+    cpu, counted, _ = SIDES[side]
     rows = [(c, r) for c, runs in enumerate(runs_by_class) for r in runs
-            if math.isfinite(getattr(r, wakeups)) and math.isfinite(getattr(r, cpu))]
-    x = np.array([getattr(r, wakeups) for _, r in rows])
-    if len(rows) <= len(runs_by_class) or np.ptp(x) <= 1e-9:
-        return Wakeup()
+            if math.isfinite(getattr(r, cpu)) and r.throughput > 0]
+    x = np.array([woken(r, side) for _, r in rows])
     cls = np.array([c for c, _ in rows])
+    spread_x = max((np.ptp(x[cls == c]) for c in set(cls)), default=0.0)
+    if len(rows) <= len(runs_by_class) + 1 or spread_x <= 1e-3:  # slope not identifiable
+        return Wakeup()
     y = np.array([getattr(r, cpu) for _, r in rows])
-    a = np.column_stack([*(cls == c for c in range(len(runs_by_class))), x]).astype(float)
-    coef, _ = optimize.nnls(a, y)
-    residual = y - a @ coef
+    lam = np.array([r.throughput for _, r in rows])
+    onehot = [(cls == c).astype(float) for c in range(len(runs_by_class))]
+    best = None
+    for cooling in COOLING_GRID:
+        a = np.column_stack([*onehot, x / (1 + lam * cooling)])
+        coef, norm = optimize.nnls(a, y)
+        if best is None or norm < best[0] - 1e-15:
+            best = (norm, cooling, coef[-1])
+    norm, cooling, cost = best
     within = y - np.array([y[cls == c].mean() for c in cls])  # spread inside each class
     spread = (within**2).sum()
-    idle = 1 - y * np.array([r.throughput for _, r in rows])  # 1 - U, utilisation law
-    requests = np.array([r.requests for _, r in rows], float)
-    starts = (requests * idle).sum()
-    return Wakeup(float(coef[-1]), float((requests * x).sum() / starts) if starts > 0
-                  else math.nan, float(1 - (residual**2).sum() / spread) if spread > 0
-                  else math.nan)
+    n = np.array([r.requests for _, r in rows], float)
+    w = np.array([getattr(r, counted) for _, r in rows])
+    seen = np.isfinite(w)
+    return Wakeup(float(cost), float(cooling) if cost > 0 else 0.0,
+                  float(1 - norm**2 / spread) if spread > 0 else math.nan,
+                  float((n * w)[seen].sum() / (n * x)[seen].sum())
+                  if seen.any() and (n * x)[seen].sum() > 0 else math.nan)
 
 
 def fit_class(runs: Sequence[Run], mss: int, host_model: CostModel | None = None,
@@ -272,7 +307,7 @@ def fit_class(runs: Sequence[Run], mss: int, host_model: CostModel | None = None
     first = runs[0]
     sizes = np.concatenate([r.sizes for r in runs])
     EXa = demand(runs, "app_s")
-    other = max(per_request(runs, "host_s", "host_wakeups", host_wakeup.counted) - EXa, 0.0)
+    other = max(per_request(runs, "host", host_wakeup) - EXa, 0.0)
     background = {"host_bg": _background(runs, "host_background_s"),
                   "engine_bg": _background(runs, "engine_background_s")}
     if first.mode == "inline":
@@ -280,8 +315,8 @@ def fit_class(runs: Sequence[Run], mss: int, host_model: CostModel | None = None
         lognormal, pareto = fits(costs)
         return ClassFit(first.cls, first.mode, EXa, EXp=other, EXp_m2=float((costs**2).mean()),
                         lognormal=lognormal, pareto=pareto, **background)
-    wakeup = engine_model.wakeup.counted if engine_model is not None else 0.0
-    engine = max(per_request(runs, "engine_s", "engine_wakeups", wakeup), 0.0)
+    wakeup = engine_model.wakeup if engine_model is not None else Wakeup()
+    engine = max(per_request(runs, "engine", wakeup), 0.0)
     EXc = min(engine_model.c0, engine) if engine_model is not None else 0.0
     costs = shaped(engine - EXc, sizes, engine_model, mss)
     lognormal, pareto = fits(costs)

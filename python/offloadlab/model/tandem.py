@@ -42,12 +42,21 @@ class Extra:
     d2: float = 0.0
     b1: np.ndarray | float = 0.0
     b2: np.ndarray | float = 0.0
+    cooling: float = 0.0
 
     @classmethod
     def of(cls, q: Queue, names: list[str]) -> Extra:
         b = [q.background_of(n) for n in names]
         return cls(q.wakeup.mean, q.wakeup.m2, np.array([d.mean for d in b]),
-                   np.array([d.m2 for d in b]))
+                   np.array([d.m2 for d in b]), q.cooling)
+
+    def wakeup(self, lam: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """E[D] and E[D^2] of a wake-up at arrival rate ``lam``. After an idle period I
+        the cost is D (1 - e^(-I/c)), c the cooling time; the idle periods of a queue
+        fed Poisson arrivals are exponential with rate lam, so E[1 - e^(-I/c)] =
+        1 / (1 + lam c) and E[(1 - e^(-I/c))^2] = 2 / ((1 + lam c)(2 + lam c))."""
+        x = lam * self.cooling
+        return self.d1 / (1 + x), self.d2 * 2 / ((1 + x) * (2 + x))
 
 
 NONE = Extra()
@@ -186,6 +195,7 @@ def station(lam: np.ndarray, load1: np.ndarray, load2: np.ndarray, all_lam: np.n
     """
     sigma = (all_lam * x.b1).sum(-1)
     bg2 = (all_lam * x.b2).sum(-1)  # sum_c lam_c E[B_c^2]
+    d1, d2 = x.wakeup(lam)
     with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
         open_ = sigma + load1 < SATURATED_AT
         k = np.where(sigma < SATURATED_AT, 1 / (1 - sigma), np.inf)  # stretch C(x) / x
@@ -193,17 +203,17 @@ def station(lam: np.ndarray, load1: np.ndarray, load2: np.ndarray, all_lam: np.n
         # sum_c lam_c E[C(S_c)^2]: the stretched services' second moments.
         load2_c = load2 * k**2 + load1 * bg2 * k**3
         i1 = bg2 / 2 * k**2
-        e1 = i1 + x.d1 * k  # E[S0] - E[C(S)]
+        e1 = i1 + d1 * k  # E[S0] - E[C(S)]
         m1 = np.where(lam > 0, load1 / np.where(lam > 0, lam, 1), 0.0)
         # E[S0^2] - E[C(S)^2], with S of the mean request.
-        e2 = (2 * i1**2 + 2 * i1 * (x.d1 + m1) * k + (x.d2 + 2 * x.d1 * m1) * k**2
-              + x.d1 * bg2 * k**3)
+        e2 = (2 * i1**2 + 2 * i1 * (d1 + m1) * k + (d2 + 2 * d1 * m1) * k**2
+              + d1 * bg2 * k**3)
         idle = np.where(open_, (1 - rho) / (1 + lam * e1), 0.0)  # P0: wake-ups per request
         wait = (pk_wait(load2_c, np.where(open_, rho, 1.0))
                 + np.where(open_, lam * e2 / (2 * (1 + lam * e1)) + idle * e1, np.inf))
         wait = np.where(open_, wait, np.inf)
-        W = np.where(open_, wait + m1 * (k - 1) - idle * x.d1, np.inf)
-    U = load1 + lam * idle * x.d1
+        W = np.where(open_, wait + m1 * (k - 1) - idle * d1, np.inf)
+    U = load1 + lam * idle * d1
     # Past saturation the core is full: load1 + sigma >= 1 marks it, as U >= 1 did.
     return Station(U=U, core=np.where(open_, U + sigma, np.maximum(load1 + sigma, 1.0)), W=W,
                    wait=wait, stretch=k, wakeups=idle)

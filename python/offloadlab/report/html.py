@@ -83,9 +83,10 @@ def write_report(tables: StudyTables, out_dir: str | Path) -> Path:
                      "fixed delay outside host and engine."),
             _section("Structural cost model", _cost_model(tables.cost_model),
                      "E[X](size) = c0 + c_pkt · packets + c_byte · bytes per request and side, "
-                     "fitted over the classes listed, and the side's CPU per wake-up, fitted "
-                     "on CPU per request against wake-ups per request over the calibration "
-                     "runs; R² says how much of the variation each explains."),
+                     "fitted over the classes listed, and the side's wake-up cost and cooling "
+                     "time, fitted on CPU per request against the model's wake-ups per "
+                     "request over the calibration runs; R² says how much of the variation "
+                     "each explains; counted per wake-up compares the server's own count."),
             _section("Connection handoff on the testbed",
                      _handoff(tables.handoff, tables.handoff_series, meta.get("handoff")),
                      "Seed 004's policies in handoff mode (the engine accepts every "
@@ -265,11 +266,11 @@ def _cost_model(c: pd.DataFrame) -> str:
         rows.append([_text(d["mode"]), _text(d["side"]), (_us(d["c0"]), "num"),
                      (_us(d["c_pkt"]), "num"), (_sig(_f(d["c_byte"]) * 1e9), "num"),
                      (_sig(d["r2"]), "num"), _text(d["classes"]), _text(d["note"]),
-                     (_us(d["wakeup"]), "num"), (_us(d["wakeup_counted"]), "num"),
-                     (_sig(d["wakeups_per_start"]), "num"), (_sig(d["wakeup_r2"]), "num")])
+                     (_us(d["wakeup"]), "num"), (_us(d["cooling"]), "num"),
+                     (_sig(d["counted_per_wakeup"]), "num"), (_sig(d["wakeup_r2"]), "num")])
     return _table(("mode", "side", "c0 (µs)", "c_pkt (µs/packet)", "c_byte (ns/byte)", "R²",
-                   "classes", "note", "per busy period (µs)", "per counted wake-up (µs)",
-                   "counted per busy period", "R² (wake-ups)"), rows)
+                   "classes", "note", "wake-up (µs)", "cooling (µs)", "counted per wake-up",
+                   "R² (wake-ups)"), rows)
 
 
 def _figures(figures: dict[str, Path], out_dir: Path) -> str:

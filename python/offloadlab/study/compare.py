@@ -149,8 +149,8 @@ def tables(study: Study, meta: dict) -> StudyTables:
         cost_model=pd.DataFrame(
             [{"mode": m.mode, "side": m.side, "c0": m.c0, "c_pkt": m.c_pkt,
               "c_byte": m.c_byte, "r2": m.r2, "classes": ",".join(m.classes), "note": m.note,
-              "wakeup": m.wakeup.cost, "wakeup_counted": m.wakeup.counted,
-              "wakeups_per_start": m.wakeup.per_start, "wakeup_r2": m.wakeup.r2}
+              "wakeup": m.wakeup.cost, "cooling": m.wakeup.cooling,
+              "counted_per_wakeup": m.wakeup.counted, "wakeup_r2": m.wakeup.r2}
              for m in fitted.models], columns=list(COLUMNS["cost_model"])),
         handoff=study.handoff.runs if study.handoff else empty("handoff"),
         handoff_series=study.handoff.series if study.handoff else empty("handoff_series"),

@@ -143,9 +143,9 @@ def calibrate(plan: Plan, calibration: dict, extended: bool = True) -> compare.F
     def side(mode: str, field: str, label: str, less_app: bool = True) -> fit.CostModel:
         """One queue's cost per wake-up, then its per-request cost model."""
         runs = [[m.run for m in calibration[c, mode]] for c in names]
-        wakeups = "engine_wakeups" if field == "engine_s" else "host_wakeups"
-        wakeup = fit.fit_wakeup(runs, field, wakeups) if extended else fit.Wakeup()
-        means = [fit.per_request(r, field, wakeups, wakeup.counted)
+        queue = "engine" if field == "engine_s" else "host"
+        wakeup = fit.fit_wakeup(runs, queue) if extended else fit.Wakeup()
+        means = [fit.per_request(r, queue, wakeup)
                  - (fit.demand(r, "app_s") if less_app else 0.0) for r in runs]
         sizes = [np.concatenate([x.sizes for x in r]) for r in runs]
         return replace(fit.fit_cost_model(mode, label, names, means, sizes, mss),
@@ -206,10 +206,11 @@ def build_scenario(plan: Plan, fits: dict, models: list[fit.CostModel], mode: st
             engine_overhead=fit.with_moments(off.EXc, off.EXc**2),
             engine_proto=fit.with_moments(off.EXq, off.EXq_m2),
             offload="auto", d0=_delay(base.d0), d0_offload=_delay(off.d0)))
-    wakeup = {(m.mode, m.side): Deterministic(m.wakeup.cost) for m in models}
+    wakeup = {(m.mode, m.side): m.wakeup for m in models}
 
     def queue(side: str, fitted_mode: str, background: str) -> Queue:
-        return Queue(wakeup=wakeup[fitted_mode, side], per_class=tuple(
+        w = wakeup[fitted_mode, side]
+        return Queue(wakeup=Deterministic(w.cost), cooling=w.cooling, per_class=tuple(
             (c, Deterministic(getattr(fits[c, fitted_mode], background))) for c in names))
 
     return Scenario(f"fitted-{mode}", tuple(classes),

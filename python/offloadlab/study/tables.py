@@ -69,11 +69,11 @@ COLUMNS: dict[str, tuple[str, ...]] = {
               "lognormal", "pareto", "d0"),
     # The structural cost model E[X](size) = c0 + c_pkt * packets + c_byte * bytes per
     # request, per side (host_proto, host_overhead, engine), with the fit's R² over its
-    # classes, and that side's queue's cost per wake-up: per busy period begun (the
-    # model's D), per wake-up the server counted, the counted wake-ups per busy period
-    # begun, and the R² of the fit.
+    # classes, and that side's queue's wake-up: its cost D after a long idle period, the
+    # cooling time over which an idle queue gets there, the wake-ups the server counted
+    # per wake-up of the model, and the R² of that fit.
     "cost_model": ("mode", "side", "c0", "c_pkt", "c_byte", "r2", "classes", "note",
-                   "wakeup", "wakeup_counted", "wakeups_per_start", "wakeup_r2"),
+                   "wakeup", "cooling", "counted_per_wakeup", "wakeup_r2"),
     # Seed 004's handoff policies on the testbed with a slowed engine: one row per run
     # (policy, repeat) and the engine's Cnum, Soft_limit and Qlen every 0.1 s
     # (:mod:`offloadlab.testbed.handoff` documents the columns). Empty when not run.

@@ -66,6 +66,21 @@ pub struct QueueCosts {
     /// Poisson stream at the network's total rate (one job per request, independent of
     /// the requests' paths) and served with preemptive-resume priority over them.
     pub background: Dist,
+    /// Seconds over which an idle station cools down: after an idle period I, a wake-up
+    /// costs its draw times 1 - exp(-I / cooling) (0: the full draw, whatever I).
+    pub cooling: f64,
+}
+
+impl QueueCosts {
+    /// The share of a wake-up's full cost paid after `idle` seconds without requests.
+    #[inline]
+    pub fn warmth(&self, idle: f64) -> f64 {
+        if self.cooling > 0.0 {
+            -(-idle / self.cooling).exp_m1()
+        } else {
+            1.0
+        }
+    }
 }
 
 impl Default for QueueCosts {
@@ -74,6 +89,7 @@ impl Default for QueueCosts {
         QueueCosts {
             wakeup: Dist::Det { value: 0.0 },
             background: Dist::Det { value: 0.0 },
+            cooling: 0.0,
         }
     }
 }
@@ -133,6 +149,14 @@ impl Network {
                         "class {i}: {name} must be finite and >= 0 s, got {d0}"
                     ));
                 }
+            }
+        }
+        for (station, q) in Station::ALL.iter().zip(&self.queues) {
+            if !(q.cooling >= 0.0 && q.cooling.is_finite()) {
+                return Err(format!(
+                    "{station:?}: cooling must be finite and >= 0 s, got {}",
+                    q.cooling
+                ));
             }
         }
         let total: f64 = self.classes.iter().map(|c| c.share).sum();

@@ -71,6 +71,8 @@ struct Server {
     /// When the background work noted so far will be done. It preempts the requests, so
     /// none is served before then.
     background_until: f64,
+    /// When its last request left (its idle period began), for the wake-up's cooling.
+    idle_since: f64,
 }
 
 /// The state of one simulation run. Drive it with [`Replication::run_arrivals`] and
@@ -127,6 +129,7 @@ impl<'a> Replication<'a> {
                 .as_mut()
                 .map_or(f64::INFINITY, |rng| gap(rng, net.rate)),
             background_until: 0.0,
+            idle_since: 0.0,
         });
         let mut rep = Replication {
             net,
@@ -300,7 +303,9 @@ impl<'a> Replication<'a> {
             // (but may still be running).
             self.background_work(s);
             if let Some(rng) = &mut self.wakeup[s] {
-                job.service += self.net.queues[s].wakeup.sample(rng);
+                let costs = &self.net.queues[s];
+                job.service +=
+                    costs.wakeup.sample(rng) * costs.warmth(self.now - self.stations[s].idle_since);
             }
             let server = &mut self.stations[s];
             let mut start = self.now;
@@ -327,12 +332,17 @@ impl<'a> Replication<'a> {
             return;
         }
         self.advance_area(station);
-        let jobs = &mut self.stations[station as usize].jobs;
-        let mut job = jobs.pop_front().expect("a departure has a job in service");
-        if let Some(next) = jobs.front() {
+        let server = &mut self.stations[station as usize];
+        let mut job = server
+            .jobs
+            .pop_front()
+            .expect("a departure has a job in service");
+        if let Some(next) = server.jobs.front() {
             // A request leaves only once the background is done: the next starts now.
             self.calendar
                 .schedule(self.now + next.service, Event::Departure(station));
+        } else {
+            server.idle_since = self.now;
         }
         let net = self.net;
         let class = &net.classes[job.class as usize];
