@@ -2,7 +2,6 @@
 Table 4-2, the error measures are what they say."""
 
 import math
-from dataclasses import replace
 
 import numpy as np
 import pytest
