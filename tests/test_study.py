@@ -188,12 +188,19 @@ def test_a_fileset_without_the_class_is_refused(tmp_path):
     assert result.exit_code == 2 and "has no files of class 3" in " ".join(result.output.split())
 
 
+def test_the_sweep_measures_the_operating_rate_in_place_of_a_point_near_it():
+    from offloadlab.study.run import sweep_rates
+    assert sweep_rates((0.1, 0.5, 0.9), 1000.0, 300.0) == [100.0, 300.0, 500.0, 900.0]
+    assert sweep_rates((0.1, 0.5, 0.9), 1000.0, 490.0) == [100.0, 490.0, 900.0]
+
+
 def test_budgets_plan_their_load():
     quick = plan.budget("quick")
-    # Per class and mode: three saturation runs, 3 calibration and 8 sweep runs.
-    per = 3 * 2 + 2 * (3 + 8)
+    # Per class and mode: three saturation runs, 3 calibration and 8 sweep runs, and one
+    # three run lengths long at the operating rate.
+    per = 3 * 2 + 2 * (3 + 8 + 3)
     assert quick.load_seconds(2, 2) == 4 * per
-    assert quick.load_seconds(2, 2, mix=True) == 4 * per + 2 * (3 * 2 + 2 * 8)
+    assert quick.load_seconds(2, 2, mix=True) == 4 * per + 2 * (3 * 2 + 2 * (8 + 3))
     assert plan.with_budget_override(quick, 1.0).run_s == 1.0
     assert all(b.sweep == tuple(sorted(b.sweep)) for b in plan.BUDGETS.values())
     assert math.isclose(max(plan.BUDGETS["standard"].sweep), 1.1)

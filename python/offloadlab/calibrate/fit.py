@@ -81,8 +81,10 @@ class Run:
 # work on its core per request.
 SIDES = {"host": ("host_s", "host_wakeups", "host_background_s"),
          "engine": ("engine_s", "engine_wakeups", "engine_background_s")}
-# Cooling times tried by the wake-up fit: none, and 10 us to 10 ms.
-COOLING_GRID = (0.0, *np.geomspace(10e-6, 10e-3, 31))
+# Cooling times tried by the wake-up fit: none, and 10 us to 100 ms. Past lam c >> 1 a
+# wake-up costs D / (lam c): a tax on idle time (timer wake-ups of an idle thread), which
+# the top of the grid also covers.
+COOLING_GRID = (0.0, *np.geomspace(10e-6, 100e-3, 41))
 
 
 @dataclass(frozen=True)

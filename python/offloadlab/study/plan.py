@@ -35,10 +35,11 @@ class Budget:
     def load_seconds(self, classes: int, modes: int, mix: bool = False,
                      handoff_runs: int = 0) -> float:
         """Seconds of load the testbed phases plan (without server start-up); the mix
-        is measured but not calibrated on. A sweep runs one more point, at the operating
-        rate, unless a sweep point is close to it."""
+        is measured but not calibrated on. A sweep adds one point, at the operating
+        rate, :data:`OPERATING_RUNS` run lengths long (at most: it replaces a sweep point
+        within 5% of it)."""
         saturation = SATURATION_REPEATS * self.saturation_s
-        sweep = self.run_s * (len(self.sweep) + 1)
+        sweep = self.run_s * (len(self.sweep) + OPERATING_RUNS)
         per = saturation + self.run_s * len(self.calibration) + sweep
         return modes * (classes * per + mix * (saturation + sweep)) + handoff_runs * self.run_s
 
@@ -53,6 +54,9 @@ BUDGETS = {b.name: b for b in (
             1.05), 200_000),
 )}
 
+# The sweep's run at the operating rate, where the verdict is measured, is this many run
+# lengths long: its delay ratio decides whether the testbed backs the verdict.
+OPERATING_RUNS = 3
 # Saturation runs per class and mode; the one of median capacity counts. Two single
 # runs' capacities differed by up to 17% on this shared 2-core machine (a process's or a
 # file set's first run, and noise), more than a rerun should.

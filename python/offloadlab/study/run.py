@@ -28,6 +28,7 @@ from offloadlab.study import compare
 from offloadlab.study.measure import Measured, measure
 from offloadlab.study.plan import (
     MIX,
+    OPERATING_RUNS,
     SATURATION_REPEATS,
     STOP_ERROR_RATE,
     STOP_P99_S,
@@ -75,7 +76,8 @@ def run(plan: Plan, progress: Progress | None = None) -> compare.Study:
     seed = calibrate(plan, calibration, extended=False)
 
     operating = operating_rates(fitted)
-    total = len(pairs) * budget.run_s * (len(budget.sweep) + 1)
+    operating_plan = replace(plan, budget=replace(budget, run_s=OPERATING_RUNS * budget.run_s))
+    total = len(pairs) * budget.run_s * (len(budget.sweep) + OPERATING_RUNS)
     sweeps: dict = {}
     done = 0.0
     for load, mode in pairs:
@@ -84,8 +86,11 @@ def run(plan: Plan, progress: Progress | None = None) -> compare.Study:
         sweeps[load.name, mode] = []
         for rate in rates:
             tick("measure", done, total)
-            m = measure(plan, load, mode, "validation", rate)
-            done += budget.run_s
+            # The verdict is measured at the operating rate: a longer run narrows it.
+            at_operating = rate == operating[load.name]
+            m = measure(operating_plan if at_operating else plan, load, mode, "validation",
+                        rate)
+            done += budget.run_s * (OPERATING_RUNS if at_operating else 1)
             sweeps[load.name, mode].append(m)
             if _stop(m):
                 break
@@ -118,11 +123,9 @@ def operating_rates(fitted: compare.Fitted) -> dict[str, float]:
 
 def sweep_rates(shares: tuple[float, ...], top: float, operating: float) -> list[float]:
     """The sweep's rates, fractions ``shares`` of the saturation rate ``top``, with the
-    operating rate in its place among them unless one is within 5% of it already."""
-    rates = [share * top for share in shares]
-    if all(abs(r / operating - 1) > 0.05 for r in rates):
-        rates = sorted([*rates, operating])
-    return rates
+    operating rate in its place among them instead of any within 5% of it."""
+    rates = [share * top for share in shares if abs(share * top / operating - 1) > 0.05]
+    return sorted([*rates, operating])
 
 
 def _stop(m: Measured) -> bool:
