@@ -95,7 +95,7 @@ def write_report(tables: StudyTables, out_dir: str | Path) -> Path:
                      "and engine µs are CPU per request over all requests; on engine: "
                      "requests served on engine-held connections. With a closed loop, more "
                      "throughput is also a lower mean response time."),
-            _more_notes(meta.get("more_notes") or []),
+            _list("More notes", meta.get("more_notes") or []),
             _figures(figures, out_dir)]
     page = ("<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n"
             f"<title>{title}</title>\n"
@@ -132,12 +132,15 @@ def _meta_table(meta: dict, out_dir: Path) -> str:
 
 
 def _notes(notes: Iterable[str]) -> str:
-    """Missed targets and broken assumptions, boxed so nobody reads past them."""
-    notes = list(notes)
-    if not notes:
-        return ""
-    items = "\n".join(f"<li>{_esc(str(n))}</li>" for n in notes)
-    return f'<div class="notes">\n<h2>Notes: read these first</h2>\n<ul>\n{items}\n</ul>\n</div>'
+    """The notes to act on, boxed so nobody reads past them."""
+    listed = _list("Notes: read these first", notes)
+    return f'<div class="notes">\n{listed}\n</div>' if listed else ""
+
+
+def _list(heading: str, items: Iterable[str]) -> str:
+    """A heading and the items as a list, escaped; nothing without items."""
+    rows = "\n".join(f"<li>{_esc(str(n))}</li>" for n in items)
+    return f"<h2>{heading}</h2>\n<ul>\n{rows}\n</ul>" if rows else ""
 
 
 def _bottom_line(v: pd.DataFrame) -> str:
@@ -160,14 +163,6 @@ def _bottom_line(v: pd.DataFrame) -> str:
     if not items:
         return ""
     return "<h2>Bottom line</h2>\n<ul>\n" + "\n".join(items) + "\n</ul>"
-
-
-def _more_notes(notes: Iterable[str]) -> str:
-    notes = list(notes)
-    if not notes:
-        return ""
-    items = "\n".join(f"<li>{_esc(str(n))}</li>" for n in notes)
-    return f"<h2>More notes</h2>\n<ul>\n{items}\n</ul>"
 
 
 def _verdicts(v: pd.DataFrame) -> str:
