@@ -241,7 +241,8 @@ def _reasons(study: Study, cls: str, mode: str, metric: str) -> list[str]:
     f = study.fitted.fits[cls, mode]
     parts = []
     if mode == "uring" and metric == "U_engine":
-        return ["the SQPOLL thread's CPU time includes its idle polling (see the uring note)"]
+        return ["the SQPOLL thread's work time (the kernel's SqWorkTime) is sampled at "
+                "scheduler ticks, so a short run's engine demand is coarse (docs/testbed.md)"]
     field, label, fitted_s = (("engine_s", "engine", f.engine) if metric == "U_engine"
                               else ("host_s", "host", f.host))
     demand = np.array([getattr(m.run, field) for m in runs])
