@@ -54,7 +54,7 @@ def test_a_study_writes_its_report_results_scenarios_and_summary(studies):
     assert len(list((out / "figures").glob("*.png"))) >= 5
     assert "Does offload help?" in text and str(out / "report.html") in text
     frame = pd.read_parquet(out / "results.parquet")
-    assert set(frame["source"]) == {"model", "sim", "testbed"}
+    assert set(frame["source"]) == {"model", "seed_model", "sim", "testbed"}
     assert set(frame["class"]) == {"c0", "c2", "mix"}
     assert set(frame["mode"]) == {"inline", "engine"}
     # The shared schema: host-alone columns on inline rows, offload columns on the others.
