@@ -211,7 +211,6 @@ def station(lam: np.ndarray, load1: np.ndarray, load2: np.ndarray, all_lam: np.n
         idle = np.where(open_, (1 - rho) / (1 + lam * e1), 0.0)  # P0: wake-ups per request
         wait = (pk_wait(load2_c, np.where(open_, rho, 1.0))
                 + np.where(open_, lam * e2 / (2 * (1 + lam * e1)) + idle * e1, np.inf))
-        wait = np.where(open_, wait, np.inf)
         W = np.where(open_, wait + m1 * (k - 1) - idle * d1, np.inf)
     U = load1 + lam * idle * d1
     # Past saturation the core is full: load1 + sigma >= 1 marks it, as U >= 1 did.

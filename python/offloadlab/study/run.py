@@ -236,27 +236,30 @@ def _model_rows(fitted: compare.Fitted, cls: str, mode: str, rates: np.ndarray) 
     return model.evaluate(fitted.single(cls, mode), rates).overall
 
 
+def curves(fitted: compare.Fitted, cls: str, mode: str, rates: np.ndarray,
+           source: str = "model") -> dict[str, pd.DataFrame]:
+    """A model at the swept rates ("at") and on a line up to past saturation ("line"),
+    in the points table's columns."""
+    line = np.linspace(0, 1.05 * fitted.fits[cls, mode].saturation, _LINE_POINTS)[1:]
+    return {key: compare.model_points(_model_rows(fitted, cls, mode, x), x, cls, mode, source)
+            for key, x in (("at", rates), ("line", line))}
+
+
 def baseline(seed: compare.Fitted, cls: str, mode: str,
              rates: np.ndarray) -> dict[str, pd.DataFrame]:
     """Seed 000's model at the swept rates and on its line, as source ``seed_model``."""
-    line = np.linspace(0, 1.05 * seed.fits[cls, mode].saturation, _LINE_POINTS)[1:]
-    return {f"seed_{key}": compare.model_points(_model_rows(seed, cls, mode, x), x, cls, mode,
-                                                source="seed_model")
-            for key, x in (("at", rates), ("line", line))}
+    return {f"seed_{key}": frame
+            for key, frame in curves(seed, cls, mode, rates, "seed_model").items()}
 
 
 def predict(fitted: compare.Fitted, cls: str, mode: str, rates: np.ndarray,
             requests: int, seed: int) -> dict[str, pd.DataFrame]:
     """Model at the swept rates and on a line up to past saturation; the simulator at
     the swept rates below saturation. Frames in the points table's columns."""
-    f = fitted.fits[cls, mode]
-    line = np.linspace(0, 1.05 * f.saturation, _LINE_POINTS)[1:]
-    at = compare.model_points(_model_rows(fitted, cls, mode, rates), rates, cls, mode)
-    drawn = compare.model_points(_model_rows(fitted, cls, mode, line), line, cls, mode)
-    stable = rates[(rates > 0) & (rates < 0.98 * f.saturation)]
+    stable = rates[(rates > 0) & (rates < 0.98 * fitted.fits[cls, mode].saturation)]
     sims = pd.DataFrame()
     if len(stable):
         result = sim.run(fitted.single(cls, mode), rates=stable, requests=requests, seed=seed)
         sims = compare.sim_points(result, stable, cls, mode)
-    return {"at": at, "line": drawn, "sim": sims}
+    return {**curves(fitted, cls, mode, rates), "sim": sims}
 
