@@ -125,6 +125,20 @@ def test_agreement_needs_the_same_direction_and_a_margin_of_at_most_15pct(
     assert compare._agree(label, delay, margin, model_sat, measured_sat) == agree
 
 
+def test_the_noise_floor_is_zero_on_a_line_and_the_wobble_of_a_zigzag():
+    rates = np.array([1000.0, 2000, 3000, 4000, 5000])
+    assert compare.noise_floor(rates, 1e-4 * rates) == pytest.approx(0, abs=1e-12)
+    # Interior points 0.22, 0.30, 0.42 against their neighbours' midpoints 0.20, 0.32,
+    # 0.40: errors 2/22, 2/30, 2/42.
+    zigzag = np.array([0.10, 0.22, 0.30, 0.42, 0.50])
+    assert compare.noise_floor(rates, zigzag) == pytest.approx(
+        (2 / 22 + 2 / 30 + 2 / 42) / 3)
+    # A repeated rate counts once, unsorted input is sorted, too few points give NaN.
+    assert compare.noise_floor(np.r_[rates, 3000.0][::-1], np.r_[zigzag, 0.30][::-1]) \
+        == pytest.approx(compare.noise_floor(rates, zigzag))
+    assert math.isnan(compare.noise_floor(rates[:2], zigzag[:2]))
+
+
 def test_the_model_tracks_measured_host_utilisation_and_capacity(studies):
     """Loose bounds (the machine is shared and noisy): they catch a broken fit, a unit
     slip or a wrong utilisation law, not the accuracy the report scores."""

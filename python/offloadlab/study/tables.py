@@ -45,11 +45,13 @@ COLUMNS: dict[str, tuple[str, ...]] = {
     "latency": ("class", "mode", "rate", "total_s"),
     # One row per (class, mode, metric, source): metric U_host | U_engine | T; source
     # model | model_sum | sim. mape over the validation points below 80% utilisation
-    # (n of them); two-sample Kolmogorov-Smirnov D and exact p between the predicted
-    # and measured curve (ks_n, ks_m points); target: the MAPE bound, met: whether
-    # both it and p > 0.2 hold; why: the broken assumption when not.
-    "accuracy": ("class", "mode", "metric", "source", "mape", "n", "ks_D", "ks_p", "ks_n",
-                 "ks_m", "target", "met", "why"),
+    # (n of them); floor: the testbed's own noise on those points (the mean error of
+    # each against the line through its neighbours; the same for every source);
+    # two-sample Kolmogorov-Smirnov D and exact p between the predicted and measured
+    # curve (ks_n, ks_m points); target: the MAPE bound, met: whether both it and
+    # p > 0.2 hold; why: the broken assumption when not.
+    "accuracy": ("class", "mode", "metric", "source", "mape", "n", "floor", "ks_D", "ks_p",
+                 "ks_n", "ks_m", "target", "met", "why"),
     # One row per (class, mode != inline), at the operating point (the exported
     # scenario's own rates; rate is the class's): the verdict helps | hurts | neutral
     # of the class on its own with its reason, the fraction f the optimiser recommends
