@@ -1,5 +1,5 @@
-"""``offload study`` end to end on the real testbed (short runs), its outputs, a re-run's
-agreement, and bad input. Each study starts and stops its servers itself; every run is
+"""``offload study`` end to end on the real testbed (short runs): its outputs, and bad
+input. Each study starts and stops its servers itself; every run is
 bounded by the budget's run length."""
 
 import json
@@ -25,16 +25,14 @@ ARGS = ["study", "--classes", "0,2", "--modes", "inline,engine", "--run-length",
 
 
 @pytest.fixture(scope="module")
-def studies(tmp_path_factory):
-    """The same study twice (the second without the mix and the handoff experiment, to
-    save time), sharing the file sets: the second finds them in place."""
-    first = tmp_path_factory.mktemp("study")
-    results = []
-    for out, extra in ((first, []), (first / "again", ["--no-mix", "--no-handoff"])):
-        result = runner.invoke(app, [*ARGS, *extra, "--out", str(out)])
-        assert result.exit_code == 0, result.output
-        results.append((out, result.output))
-    return results
+def real_study(tmp_path_factory):
+    """One real study: its folder and what it printed. Whether a re-run agrees is
+    bench/study_rerun.py's question (rates on this shared machine drift between runs
+    minutes apart); the study's logic is checked exactly in tests/test_study_logic.py."""
+    out = tmp_path_factory.mktemp("study")
+    result = runner.invoke(app, [*ARGS, "--out", str(out)])
+    assert result.exit_code == 0, result.output
+    return out, result.output
 
 
 def test_capacity_is_the_median_window_rate_so_a_stall_moves_it_little():
@@ -48,8 +46,8 @@ def test_capacity_is_the_median_window_rate_so_a_stall_moves_it_little():
     assert math.isnan(measure.capacity(short))
 
 
-def test_a_study_writes_its_report_results_scenarios_and_summary(studies):
-    out, text = studies[0]
+def test_a_study_writes_its_report_results_scenarios_and_summary(real_study):
+    out, text = real_study
     assert (out / "report.html").stat().st_size > 0
     assert len(list((out / "figures").glob("*.png"))) >= 5
     assert "Does offload help?" in text and str(out / "report.html") in text
@@ -77,8 +75,8 @@ def test_a_study_writes_its_report_results_scenarios_and_summary(studies):
     assert (out / "figures" / "handoff.png").is_file()
 
 
-def test_the_fitted_scenario_is_reusable_and_matches_the_costs(studies):
-    out, _ = studies[0]
+def test_the_fitted_scenario_is_reusable_and_matches_the_costs(real_study):
+    out, _ = real_study
     sc = scenario.load(out / "scenario-engine.toml")
     summary = json.loads((out / "summary.json").read_text())
     costs = {(c["class"], c["mode"]): c for c in summary["costs"]}
@@ -95,8 +93,8 @@ def test_the_fitted_scenario_is_reusable_and_matches_the_costs(studies):
     assert model.evaluate(sc).rows()  # the model solves it as written
 
 
-def test_the_exported_scenario_gives_the_studys_verdicts_and_fractions(studies):
-    out, _ = studies[0]
+def test_the_exported_scenario_gives_the_studys_verdicts_and_fractions(real_study):
+    out, _ = real_study
     summary = json.loads((out / "summary.json").read_text())
     result = runner.invoke(app, ["model", str(out / "scenario-engine.toml"), "--json"])
     assert result.exit_code == 0, result.output
@@ -139,41 +137,15 @@ def test_the_noise_floor_is_zero_on_a_line_and_the_wobble_of_a_zigzag():
     assert math.isnan(compare.noise_floor(rates[:2], zigzag[:2]))
 
 
-def test_the_model_tracks_measured_host_utilisation_and_capacity(studies):
+def test_the_model_tracks_measured_host_utilisation_and_capacity(real_study):
     """Loose bounds (the machine is shared and noisy): they catch a broken fit, a unit
     slip or a wrong utilisation law, not the accuracy the report scores."""
-    summary = json.loads(((studies[0][0]) / "summary.json").read_text())
+    summary = json.loads((real_study[0] / "summary.json").read_text())
     host = [a for a in summary["accuracy"] if a["metric"] == "U_host" and a["source"] == "model"]
     assert len(host) == 6 and all(a["mape"] < 0.25 for a in host), host
     for s in summary["saturation"]:
         assert abs(s["error"]) < 0.5, s
         assert s["conn_per_min"] == pytest.approx(60 * s["measured"], rel=0.05)
-
-
-def test_a_rerun_agrees_on_verdicts(studies):
-    (a, _), (b, _) = studies
-    first, second = (json.loads((x / "summary.json").read_text()) for x in (a, b))
-    verdicts = [{(v["class"], v["mode"]): v for v in s["verdicts"]} for s in (first, second)]
-    assert set(verdicts[0]) == set(verdicts[1])
-    for key, v in verdicts[0].items():
-        # Never a reversal. "neutral" means "within the margin", so a class near the
-        # margin may be neutral in one run and decided in the other. Whether the two
-        # runs' delay ratios still overlap within their margins is printed by
-        # bench/study_rerun.py: the margin covers the noise inside one study, while
-        # engine-mode d0 moves between studies minutes apart (docs/study.md).
-        assert {v["verdict"], verdicts[1][key]["verdict"]} != {"helps", "hurts"}, key
-    # Saturation agreement (issue 7: within 10%) is measured by bench/study_rerun.py:
-    # absolute rates on this shared machine drift by up to ~10% between runs minutes
-    # apart, across every pair at once, so a timed check of it here would be flaky
-    # (CONVENTIONS: speed targets live in benchmarks). Here: both runs measured every
-    # pair, and the mode the model calls faster is the faster one in both.
-    capacity = [{(s["class"], s["mode"]): s["measured"] for s in x["saturation"]}
-                for x in (first, second)]
-    pairs = {(c, m) for c in ("c0", "c2") for m in ("inline", "engine")}
-    assert set(capacity[0]) >= pairs and set(capacity[1]) == pairs
-    for c in ("c0", "c2"):
-        faster = [x[c, "engine"] > x[c, "inline"] for x in capacity]
-        assert faster[0] == faster[1], (c, capacity)
 
 
 @pytest.mark.parametrize("args, fragment", [
@@ -220,8 +192,8 @@ def test_budgets_plan_their_load():
     assert math.isclose(max(plan.BUDGETS["standard"].sweep), 1.1)
 
 
-def test_the_mix_is_checked_against_the_multi_class_model(studies):
-    out, _ = studies[0]
+def test_the_mix_is_checked_against_the_multi_class_model(real_study):
+    out, _ = real_study
     summary = json.loads((out / "summary.json").read_text())
     costs = {(c["class"], c["mode"]): c for c in summary["costs"]}
     # Seed 000's separate sets are mixed in equal shares: the mix's costs are means.

@@ -25,7 +25,7 @@ from __future__ import annotations
 import math
 import warnings
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 from scipy import optimize, stats
@@ -320,7 +320,9 @@ def fit_class(runs: Sequence[Run], mss: int, host_model: CostModel | None = None
     wakeup = engine_model.wakeup if engine_model is not None else Wakeup()
     engine = max(per_request(runs, "engine", wakeup), 0.0)
     EXc = min(engine_model.c0, engine) if engine_model is not None else 0.0
-    costs = shaped(engine - EXc, sizes, engine_model, mss)
+    # X_q spreads as what the model adds to X_c: its per-packet and per-byte part.
+    rest = replace(engine_model, c0=engine_model.c0 - EXc) if engine_model else None
+    costs = shaped(engine - EXc, sizes, rest, mss)
     lognormal, pareto = fits(costs)
     return ClassFit(first.cls, first.mode, EXa, EXo=other, EXc=EXc, EXq=engine - EXc,
                     EXq_m2=float((costs**2).mean()), lognormal=lognormal, pareto=pareto,

@@ -38,12 +38,17 @@ from offloadlab.study.plan import (
 from offloadlab.testbed import handoff
 
 Progress = Callable[[str, float, float], None]
+# One testbed run: (plan, load, mode, use, rate) -> Measured. The real one is
+# measure.measure; tests pass a synthetic testbed with known costs.
+Measure = Callable[..., Measured]
 # Points on each model line of the figures, from 0 to a little past saturation.
 _LINE_POINTS = 40
 
 
-def run(plan: Plan, progress: Progress | None = None) -> compare.Study:
-    """Run the study; returns everything the report and the summary need."""
+def run(plan: Plan, progress: Progress | None = None,
+        measure: Measure = measure) -> compare.Study:
+    """Run the study; returns everything the report and the summary need. ``measure``
+    makes one run (:func:`offloadlab.study.measure.measure` on the testbed)."""
     tick = progress or (lambda phase, done, total: None)
     classes = [(load, mode) for load in plan.classes for mode in plan.modes]
     pairs = [(load, mode) for load in plan.loads for mode in plan.modes]

@@ -1,0 +1,106 @@
+"""The study's logic (calibrate -> predict -> compare -> verdict) on a synthetic testbed
+of exact M/G/1 queues with known costs (tests/synthetic_testbed.py): what a perfect
+testbed measures, the study must recover and predict. The real testbed's end-to-end
+run is tests/test_study.py."""
+
+import math
+from pathlib import Path
+
+import numpy as np
+import pytest
+from synthetic_testbed import Costs, SyntheticTestbed, manifest
+
+from offloadlab import model
+from offloadlab.model.verdict import MARGIN
+from offloadlab.study import compare, plan, run
+
+COSTS = Costs()
+SIZES = {"c0": [200, 500, 800, 1000], "c3": [150_000, 400_000, 700_000, 1_000_000]}
+
+
+def _plan() -> plan.Plan:
+    loads = tuple(plan.ClassLoad(name, Path("/nonexistent"), manifest(sizes), int(name[1]))
+                  for name, sizes in SIZES.items())
+    return plan.Plan(loads, ("inline", "engine"), plan.budget("quick"), None, None, None, 1,
+                     "synthetic", {name: 0.5 for name in SIZES})
+
+
+@pytest.fixture(scope="module")
+def study():
+    testbed = SyntheticTestbed(COSTS)
+    found = run.run(_plan(), measure=testbed)
+    return testbed, found, compare.tables(found, {})
+
+
+def test_calibration_recovers_the_known_costs(study):
+    testbed, found, _ = study
+    for load in found.plan.classes:
+        host, _ = testbed.queues(load, "inline")
+        overhead, engine = testbed.queues(load, "engine")
+        inline = found.fitted.fits[load.name, "inline"]
+        offload = found.fitted.fits[load.name, "engine"]
+        assert inline.EXp == pytest.approx(host.mean, rel=1e-6)
+        assert inline.EXp_m2 == pytest.approx(host.m2, rel=1e-6)
+        assert offload.EXo == pytest.approx(overhead.mean, rel=1e-6)
+        assert offload.EXc + offload.EXq == pytest.approx(engine.mean, rel=1e-6)
+        assert inline.d0 == pytest.approx(COSTS.d0_inline, rel=1e-9)
+        assert offload.d0 == pytest.approx(COSTS.d0_offload, rel=1e-9)
+    # Every queue is exact M/G/1 without wake-ups: the wake-up fit finds none.
+    assert all(m.wakeup.cost == pytest.approx(0, abs=1e-9) for m in found.fitted.models)
+
+
+def test_the_model_meets_every_target_on_a_perfect_testbed(study):
+    _, _, tables = study
+    model_rows = tables.accuracy[tables.accuracy["source"] == "model"]
+    assert len(model_rows) == 2 * (2 + 3)  # (U_host, T) inline, (U_host, U_engine, T) engine
+    assert (model_rows["n"] >= 3).all()
+    # The testbed is the model's own law (utilisation law, P-K), so the round trip is
+    # exact: a cost fitted with the wrong spread (as X_q was, shaped with X_c's fixed
+    # part inside it) shows here as a delay error of a few per cent.
+    assert (model_rows["mape"] <= 1e-9).all(), model_rows[["class", "mode", "metric", "mape"]]
+    # Straight-line utilisation has no noise; the delay's curvature is a small floor.
+    assert (tables.accuracy.loc[tables.accuracy["metric"] != "T", "floor"] < 1e-9).all()
+    assert (tables.saturation["error"].abs() < 1e-6).all()
+
+
+def test_the_verdicts_are_the_truths_and_the_testbed_backs_them(study):
+    testbed, found, tables = study
+    loads = {load.name: load for load in found.plan.classes}
+    # The operating point: each class at its share of half the host-alone capacity of
+    # the mix, alone, all of it offloaded against none.
+    demand = sum(0.5 * testbed.queues(load, "inline")[0].mean for load in loads.values())
+    verdicts = tables.verdicts.set_index("class")
+    for name, load in loads.items():
+        lam = 0.5 * 0.5 / demand
+        ratio = testbed.delay(load, "engine", lam) / testbed.delay(load, "inline", lam)
+        truth = compare._direction(ratio, MARGIN)
+        v = verdicts.loc[name]
+        assert v["rate"] == pytest.approx(lam, rel=1e-6)
+        assert v["verdict"] == truth, (name, ratio)
+        assert v["measured_delay_ratio"] == pytest.approx(ratio, rel=1e-9)
+        assert v["agree"] == "yes"
+        # A class that hurts on its own is never recommended for offload.
+        if truth == "hurts":
+            assert v["f"] == 0
+    # The small class pays d0's extra 40 us for little saved; the large one saves most
+    # of its host time.
+    assert verdicts.loc["c0", "verdict"] == "hurts"
+    assert verdicts.loc["c3", "verdict"] == "helps"
+
+
+def test_the_exported_scenario_gives_the_same_verdicts(study):
+    _, found, tables = study
+    sc = found.fitted.scenarios["engine"]
+    result = model.evaluate(sc)
+    for i, name in enumerate(sc.class_names):
+        row = tables.verdicts.set_index("class").loc[name]
+        assert result.per_class["verdict"][0, i] == row["verdict"]
+        assert math.isclose(result.per_class["f"][0, i], row["f"], abs_tol=1e-9)
+
+
+def test_a_slower_engine_turns_the_large_class_verdict():
+    slow = SyntheticTestbed(Costs(engine_per_byte=0.9e-9))
+    found = run.run(_plan(), measure=slow)
+    verdicts = compare.tables(found, {}).verdicts.set_index("class")
+    assert verdicts.loc["c3", "verdict"] == "hurts"
+    assert np.isfinite(verdicts.loc["c3", "measured_delay_ratio"])
