@@ -84,15 +84,16 @@ type PlacementArgs = (Vec<u64>, Vec<f64>);
 type HandoffArgs = (u32, bool, Option<(u32, u32, u32, u32)>, Option<u32>);
 
 fn parse_mode(name: &str) -> PyResult<Mode> {
-    match name {
-        "inline" => Ok(Mode::Inline),
-        "engine" => Ok(Mode::Engine),
-        "uring" => Ok(Mode::Uring),
-        "handoff" => Ok(Mode::Handoff),
-        _ => Err(value_error(format!(
-            "mode {name:?}: use inline, engine or uring"
-        ))),
-    }
+    Mode::named(name).ok_or_else(|| {
+        value_error(format!(
+            "mode {name:?}: use one of {}",
+            mode_names().join(", ")
+        ))
+    })
+}
+
+fn mode_names() -> Vec<&'static str> {
+    Mode::ALL.iter().map(|m| m.name()).collect()
 }
 
 fn parse_engine_wait(name: &str) -> PyResult<EngineWait> {
@@ -243,6 +244,7 @@ pub(crate) fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("DB_TABLE", offload_server::db::TABLE)?;
     m.add("SERVER_VERSION", offload_server::VERSION)?;
     m.add("PLACEMENT_CLASSES", offload_server::placement::MAX_CLASSES)?;
+    m.add("MODES", mode_names())?;
     let w = offload_server::TESTBED_WATERMARKS;
     m.add(
         "TESTBED_WATERMARKS",

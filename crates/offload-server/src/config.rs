@@ -27,6 +27,27 @@ pub enum Mode {
     Handoff,
 }
 
+impl Mode {
+    /// Every mode, in the order reports list them. The Python side derives its lists of
+    /// modes from this one (`offloadlab._core.MODES`).
+    pub const ALL: [Mode; 4] = [Mode::Inline, Mode::Engine, Mode::Uring, Mode::Handoff];
+
+    /// The mode's name on the command line, in the stats document and in results.
+    pub fn name(self) -> &'static str {
+        match self {
+            Mode::Inline => "inline",
+            Mode::Engine => "engine",
+            Mode::Uring => "uring",
+            Mode::Handoff => "handoff",
+        }
+    }
+
+    /// The mode called `name`, if there is one.
+    pub fn named(name: &str) -> Option<Mode> {
+        Mode::ALL.into_iter().find(|m| m.name() == name)
+    }
+}
+
 /// Load control's watermarks on the testbed, in work items per engine turn. An engine
 /// that keeps up finds a few items per turn; one that falls behind finds about one per
 /// connection it holds, so `hiwat` bounds the connections a saturated engine keeps.
@@ -216,5 +237,16 @@ mod tests {
             Some(limits.idle_timeout)
         );
         assert_eq!(limits.timeout(Awaiting::Server), None);
+    }
+
+    #[test]
+    fn every_mode_is_found_by_its_own_name_and_no_other() {
+        for mode in Mode::ALL {
+            assert_eq!(Mode::named(mode.name()), Some(mode));
+        }
+        let mut names: Vec<_> = Mode::ALL.iter().map(|m| m.name()).collect();
+        names.dedup();
+        assert_eq!(names.len(), Mode::ALL.len());
+        assert_eq!(Mode::named("Inline"), None);
     }
 }

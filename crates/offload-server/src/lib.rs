@@ -1,7 +1,8 @@
 //! OffloadLab's testbed server: static files over HTTP/1.0 and HTTP/1.1 keep-alive, whose
-//! socket work runs either on the host thread (`inline`), on a software offload engine
-//! pinned to another core (`engine`, a modern TOE emulator), or on io_uring's SQPOLL
-//! kernel thread (`uring`).
+//! socket work runs on the host thread (`inline`), on a software offload engine pinned
+//! to another core (`engine`, a modern TOE emulator), on io_uring's SQPOLL kernel thread
+//! (`uring`), or is split per connection between engine and host by seed 004's policies
+//! (`handoff`). [`Mode::ALL`] lists them.
 //!
 //! Modules, one concept each:
 //!

@@ -328,7 +328,7 @@ impl Stats {
         let takeover = self.takeover.lock().unwrap().clone();
         let handoff = (self.mode == Mode::Handoff).then(|| self.handoff_document());
         json!({
-            "mode": mode_name(self.mode),
+            "mode": self.mode.name(),
             "pid": std::process::id(),
             "port": self.port,
             "elapsed_s": self.start.elapsed().as_secs_f64(),
@@ -418,15 +418,6 @@ impl Stats {
                 })
             })
             .collect()
-    }
-}
-
-fn mode_name(mode: Mode) -> &'static str {
-    match mode {
-        Mode::Inline => "inline",
-        Mode::Engine => "engine",
-        Mode::Uring => "uring",
-        Mode::Handoff => "handoff",
     }
 }
 

@@ -24,11 +24,13 @@ from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter
 
 from offloadlab.report.plots import ENGINE, HOST, HOST_ALONE, _ms
 from offloadlab.results import write_atomic
+from offloadlab.study.plan import STUDY_MODES
 from offloadlab.study.tables import StudyTables
 
-MODE_ORDER = ("inline", "engine", "uring")
-# Inline is the host alone, as in the model figures; other modes are host + engine.
-MODE_COLORS = {"inline": HOST_ALONE, "engine": HOST, "uring": ENGINE}
+MODE_ORDER = STUDY_MODES
+# Inline is the host alone, as in the model figures; the offload modes follow in order.
+MODE_COLORS = dict(zip(MODE_ORDER, (HOST_ALONE, HOST, ENGINE, "tab:olive", "tab:cyan"),
+                       strict=False))
 OTHER_MODE = "tab:gray"
 CPU_PARTS = (("user", "tab:blue"), ("system", "tab:orange"), ("softirq", "tab:red"),
              ("irq", "tab:purple"), ("idle", "0.85"))

@@ -13,7 +13,7 @@ import pandas as pd
 
 from offloadlab import dist
 from offloadlab.errors import InputError
-from offloadlab.testbed import handoff
+from offloadlab.testbed import handoff, server
 from offloadlab.workload import fileset, presets
 from offloadlab.workload.classes import CLASSES, class_name
 
@@ -71,7 +71,7 @@ STOP_SHORTFALL = 0.10
 SATURATION_CLIENTS = 128
 # Modes the model describes: every request on the host, or every one through the engine.
 # Handoff mode splits them by policy; the study runs it in its own phase instead.
-STUDY_MODES = ("inline", "engine", "uring")
+STUDY_MODES = tuple(m for m in server.MODES if m != "handoff")
 # Runs per policy in the handoff experiment (interleaved; the report shows medians).
 HANDOFF_REPEATS = 3
 

@@ -38,7 +38,8 @@ from offloadlab.handoff import policy
 from offloadlab.sim.run import to_core
 from offloadlab.workload.fileset import parse_bytes
 
-MODES = ("inline", "engine", "uring", "handoff")
+# Rust's list (offload_server::Mode::ALL): every other list of modes derives from it.
+MODES: tuple[str, ...] = tuple(_core.MODES)
 APP_OFFLOADS = ("cache",)
 CACHE_POLICIES = ("lru", "lfu", "gdsf")
 ENGINE_WAITS = ("poll", "adaptive")
