@@ -119,6 +119,13 @@ class Plan:
             repeats=HANDOFF_REPEATS, host_core=self.host_core, engine_core=self.engine_core,
             seed=self.seed)
 
+    def load_seconds(self) -> float:
+        """Seconds of load this plan runs (without server start-up)."""
+        experiment = self.handoff()
+        runs = 0 if experiment is None else len(experiment.policies) * experiment.repeats
+        return self.budget.load_seconds(len(self.classes), len(self.modes),
+                                        self.mix is not None, runs)
+
     @property
     def offload_modes(self) -> tuple[str, ...]:
         return tuple(m for m in self.modes if m != "inline")

@@ -1,0 +1,77 @@
+"""The house rules that docs/design.md states and a test can hold: the README's layout
+table names every module, and the demo's time in the README is the one it plans."""
+
+import re
+from pathlib import Path
+
+from offloadlab.cli import study as study_cli
+from offloadlab.study import plan
+
+ROOT = Path(__file__).resolve().parents[1]
+PACKAGE = ROOT / "python" / "offloadlab"
+NUMBERS = {"three": 3, "four": 4, "five": 5, "six": 6}
+
+
+def _readme_section(title: str) -> str:
+    text = (ROOT / "README.md").read_text()
+    return text.split(f"## {title}\n", 1)[1].split("\n## ", 1)[0]
+
+
+def test_the_readme_layout_table_names_every_module_and_crate():
+    table = _readme_section("Layout")
+    missing = []
+    for path in sorted(PACKAGE.iterdir()):
+        if path.is_dir() and (path / "__init__.py").exists():
+            if f"python/offloadlab/{path.name}/" not in table:
+                missing.append(f"{path.name}/")
+        elif path.suffix == ".py" and not path.name.startswith("_"):
+            if f"{path.name}`" not in table:
+                missing.append(path.name)
+    for sub in sorted((PACKAGE / "testbed").glob("[!_]*.py")):
+        if f"`{sub.name}`" not in table:
+            missing.append(f"testbed/{sub.name}")
+    for crate in sorted((ROOT / "crates").iterdir()):
+        if crate.name not in table:
+            missing.append(f"crates/{crate.name}")
+    assert not missing, f"README.md's layout table does not name: {', '.join(missing)}"
+    # ... and names nothing that is gone.
+    modules = {p.name for p in PACKAGE.rglob("*.py")}
+    gone = [name for name in re.findall(r"`(\w+\.py)`", table) if name not in modules]
+    gone += [path for path in re.findall(r"`((?:python|crates)/[\w./-]+)`", table)
+             if not (ROOT / path).exists()]
+    assert not gone, f"README.md's layout table names what is not there: {', '.join(gone)}"
+
+
+def _demo_plan() -> plan.Plan:
+    """The demo's plan as `offload demo` builds it, with empty file sets (the planned
+    time does not depend on the files)."""
+    loads = tuple(plan.ClassLoad(f"c{c}", ROOT, None, c) for c in study_cli.DEMO_CLASSES)
+    return plan.Plan(loads, plan.parse_modes(study_cli.DEMO_MODES),
+                     plan.budget(study_cli.DEMO_BUDGET), None, 0, 1, 1, "demo",
+                     {load.name: 1 / len(loads) for load in loads},
+                     plan.ClassLoad(plan.MIX, ROOT, None, None), study_cli.HANDOFF_SLOWDOWN)
+
+
+def test_the_readme_states_the_demos_planned_time():
+    start = _readme_section("Start")
+    found = re.search(r"about (\w+) minutes, ([\d.]+) of them under load", start)
+    assert found, "README.md's Start section must say 'about N minutes, M of them under load'"
+    total, load = NUMBERS[found.group(1)], float(found.group(2))
+    planned = _demo_plan().load_seconds() / 60
+    assert load == round(planned, 1), f"README says {load} minutes of load; the demo plans " \
+                                      f"{planned:.1f}"
+    # Start-up, fits, the simulator and the report took 20-40 s on this machine.
+    assert planned <= total <= planned + 1, f"about {total} minutes for {planned:.1f} of load"
+
+
+def test_every_list_of_modes_derives_from_rusts():
+    from offloadlab import _core
+    from offloadlab.report import study as report_study
+    from offloadlab.testbed import server
+
+    assert server.MODES == tuple(_core.MODES)
+    assert server.MODES[0] == "inline" and "handoff" in server.MODES
+    assert plan.STUDY_MODES == tuple(m for m in server.MODES if m != "handoff")
+    assert report_study.MODE_ORDER == plan.STUDY_MODES
+    colours = [report_study.MODE_COLORS[m] for m in plan.STUDY_MODES]
+    assert len(set(colours)) == len(colours), "each mode its own colour"
