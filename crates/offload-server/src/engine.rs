@@ -38,11 +38,11 @@ use crate::conn::{Conn, FileRange};
 use crate::cpu;
 use crate::files::{DocRoot, Files};
 use crate::http::Head;
+use crate::inline::Inline;
 use crate::placement::{self, Placer};
 use crate::pool::Pool;
 use crate::proto::{Body, ConnId, Dispatch, Proto, Reply, Then, TICK};
 use crate::ring::{self, Receiver, Sender, Wake};
-use crate::server::Inline;
 use crate::stats::Stats;
 use crate::Control;
 
@@ -114,7 +114,7 @@ pub fn run(
     let placer = match (&policy, &config.placement) {
         (Some(_), Some(placement)) => {
             // The engine's own table of open files, to learn each object's size.
-            let files = Files::new(DocRoot::new(&config.root)?, crate::server::FILE_CAP);
+            let files = Files::new(DocRoot::new(&config.root)?, crate::files::FILE_CAP);
             Some(Placer::new(placement.clone(), files))
         }
         _ => None,
@@ -208,7 +208,7 @@ pub fn run(
             // Leave the engine thread behind: it may be stuck for good. It exits on stop.
             host.take_over(&reason, &open_fds, &mut host_proto);
             host_proto.listen(TcpListener::from_std(backup))?;
-            crate::server::serve_inline(host_proto, &mut host.app, &shared.control)
+            crate::inline::serve(host_proto, &mut host.app, &shared.control)
         }
         Err(e) => Err(e),
     }

@@ -157,6 +157,9 @@ struct Open {
     etag: u64,
 }
 
+/// Most files a server keeps open at once (each is a descriptor).
+pub(crate) const FILE_CAP: usize = 16 * 1024;
+
 /// Files opened so far, keyed by decoded request path; files are opened once and kept
 /// open, since served files are assumed not to change during a run.
 ///

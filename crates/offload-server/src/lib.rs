@@ -17,6 +17,7 @@
 //!   engine's in `engine`);
 //! - `pool`: recycled byte buffers;
 //! - `ring`: single-producer single-consumer rings with batching and sleep/wake;
+//! - `inline`: the `inline` mode, the host's own socket loop (also the takeover's);
 //! - `engine`: the host side of `engine` mode, the engine's watchdog and the takeover;
 //! - `uring`: the io_uring mode;
 //! - [`placement`]: model-driven placement in `handoff` mode: the live knobs, the
@@ -34,6 +35,7 @@ pub mod db;
 mod engine;
 pub mod files;
 pub mod http;
+mod inline;
 pub mod placement;
 mod pool;
 mod proto;

@@ -8,22 +8,15 @@ use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use mio::net::TcpListener;
 use serde_json::Value;
 
 use crate::app::Handler;
-use crate::cache::{Lookup, Proxy};
 use crate::config::{Config, Mode};
 use crate::db::Db;
-use crate::files::{DocRoot, Files};
-use crate::http::Head;
-use crate::pool::Pool;
-use crate::proto::{ConnId, Dispatch, Proto, Reply, TICK};
+use crate::files::{DocRoot, Files, FILE_CAP};
 use crate::stats::{self, Stats};
-use crate::{cpu, engine, uring, Control};
+use crate::{cpu, engine, inline, uring, Control};
 
-/// Most files kept open at once (each is a descriptor).
-pub(crate) const FILE_CAP: usize = 16 * 1024;
 /// Connections waiting in the kernel to be accepted (nginx's default). Beyond it the
 /// kernel drops SYNs and clients retry later: under sustained overload that bounds the
 /// queueing delay of the connections that do get in (511 / rate), where a deep backlog
@@ -86,16 +79,7 @@ pub fn serve(config: Config, control: Arc<Control>) -> Result<Value, String> {
                 stats.register_thread("host", config.host_core);
                 let served = match config.mode {
                     Mode::Inline => {
-                        let listener = Some(TcpListener::from_std(listener));
-                        let mut proto =
-                            Proto::new(listener, config.limits.clone(), stats.clone(), None)?;
-                        proto.counts_wakeups = true;
-                        let proxy = config.cache.map(|c| Proxy::new(&c, stats.clone()));
-                        let mut app = Inline {
-                            origin: handler,
-                            proxy,
-                        };
-                        serve_inline(proto, &mut app, &control)
+                        inline::run(&config, listener, handler, &control, stats.clone())
                     }
                     Mode::Engine | Mode::Handoff => {
                         engine::run(&config, listener, handler, control, stats.clone())
@@ -193,47 +177,6 @@ fn set_tcp_option(
     };
     if rc != 0 {
         return Err(io::Error::last_os_error());
-    }
-    Ok(())
-}
-
-/// `inline`: the host answers each request itself, in the socket loop; with a cache
-/// in front of the application, seed 001's set-up B (both on the host thread).
-pub(crate) struct Inline {
-    pub origin: Handler,
-    pub proxy: Option<Proxy>,
-}
-
-impl Dispatch for Inline {
-    fn request(
-        &mut self,
-        _: ConnId,
-        _: u8,
-        head: Head,
-        path: &mut Vec<u8>,
-        pool: &mut Pool,
-    ) -> Option<Reply> {
-        let Some(proxy) = &mut self.proxy else {
-            return Some(self.origin.respond(head, path, pool.take()));
-        };
-        Some(match proxy.lookup(head, path, pool) {
-            Lookup::Hit(reply) => reply,
-            Lookup::Forward(head, ticket) => {
-                let origin = self.origin.respond(head, path, pool.take());
-                proxy.complete(ticket, origin, pool)
-            }
-        })
-    }
-}
-
-/// The host's own socket loop until stop (also what it falls back to when an engine fails).
-pub(crate) fn serve_inline<D: Dispatch>(
-    mut proto: Proto,
-    app: &mut D,
-    control: &Control,
-) -> io::Result<()> {
-    while !control.is_stopped() {
-        proto.turn(app, TICK)?;
     }
     Ok(())
 }
