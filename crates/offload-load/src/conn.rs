@@ -83,7 +83,7 @@ pub(crate) enum Phase {
 
 #[derive(Debug)]
 pub(crate) struct Slot {
-    // The lane this slot serves (kept here for the engine).
+    // The lane this slot serves (kept here for the event loop).
     pub lane: u32,
     /// Next position in the lane's requests.
     pub pos: u32,

@@ -1,4 +1,4 @@
-//! The engine: one event loop per thread, each running its share of the lanes.
+//! The event loops: one per thread, each running its share of the lanes.
 //!
 //! A thread's loop, each turn: stop at `max_duration_s`, on cancellation, or when its
 //! lanes are done; every 10 ms ("tick") publish counters, expire timed-out requests and
@@ -92,7 +92,7 @@ pub fn run(
             .collect();
         handles
             .into_iter()
-            .map(|h| h.join().expect("engine thread panicked"))
+            .map(|h| h.join().expect("load thread panicked"))
             .collect()
     });
     let duration_s = start.elapsed().as_secs_f64();

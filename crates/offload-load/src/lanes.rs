@@ -11,7 +11,7 @@ use std::collections::HashMap;
 use crate::http::Form;
 use crate::plan::Plan;
 
-/// A planned request, as the engine uses it.
+/// A planned request, as the event loop uses it.
 #[derive(Clone, Copy, Debug)]
 pub(crate) struct Req {
     /// Open loop: intended start; closed loop: think time (ns).

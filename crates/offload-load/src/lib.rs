@@ -15,7 +15,7 @@
 //! - **closed loop**: each client waits its think time after its previous response, then
 //!   sends its next request; latency runs from the end of the think time.
 //!
-//! The engine ([`run`]) is one thread per core, each with its own `mio` event loop,
+//! The generator ([`run`]) is one thread per core, each with its own `mio` event loop,
 //! non-blocking sockets and a timer for send times; requests are formatted once per
 //! object, responses parsed with `httparse`, bodies streamed (counted, and hashed with
 //! SHA-256 when asked). Modules, one concept each:
@@ -27,13 +27,13 @@
 //! - [`report`]: histograms, counters and per-request records;
 //! - `http`, `body`: request bytes, response heads, body framing (chunked included);
 //! - `lanes`: a plan cut into per-thread sequences of requests;
-//! - `conn`: one connection's state machine; `timer`: a timerfd; `engine`: the loop;
+//! - `conn`: one connection's state machine; `timer`: a timerfd; `event_loop`: the loop;
 //! - [`raise_fd_limit`]: room for many connections.
 
 mod body;
 mod conn;
-mod engine;
 pub mod error;
+mod event_loop;
 mod fdlimit;
 mod http;
 mod lanes;
@@ -43,8 +43,8 @@ pub mod report;
 pub mod target;
 mod timer;
 
-pub use engine::run;
 pub use error::ErrorKind;
+pub use event_loop::run;
 pub use fdlimit::raise_fd_limit;
 pub use options::{Control, Method, Options, Verify};
 pub use plan::{Object, Plan, Planned};

@@ -57,7 +57,7 @@ pub struct Options {
     /// Before sleeping in `epoll_wait`, keep polling without sleeping for up to this
     /// long (seconds; 0: never). A loop that never sleeps spares the server the cost
     /// of waking it for each response, which raises a saturated server's throughput
-    /// on loopback, at the price of a whole core per engine thread: use it only where
+    /// on loopback, at the price of a whole core per load thread: use it only where
     /// the load generator has cores of its own.
     pub busy_poll_s: f64,
     /// Ask the kernel to report an answer's socket readable only once this many of its
@@ -127,7 +127,7 @@ impl Options {
 }
 
 /// Shared with a run while it goes: live counters a caller can poll (updated in batches,
-/// every 10 ms or so, by each engine thread) and a cancel flag (honoured within ~10 ms).
+/// every 10 ms or so, by each load thread) and a cancel flag (honoured within ~10 ms).
 #[derive(Debug, Default)]
 pub struct Control {
     /// Requests started (connect or write begun).
@@ -138,7 +138,7 @@ pub struct Control {
     pub errors: AtomicU64,
     /// Response body bytes received.
     pub bytes: AtomicU64,
-    /// p99 of total time, µs, over the last one-second window of one engine thread
+    /// p99 of total time, µs, over the last one-second window of one load thread
     /// (the last to close a window): a live indication, exact with one thread.
     pub p99_us: AtomicU64,
     /// Set to stop the run early; it then returns its report as usual.

@@ -54,7 +54,7 @@ pub struct Plan {
 }
 
 impl Plan {
-    /// Checks what the engine trusts: paths that fit in a request line, object indices
+    /// Checks what the event loop trusts: paths that fit in a request line, object indices
     /// in range, finite non-negative times, and (closed loop) each connection used by
     /// one client only.
     pub fn check(&self) -> Result<(), String> {

@@ -1,13 +1,13 @@
 //! What a run measured: HDR histograms (nanoseconds), counters, the achieved send
 //! schedule, and optionally one record per request.
 //!
-//! Each engine thread fills its own `Tally`, without locks; the run adds them into one
+//! Each load thread fills its own `Tally`, without locks; the run adds them into one
 //! `Report` at the end (histograms add exactly).
 //!
 //! Latencies (time to first byte, total time) run from the request's *intended* start:
 //! its send time in open loop, the end of its think time in closed loop. The *lag* is
 //! how late the request actually started (connect begun, or first byte written on a
-//! connection already open) after that: the engine's own delay plus any wait behind a
+//! connection already open) after that: the generator's own delay plus any wait behind a
 //! busy keep-alive connection. Histograms hold requests that completed without error;
 //! connect times hold every connection established.
 
@@ -223,7 +223,7 @@ impl Report {
     }
 }
 
-/// A finished request, as the engine hands it over.
+/// A finished request, as an event loop hands it over.
 pub(crate) struct Row {
     pub request: u32,
     pub object: u32,
@@ -247,7 +247,7 @@ struct ClassTally {
     latency: Latency,
 }
 
-/// One engine thread's measurements.
+/// One load thread's measurements.
 pub(crate) struct Tally {
     sent: u64,
     completed: u64,
