@@ -21,12 +21,12 @@ def test_the_readme_layout_table_names_every_module_and_crate():
     table = _readme_section("Layout")
     missing = []
     for path in sorted(PACKAGE.iterdir()):
-        if path.is_dir() and (path / "__init__.py").exists():
-            if f"python/offloadlab/{path.name}/" not in table:
-                missing.append(f"{path.name}/")
-        elif path.suffix == ".py" and not path.name.startswith("_"):
-            if f"{path.name}`" not in table:
-                missing.append(path.name)
+        package = path.is_dir() and (path / "__init__.py").exists()
+        if package and f"python/offloadlab/{path.name}/" not in table:
+            missing.append(f"{path.name}/")
+        elif (path.suffix == ".py" and not path.name.startswith("_")
+              and f"{path.name}`" not in table):
+            missing.append(path.name)
     for sub in sorted((PACKAGE / "testbed").glob("[!_]*.py")):
         if f"`{sub.name}`" not in table:
             missing.append(f"testbed/{sub.name}")
@@ -69,9 +69,9 @@ def test_every_list_of_modes_derives_from_rusts():
     from offloadlab.report import study as report_study
     from offloadlab.testbed import server
 
-    assert server.MODES == tuple(_core.MODES)
+    assert tuple(_core.MODES) == server.MODES
     assert server.MODES[0] == "inline" and "handoff" in server.MODES
-    assert plan.STUDY_MODES == tuple(m for m in server.MODES if m != "handoff")
+    assert tuple(m for m in server.MODES if m != "handoff") == plan.STUDY_MODES
     assert report_study.MODE_ORDER == plan.STUDY_MODES
     colours = [report_study.MODE_COLORS[m] for m in plan.STUDY_MODES]
     assert len(set(colours)) == len(colours), "each mode its own colour"

@@ -16,11 +16,10 @@ from offloadlab.dist import (
     Exponential,
     Lognormal,
     Pareto,
-    format_time,
     parse,
-    parse_time,
 )
 from offloadlab.errors import InputError
+from offloadlab.units import format_time, parse_time
 
 # ---------------------------------------------------------------- durations
 

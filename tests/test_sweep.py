@@ -16,8 +16,8 @@ from offloadlab import model, scenario, sweep
 from offloadlab.cli import app
 from offloadlab.cli.evidence import example_files
 from offloadlab.errors import InputError
-from offloadlab.ranges import parse_range
 from offloadlab.results import METRICS
+from offloadlab.units import parse_range
 
 GRID = EXAMPLES / "grids" / "large-files.toml"
 runner = CliRunner()

@@ -12,6 +12,7 @@ import pytest
 from scipy import optimize, stats
 
 from offloadlab.errors import InputError
+from offloadlab.units import parse_bytes
 from offloadlab.workload import fileset as F
 from offloadlab.workload.classes import CLASSES, KiB, MiB
 from offloadlab.workload.fileset import generate, materialise, read_manifest, verify
@@ -371,7 +372,7 @@ def test_generate_refuses_other_objects():
     ("2 GiB", 2 * 1024 * MiB), ("1.5MiB", 1536 * KiB), ("3kB", 3000), ("2MB", 2 * 10**6),
 ])
 def test_parse_bytes(text, value):
-    assert F.parse_bytes(text) == value
+    assert parse_bytes(text) == value
 
 
 @pytest.mark.parametrize("text, hint", [
@@ -380,7 +381,7 @@ def test_parse_bytes(text, value):
 ])
 def test_parse_bytes_rejects(text, hint):
     with pytest.raises(InputError, match=hint):
-        F.parse_bytes(text)
+        parse_bytes(text)
 
 
 def test_load_spec_from_toml(tmp_path):

@@ -10,7 +10,8 @@ from conftest import OBJ, P_FLOOR, check_keep_alive
 from scipy import stats
 
 from offloadlab.errors import InputError
-from offloadlab.workload.sessions import MIXES, sessions
+from offloadlab.workload.page_mixes import MIXES
+from offloadlab.workload.sessions import sessions
 
 
 @pytest.mark.parametrize("workload", list(MIXES))

@@ -11,7 +11,8 @@ moments, the simulator samples it. Specs are written as in the scenario format::
     bpareto(alpha=1.2, lo=100us, hi=80ms)   Pareto bounded to [lo, hi]
     empirical(path=costs.csv)        resample measured service times (seconds)
 
-Times carry a unit (ns, us, ms, s); inside, everything is in seconds.
+Times carry a unit (ns, us, ms, s; read by :func:`offloadlab.units.parse_time`); inside,
+everything is in seconds.
 """
 
 from __future__ import annotations
@@ -26,37 +27,9 @@ from typing import ClassVar
 import numpy as np
 
 from offloadlab.errors import InputError
+from offloadlab.units import NUMBER, format_time, parse_time
 
-_DIVISORS = {"ns": 1e9, "us": 1e6, "µs": 1e6, "ms": 1e3, "s": 1.0}
-_NUMBER = r"[+-]?(?:\d+\.?\d*|\.\d+)(?:[eE][+-]?\d+)?"
-_TIME = re.compile(rf"^\s*({_NUMBER})\s*(ns|us|µs|ms|s)?\s*$")
 _SPEC = re.compile(r"^\s*([A-Za-z_]\w*)\s*\((.*)\)\s*$", re.DOTALL)
-
-
-def parse_time(text: str) -> float:
-    """Parse a duration such as ``"250us"`` into seconds. A bare ``0`` needs no unit."""
-    m = _TIME.match(str(text))
-    if not m:
-        raise InputError(f"'{text}' is not a duration; write a number and a unit, e.g. 250us")
-    number, unit = float(m.group(1)), m.group(2)
-    if unit is None and number != 0:
-        raise InputError(f"'{text}' needs a unit (ns, us, ms or s), e.g. {text}ms")
-    if not math.isfinite(number) or number < 0:
-        raise InputError(f"'{text}' must be a finite duration >= 0")
-    return number / _DIVISORS[unit or "s"]
-
-
-def format_time(seconds: float) -> str:
-    """The shortest duration string that :func:`parse_time` reads back as exactly ``seconds``."""
-    if seconds == 0:
-        return "0s"
-    unit = next((u for u in ("s", "ms", "us") if seconds * _DIVISORS[u] >= 1), "ns")
-    scaled = seconds * _DIVISORS[unit]
-    for digits in range(1, 18):
-        text = np.format_float_positional(float(f"{scaled:.{digits}g}"), trim="-")
-        if float(text) / _DIVISORS[unit] == seconds:
-            return f"{text}{unit}"
-    return f"{seconds!r}s"
 
 
 class Dist:
@@ -268,7 +241,7 @@ class Empirical(Dist):
                 rows = [(n, row[0].strip()) for n, row in enumerate(csv.reader(fh), 1) if row]
         except OSError as exc:
             raise InputError(f"empirical: cannot read {file}: {exc.strerror}") from exc
-        if rows and not re.fullmatch(_NUMBER, rows[0][1]):
+        if rows and not re.fullmatch(NUMBER, rows[0][1]):
             rows = rows[1:]
         values = []
         for line, text in rows:

@@ -15,7 +15,7 @@ from typing import Literal
 
 import tomli_w
 
-from offloadlab import dist
+from offloadlab import dist, units
 from offloadlab.dist import Dist
 from offloadlab.errors import InputError
 
@@ -263,7 +263,7 @@ def _duration(raw: dict, key: str, where: str, what: str, errors: list[str]) -> 
     try:
         if not isinstance(value, str):
             raise InputError("write it as a string with a unit")
-        return dist.parse_time(value)
+        return units.parse_time(value)
     except InputError as exc:
         errors.append(f"{where}{key}: {value!r}: {exc}; {what} is a duration >= 0, e.g. "
                       f'{key} = "120us"')
@@ -359,7 +359,7 @@ def dumps(scenario: Scenario) -> str:
     data["options"] = {f.name: getattr(opts, f.name) for f in fields(Options)}
     for table in QUEUES:
         queue = getattr(scenario, table)
-        data[table] = {"wakeup": str(queue.wakeup), "cooling": dist.format_time(queue.cooling),
+        data[table] = {"wakeup": str(queue.wakeup), "cooling": units.format_time(queue.cooling),
                        "background": str(queue.background) if not queue.per_class else
                        {c.name: str(queue.background_of(c.name)) for c in scenario.classes}}
     data["class"] = [
@@ -368,8 +368,8 @@ def dumps(scenario: Scenario) -> str:
          "offload": c.offload,
          **({"hit_ratio": c.hit_ratio} if c.hit_ratio else {}),
          **({"engine_hit": str(c.engine_hit)} if c.engine_hit is not None else {}),
-         "d0": dist.format_time(c.d0),
-         **({"d0_offload": dist.format_time(c.d0_offload)} if c.d0_offload is not None
+         "d0": units.format_time(c.d0),
+         **({"d0_offload": units.format_time(c.d0_offload)} if c.d0_offload is not None
             else {})}
         for c in scenario.classes
     ]

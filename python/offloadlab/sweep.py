@@ -34,9 +34,8 @@ from rich.table import Table
 
 from offloadlab import __version__, model, scenario
 from offloadlab.errors import InputError
-from offloadlab.ranges import parse_range
-from offloadlab.report.format import ms, util
 from offloadlab.results import write_atomic
+from offloadlab.units import ms, parse_range, util
 
 SOURCES = ("model", "sim")
 # Keyword arguments of offloadlab.sim.run that the sweep sets itself; the others may be

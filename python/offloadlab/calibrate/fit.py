@@ -30,7 +30,7 @@ from dataclasses import dataclass, replace
 import numpy as np
 from scipy import optimize, stats
 
-from offloadlab import dist
+from offloadlab import dist, units
 
 # TCP/IP headers with timestamps (IPv4 20 + TCP 20 + options 12): MSS = MTU - 52.
 _HEADERS = 52
@@ -199,7 +199,7 @@ def fits(costs: np.ndarray) -> tuple[str, str]:
     lognormal = dist.Lognormal(float(logs.mean()), float(logs.std()))
     k = float(x.min())
     alpha = len(x) / float(np.log(x / k).sum())
-    return str(lognormal), f"pareto(alpha={alpha:.4g}, k={dist.format_time(k)})"
+    return str(lognormal), f"pareto(alpha={alpha:.4g}, k={units.format_time(k)})"
 
 
 @dataclass(frozen=True)

@@ -12,10 +12,10 @@ from offloadlab.calibrate import appcache as fitting
 from offloadlab.cli.common import err, out
 from offloadlab.errors import InputError
 from offloadlab.report import appcache as figure
-from offloadlab.report.format import ms, us
-from offloadlab.report.handoff import DPI
+from offloadlab.report.plots import DPI
 from offloadlab.results import write_atomic, write_json
 from offloadlab.testbed import appcache
+from offloadlab.units import ms, us
 
 
 def parse_sizes(text: str | None, what: str) -> tuple[float, ...] | None:

@@ -12,8 +12,8 @@ import typer
 from rich.console import Console
 
 from offloadlab import __version__
-from offloadlab.dist import parse_time
 from offloadlab.errors import InputError, RunError
+from offloadlab.units import parse_time
 
 app = typer.Typer(
     help="OffloadLab: does offloading protocol work to an offload engine help your web server?",

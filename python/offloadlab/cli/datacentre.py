@@ -17,10 +17,10 @@ from offloadlab.datacentre import config, studies
 from offloadlab.errors import InputError
 from offloadlab.model import tiers
 from offloadlab.report import datacentre as figure
-from offloadlab.report.format import format_bytes
-from offloadlab.report.handoff import DPI
+from offloadlab.report.plots import DPI
 from offloadlab.results import write_atomic, write_json
 from offloadlab.sim import closed
+from offloadlab.units import format_bytes, parse_bytes
 
 datacentre_app = typer.Typer(
     help="Seed 003's multi-tier data centre (proxies, web servers, database, disks, "
@@ -261,7 +261,6 @@ def nic_cmd(
     switched with ethtool (needs root)."""
     from offloadlab.model.protocol_costs import TABLE5
     from offloadlab.testbed import nic
-    from offloadlab.workload.fileset import parse_bytes
 
     try:
         chosen = tuple(parse_bytes(s.strip(), "--sizes") for s in sizes.split(","))

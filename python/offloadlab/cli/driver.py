@@ -15,8 +15,8 @@ from rich.table import Table
 from offloadlab.cli.common import app, err, flag_time, out, user_errors
 from offloadlab.errors import InputError
 from offloadlab.model import driver_tables, polling
-from offloadlab.report.format import ms, us
 from offloadlab.results import jsonable, write_atomic, write_json
+from offloadlab.units import ms, parse_bytes, us
 
 driver_app = typer.Typer(
     help="Seed 002's receive path of a polling device driver: NIC FIFO, bus, polling "
@@ -56,8 +56,6 @@ def solve_cmd(
     as_json: AsJson = False,
 ) -> None:
     """CPU utilisation, interrupts, latency and loss against the offered rate."""
-    from offloadlab.workload.fileset import parse_bytes
-
     mbps = _rates(rates)
     size_bytes = parse_bytes(size, "--size")
     if not (np.isfinite(bus_mhz) and bus_mhz > 0):

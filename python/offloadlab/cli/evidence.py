@@ -13,10 +13,10 @@ import typer
 from offloadlab import model, scenario
 from offloadlab.cli.common import app, err, note, out, user_errors
 from offloadlab.errors import InputError
-from offloadlab.ranges import parse_range
 from offloadlab.report.plots import plot_model
 from offloadlab.report.tables import model_table, sim_table
 from offloadlab.results import Result, write_json
+from offloadlab.units import parse_range
 
 _PLOT_POINTS = 200
 

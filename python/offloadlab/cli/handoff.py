@@ -21,10 +21,11 @@ from offloadlab.handoff import run as handoff
 from offloadlab.online.control import Policy
 from offloadlab.report import handoff as figures
 from offloadlab.report import online as online_figure
-from offloadlab.report.format import ms, us
+from offloadlab.report.plots import DPI
 from offloadlab.results import write_atomic, write_json
 from offloadlab.testbed import handoff as testbed
 from offloadlab.testbed import online
+from offloadlab.units import ms, us
 
 handoff_app = typer.Typer(
     help="Connection handoff to an offload NIC (seed 004): its policies in packet-level "
@@ -124,7 +125,7 @@ def testbed_cmd(
     written = []
     if fig is not None:
         path = out_dir / "handoff-testbed.png"
-        write_atomic(path, lambda tmp: fig.savefig(tmp, dpi=figures.DPI, format="png"))
+        write_atomic(path, lambda tmp: fig.savefig(tmp, dpi=DPI, format="png"))
         written.append(path.name)
     write_json(out_dir / "summary.json", {
         "experiment": exp.describe(), "summary": summary.to_dict("records"),
@@ -203,7 +204,7 @@ def online_cmd(
     written = []
     if fig is not None:
         path = out_dir / "handoff-online.png"
-        write_atomic(path, lambda tmp: fig.savefig(tmp, dpi=figures.DPI, format="png"))
+        write_atomic(path, lambda tmp: fig.savefig(tmp, dpi=DPI, format="png"))
         written.append(path.name)
     write_json(out_dir / "summary.json", {
         "experiment": exp.describe(), "summary": summary.to_dict("records"),

@@ -13,7 +13,7 @@ import typer
 
 from offloadlab.cli.common import app, err, flag_time, out, user_errors
 from offloadlab.errors import InputError
-from offloadlab.report.format import us
+from offloadlab.units import us
 
 Mode = Annotated[str, typer.Option(
     help="Who makes the socket calls: inline (the host), engine (a software offload engine "

@@ -19,9 +19,9 @@ from rich.table import Table
 from offloadlab import dist, scenario
 from offloadlab.cli.common import app, err, flag_time, out, user_errors
 from offloadlab.errors import InputError
-from offloadlab.report.format import ms, us
 from offloadlab.results import jsonable, write_atomic, write_json
 from offloadlab.testbed import handoff
+from offloadlab.units import ms, us
 
 DEFAULT_WORK = "exp(mean=100us)"
 # offload demo: seed 000's classes 0 (small) and 3 (large), inline against engine mode,

@@ -20,14 +20,14 @@ from rich.table import Table
 
 from offloadlab.cli.common import app, err, flag_time, out, user_errors
 from offloadlab.errors import InputError
-from offloadlab.ranges import parse_range
-from offloadlab.report.format import ms as _ms
 from offloadlab.results import write_json
+from offloadlab.units import ms as _ms
+from offloadlab.units import parse_range
 
 if TYPE_CHECKING:
     import pandas as pd
 
-    from offloadlab.workload.stream import Stream
+    from offloadlab.workload.stream_format import Stream
 
 # Closed loop: requests drawn per client; a client cycles through them until --duration.
 _PER_CLIENT = 1000

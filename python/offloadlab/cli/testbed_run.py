@@ -27,8 +27,8 @@ from offloadlab.cli.serve import (
 )
 from offloadlab.cli.testbed import GeneratedLoad, load_progress
 from offloadlab.errors import InputError, RunError
-from offloadlab.report.format import ms, us
 from offloadlab.results import write_json
+from offloadlab.units import ms, us
 
 testbed_app = typer.Typer(
     help="The testbed: the server in its modes under real HTTP load.",

@@ -16,6 +16,7 @@ import typer
 from rich.progress import BarColumn, DownloadColumn, Progress, TimeRemainingColumn
 from rich.table import Column, Table
 
+from offloadlab import units
 from offloadlab.cli.common import app, err, flag_time, note, out, user_errors
 from offloadlab.errors import InputError
 from offloadlab.results import write_json
@@ -94,7 +95,7 @@ def fileset_cmd(
             raise InputError(str(exc).replace("overwrite=True", "--force")
                              .replace("create_large=True", "--create-large")) from None
     for fs, w in zip(sets, written, strict=True):
-        size = f"{len(fs.sizes):,} files, {fileset.format_bytes(fs.total_bytes)}"
+        size = f"{len(fs.sizes):,} files, {units.format_bytes(fs.total_bytes)}"
         if w.created:
             out.print(f"{w.name}: {size} written to {w.out_dir} "
                       f"({w.rate_Bps / 2**20:.0f} MiB/s)")
@@ -119,7 +120,7 @@ def verify_cmd(
         task = bar.add_task("checking", total=None)
         result = fileset.verify(folder, lambda done, total: bar.update(task, completed=done,
                                                                        total=total))
-    size = f"{result.files:,} files, {fileset.format_bytes(result.total_bytes)}"
+    size = f"{result.files:,} files, {units.format_bytes(result.total_bytes)}"
     if result.ok:
         out.print(f"{folder}: {size}: all match the manifest")
         return
@@ -355,7 +356,7 @@ def replay_cmd(
     Then: offload load 127.0.0.1:PORT --objects DIR --stream DIR/stream.parquet
     """
     from offloadlab.report.fileset import describe
-    from offloadlab.workload import fileset, replay, traces
+    from offloadlab.workload import replay, traces
 
     if not trace.is_file():
         raise InputError(f"TRACE {trace}: no such file")
@@ -374,7 +375,7 @@ def replay_cmd(
         fallback = None
     else:
         try:
-            fallback = fileset.parse_bytes(unknown_size, "size")
+            fallback = units.parse_bytes(unknown_size, "size")
         except InputError as exc:
             raise InputError(f"--unknown-size: {exc}; or 'drop'") from None
     if seed < 0:
@@ -419,7 +420,7 @@ def replay_cmd(
     if r.stopped_at_limit:
         note(f"stopped reading at --limit {limit}; the trace may hold more requests")
     fs = result.fileset
-    size = f"{fs.n_files:,} files, {fileset.format_bytes(fs.total_bytes)}"
+    size = f"{fs.n_files:,} files, {units.format_bytes(fs.total_bytes)}"
     stream_path = out_dir / replay.STREAM_FILE
     if written.created:
         out.print(f"{fs.name}: {size} written to {out_dir} ({written.rate_Bps / 2**20:.0f} "

@@ -12,7 +12,7 @@ from rich.table import Table
 
 from offloadlab.cli.common import app, err, flag_time, out, user_errors
 from offloadlab.errors import require
-from offloadlab.report.handoff import DPI
+from offloadlab.report.plots import DPI
 from offloadlab.results import jsonable, write_atomic, write_json
 from offloadlab.writeback import controllers, scenarios
 from offloadlab.writeback.sim import simulate

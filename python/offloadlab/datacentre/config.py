@@ -14,7 +14,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from offloadlab import dist
+from offloadlab import units
 from offloadlab.errors import InputError
 from offloadlab.model import protocol_costs, tiers
 from offloadlab.workload import fileset, presets
@@ -50,11 +50,11 @@ def _number(lo: float, hi: float = math.inf, open_lo: bool = False):
 
 
 def _time(v):
-    return dist.parse_time(v) if isinstance(v, str) else _number(0)(v)
+    return units.parse_time(v) if isinstance(v, str) else _number(0)(v)
 
 
 def _bytes(v):
-    return float(fileset.parse_bytes(v))
+    return float(units.parse_bytes(v))
 
 
 def _text(v):

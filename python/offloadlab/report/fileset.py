@@ -8,7 +8,7 @@ from collections.abc import Iterable
 from rich import box
 from rich.table import Table
 
-from offloadlab.report.format import format_bytes
+from offloadlab.units import format_bytes
 from offloadlab.workload.classes import CLASSES
 from offloadlab.workload.fileset import FileSet, generate, summary
 from offloadlab.workload.specs import Spec, SpecWeb99Spec

@@ -38,8 +38,7 @@ from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
 from matplotlib.patches import Patch
 
-from offloadlab.report.plots import ENGINE, HOST
-from offloadlab.report.study import DPI, _below, _num, _panels
+from offloadlab.report.plots import DPI, ENGINE, HOST, legend_below, numeric, panel_grid
 from offloadlab.results import write_atomic
 
 # The paper's Figure 5 and Figure 6 runs are all at the slowest NIC with FCFS selection.
@@ -87,7 +86,7 @@ def throughput_figure(results: pd.DataFrame) -> Figure | None:
     if rows.empty:
         return None
     workloads = _workloads(rows)
-    fig, axes = _panels(len(workloads))
+    fig, axes = panel_grid(len(workloads))
     policies, truncated = set(), False
     for ax, wl in zip(axes[0], workloads, strict=True):
         mine = rows[rows["workload"] == wl]
@@ -97,11 +96,11 @@ def throughput_figure(results: pd.DataFrame) -> Figure | None:
         cut = mine["truncated"].to_numpy(dtype=bool)
         truncated |= bool(cut.any())
         # A truncated run's numbers are less trustworthy: hatch it rather than hide it.
-        ax.bar(x, _num(mine, "requests_per_s"), 0.7,
+        ax.bar(x, numeric(mine, "requests_per_s"), 0.7,
                color=[POLICY_COLORS[k] for k in kinds],
                hatch=["//" if c else None for c in cut], edgecolor="white")
-        _annotate(ax, x, _num(mine, "requests_per_s"), _num(mine, "gain"), _gain)
-        base = _num(mine[mine["hard_limit"] == 0], "requests_per_s")
+        _annotate(ax, x, numeric(mine, "requests_per_s"), numeric(mine, "gain"), _gain)
+        base = numeric(mine[mine["hard_limit"] == 0], "requests_per_s")
         if base.size and np.isfinite(base[0]):
             ax.axhline(base[0], color="0.3", linestyle="--", linewidth=1)
         _config_axis(ax, mine, wl, "requests/s")
@@ -111,7 +110,7 @@ def throughput_figure(results: pd.DataFrame) -> Figure | None:
     if truncated:
         handles.append(Patch(facecolor="0.6", edgecolor="white", hatch="//",
                              label="run truncated"))
-    _below(fig, handles)
+    legend_below(fig, handles)
     # Titles break before the parenthesis: one panel is only 6 inches wide.
     fig.suptitle("Request rate per configuration, gain vs. no handoff on each bar\n"
                  f"(paper's Figure 5; {BASE_MIPS} MIPS NIC, {BASE_SELECTION} selection)")
@@ -151,13 +150,13 @@ def cnum_figure(results: pd.DataFrame, series: Mapping[str, pd.DataFrame],
     setups = [s for s in rows["setup"] if s in series and not series[s].empty]
     if not setups:
         return None
-    fig, axes = _panels(len(setups), height=3.6)
+    fig, axes = panel_grid(len(setups), height=3.6)
     for ax, setup in zip(axes[0], setups, strict=True):
         ts = series[setup]
-        t = _num(ts, "t_s")
+        t = numeric(ts, "t_s")
         # Qlen first and behind, so the connection counts stay readable on top of it.
         right = ax.twinx()
-        qlen = _num(ts, "qlen")
+        qlen = numeric(ts, "qlen")
         right.plot(t, qlen, color="0.6", linewidth=0.7)
         if hiwat is not None:
             right.axhline(hiwat, color="0.4", linestyle="--", linewidth=1)
@@ -167,8 +166,8 @@ def cnum_figure(results: pd.DataFrame, series: Mapping[str, pd.DataFrame],
         right.set_ylabel("Qlen (NIC packets in rx queue)", color="0.4")
         ax.set_zorder(right.get_zorder() + 1)
         ax.patch.set_visible(False)
-        ax.plot(t, _num(ts, "soft_limit"), color="tab:orange", drawstyle="steps-post")
-        ax.plot(t, _num(ts, "cnum"), color="tab:blue")
+        ax.plot(t, numeric(ts, "soft_limit"), color="tab:orange", drawstyle="steps-post")
+        ax.plot(t, numeric(ts, "cnum"), color="tab:blue")
         ax.set_ylim(bottom=0)
         ax.set_title(setup)
         ax.set_xlabel("simulated time (s)")
@@ -180,7 +179,7 @@ def cnum_figure(results: pd.DataFrame, series: Mapping[str, pd.DataFrame],
     if hiwat is not None:
         handles.append(Line2D([], [], color="0.4", linestyle="--",
                               label=f"Hiwat = {hiwat:g} (right axis)"))
-    _below(fig, handles)
+    legend_below(fig, handles)
     fig.suptitle("Load control: connections on the NIC over time\n(paper's Figure 6)")
     return fig
 
@@ -195,7 +194,7 @@ def nic_speed_figure(results: pd.DataFrame) -> Figure | None:
     mips = sorted(rows["mips"].unique())
     if len(mips) < 2:
         return None
-    fig, axes = _panels(3, height=3.6)
+    fig, axes = panel_grid(3, height=3.6)
     panels = (("requests_per_s", 1, "requests/s"),
               ("gain", 100, "gain vs. no handoff at 400 MIPS (%)"),
               ("offloaded_share", 100, "connections handed off (%)"))
@@ -204,7 +203,7 @@ def nic_speed_figure(results: pd.DataFrame) -> Figure | None:
     for ax, (col, scale, label) in zip(axes[0], panels, strict=True):
         for wl in workloads:
             mine = rows[rows["workload"] == wl].sort_values("mips")
-            ax.plot(_num(mine, "mips"), _num(mine, col) * scale, "o-", color=colors[wl])
+            ax.plot(numeric(mine, "mips"), numeric(mine, col) * scale, "o-", color=colors[wl])
         if col == "gain":
             ax.axhline(0, color="0.3", linestyle="--", linewidth=1)
         ax.set_xticks(mips)
@@ -212,8 +211,8 @@ def nic_speed_figure(results: pd.DataFrame) -> Figure | None:
         ax.set_ylabel(label)
         ax.grid(True, alpha=0.3)
         ax.set_axisbelow(True)
-    _below(fig, [Line2D([], [], color=colors[wl], marker="o", label=_workload_name(wl))
-                 for wl in workloads])
+    legend_below(fig, [Line2D([], [], color=colors[wl], marker="o",
+                              label=_workload_name(wl)) for wl in workloads])
     fig.suptitle(f"NIC speed: {CNUM_HARD_LIMIT}-P-L-{BASE_SELECTION} at "
                  f"{', '.join(map(str, mips))} MIPS\n(paper's Figure 8)")
     return fig
@@ -226,11 +225,11 @@ def selection_figure(results: pd.DataFrame) -> Figure | None:
     groups = _selection_groups(results)
     if not groups:
         return None
-    fig, axes = _panels(len(groups), rows=2, height=3.4)
+    fig, axes = panel_grid(len(groups), rows=2, height=3.4)
     for (top, bottom), (name, mine) in zip(axes.T, groups, strict=True):
         x = np.arange(len(mine))
         colors = _cycle(len(mine), SELECTION_COLORS)
-        rate = _num(mine, "requests_per_s")
+        rate = numeric(mine, "requests_per_s")
         top.bar(x, rate, 0.7, color=colors)
         fcfs = rate[(mine["selection"] == BASE_SELECTION).to_numpy()]
         if fcfs.size and np.isfinite(fcfs[0]) and fcfs[0] > 0:
@@ -241,9 +240,9 @@ def selection_figure(results: pd.DataFrame) -> Figure | None:
                                 ("nic_idle", NIC_IDLE)])
         _selection_axis(bottom, mine, "share (%)")
         bottom.set_ylim(0, 110)
-    _below(fig, [Patch(color=CONNS, label="connections handed off"),
-                 Patch(color=PACKETS, label="packets of NIC connections"),
-                 Patch(color=NIC_IDLE, label="NIC idle")])
+    legend_below(fig, [Patch(color=CONNS, label="connections handed off"),
+                       Patch(color=PACKETS, label="packets of NIC connections"),
+                       Patch(color=NIC_IDLE, label="NIC idle")])
     fig.suptitle("Connection selection: FCFS vs. handoff at the n-th send (Tn)\n"
                  "(paper's Figure 7; request rate change vs. FCFS on each bar)")
     return fig
@@ -285,7 +284,7 @@ def testbed_figure(runs: pd.DataFrame, series: pd.DataFrame) -> Figure | None:
     grouped = runs.groupby("policy", sort=False)
     med = grouped[["throughput", "mean_s", "p99_s"]].median().loc[order]
     x = np.arange(len(order))
-    fig, axes = _panels(3)
+    fig, axes = panel_grid(3)
     ax = axes[0][0]
     colors = [_testbed_color(p) for p in order]
     ax.bar(x, med["throughput"], 0.7, color=colors)
@@ -346,7 +345,7 @@ def table(results: pd.DataFrame) -> pd.DataFrame:
     rows = _sorted(results)
     out = {"setup": rows["setup"].to_numpy(dtype=object)}
     for name, col, scale, digits in TABLE:
-        values = pd.Series(_num(rows, col) * scale).round(digits)
+        values = pd.Series(numeric(rows, col) * scale).round(digits)
         # Counts and request rates read better without a trailing ".0" in the CSV.
         out[name] = values.astype("Int64") if digits == 0 else values
     return pd.DataFrame(out)
@@ -428,13 +427,13 @@ def _percent_figure(results: pd.DataFrame, bars: list[tuple[str, str, str]], yla
     if rows.empty:
         return None
     workloads = _workloads(rows)
-    fig, axes = _panels(len(workloads))
+    fig, axes = panel_grid(len(workloads))
     for ax, wl in zip(axes[0], workloads, strict=True):
         mine = rows[rows["workload"] == wl]
         _grouped(ax, mine, [(col, color) for col, _, color in bars])
         ax.set_ylim(0, 110)
         _config_axis(ax, mine, wl, ylabel)
-    _below(fig, [Patch(color=color, label=label) for _, label, color in bars])
+    legend_below(fig, [Patch(color=color, label=label) for _, label, color in bars])
     fig.suptitle(title)
     return fig
 
@@ -447,7 +446,7 @@ def _grouped(ax: Axes, rows: pd.DataFrame, bars: list[tuple[str, str]]) -> None:
     size = "xx-small" if len(rows) * len(bars) > 12 else "x-small"
     for i, (col, color) in enumerate(bars):
         at = x + (i - (len(bars) - 1) / 2) * width
-        values = _num(rows, col) * 100
+        values = numeric(rows, col) * 100
         ax.bar(at, values, width, color=color)
         _annotate(ax, at, values, values, lambda v: f"{v:.0f}", size)
 

@@ -189,7 +189,8 @@ def _accuracy(a: pd.DataFrame) -> str:
         met = _yes_no(d["met"])  # why not: in the notes, once per curve
         rows.append([_text(d["class"]), _text(d["mode"]), _text(d["metric"]),
                      _text(d["source"]), (_pct(d["mape"]), "num"), (_int(d["n"]), "num"),
-                     (_pct(d["floor"]), "num"), (_sig(d["ks_D"]), "num"), (_sig(d["ks_p"], 2), "num"),
+                     (_pct(d["floor"]), "num"), (_sig(d["ks_D"]), "num"),
+                     (_sig(d["ks_p"], 2), "num"),
                      (f"{_int(d['ks_n'])} / {_int(d['ks_m'])}", "num"),
                      (_pct(d["target"]), "num"), met])
     return _table(("class", "mode", "metric", "source", "MAPE", "n", "testbed noise", "K-S D",

@@ -1,15 +1,20 @@
-"""Figures of model results (matplotlib, written atomically)."""
+"""Figures of model results (matplotlib, written atomically), and what every report's
+figures share: colours, resolution, panel grids, the legend below them."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
 import numpy as np
+import pandas as pd
 from matplotlib.figure import Figure
 
 from offloadlab.results import Result, write_atomic
 
 HOST_ALONE, HOST, ENGINE = "tab:red", "tab:blue", "tab:green"
+DPI = 110
+# Panels per line of a figure: more panels wrap onto further lines.
+_COLUMNS = 3
 
 
 def plot_model(result: Result, path: str | Path) -> None:
@@ -50,7 +55,7 @@ def plot_model(result: Result, path: str | Path) -> None:
                  "dotted lines: saturation rates")
     fig.tight_layout()
     fmt = Path(path).suffix.lstrip(".") or "png"
-    write_atomic(path, lambda tmp: fig.savefig(tmp, dpi=110, format=fmt))
+    write_atomic(path, lambda tmp: fig.savefig(tmp, dpi=DPI, format=fmt))
 
 
 def _ms(seconds: np.ndarray) -> np.ndarray:
@@ -75,3 +80,39 @@ def _saturation_rates(result: Result) -> list[tuple[float, str]]:
         if x[0] <= star <= x[-1]:
             marks.append((float(star), color))
     return marks
+
+
+# ---------------------------------------------------------------------------------------
+# Shared by the reports' figures
+
+
+def panel_grid(n: int, rows: int = 1, height: float = 3.8) -> tuple[Figure, np.ndarray]:
+    """``rows`` × ``n`` panels as an array of that shape, each row of ``n`` wrapped onto
+    lines of at most three; unused grid cells are hidden. The layout keeps room for a
+    legend below."""
+    cols = min(n, _COLUMNS)
+    lines = -(-n // cols)
+    fig = Figure(figsize=(max(4.2 * cols, 6.0), height * rows * lines + 0.9),
+                 layout="constrained")
+    grid = fig.subplots(rows * lines, cols, squeeze=False)
+    for r in range(rows):
+        for ax in grid[r * lines:(r + 1) * lines].flat[n:]:
+            ax.set_visible(False)
+    axes = np.array([[grid[r * lines + i // cols, i % cols] for i in range(n)]
+                     for r in range(rows)])
+    return fig, axes
+
+
+def legend_below(fig: Figure, handles: list) -> None:
+    """A legend under the panels, in as many columns as the figure's width holds."""
+    width = fig.get_figwidth()
+    longest = max(len(h.get_label()) for h in handles)
+    # About 0.075 inch per character at the small font, plus the handle and padding.
+    fits = int(width // (0.075 * longest + 0.8))
+    fig.legend(handles=handles, loc="outside lower center", ncols=max(1, min(len(handles), fits)),
+               fontsize="small", frameon=False)
+
+
+def numeric(frame: pd.DataFrame, col: str) -> np.ndarray:
+    """A column as floats; None in an all-missing object column becomes NaN."""
+    return frame[col].to_numpy(dtype=float, na_value=np.nan)

@@ -22,7 +22,17 @@ from matplotlib.lines import Line2D
 from matplotlib.patches import Patch
 from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter
 
-from offloadlab.report.plots import ENGINE, HOST, HOST_ALONE, _ms
+from offloadlab.report.handoff import testbed_figure
+from offloadlab.report.plots import (
+    DPI,
+    ENGINE,
+    HOST,
+    HOST_ALONE,
+    _ms,
+    legend_below,
+    numeric,
+    panel_grid,
+)
 from offloadlab.results import write_atomic
 from offloadlab.study.plan import STUDY_MODES
 from offloadlab.study.tables import StudyTables
@@ -36,7 +46,6 @@ CPU_PARTS = (("user", "tab:blue"), ("system", "tab:orange"), ("softirq", "tab:re
              ("irq", "tab:purple"), ("idle", "0.85"))
 TARGETS = (0.05, 0.15)  # relative-error bands of the accuracy targets (U, T)
 MAPE_CUT = 0.8  # accuracy MAPE counts validation points below this utilisation
-DPI = 110
 # Seed 000's model, the baseline: the same colour and style as the model, faint and thin.
 SEED = {"alpha": 0.45, "linewidth": 1.0}
 
@@ -50,7 +59,7 @@ def _class_panels(points: pd.DataFrame) -> tuple[Figure, list] | None:
     classes = _classes(points)
     if not classes:
         return None
-    fig, axes = _panels(len(classes))
+    fig, axes = panel_grid(len(classes))
     return fig, list(zip(axes[0], classes, strict=True))
 
 
@@ -78,7 +87,7 @@ def utilisation_figure(points: pd.DataFrame) -> Figure | None:
                          hatch):
                     drawn.add(f"sim {col}")
                 drawn |= _measured(ax, bed, col, None, color, marker)
-                top = max(top, 1.05 * _finite(_num(bed, col)).max(initial=0))
+                top = max(top, 1.05 * _finite(numeric(bed, col)).max(initial=0))
         ax.set_ylim(0, top)
         _decorate(ax, klass, "utilisation")
     _legend(fig, points, drawn, [
@@ -107,11 +116,11 @@ def delay_figure(points: pd.DataFrame) -> Figure | None:
         for mode in _modes(points):
             color = _color(mode)
             model = _rows(points, "model", mode, klass)
-            t, t_sum = _num(model, "T"), _num(model, "T_sum")
+            t, t_sum = numeric(model, "T"), numeric(model, "T_sum")
             if _line(ax, model["rate"], _ms(t), color=color):
                 drawn.add("model T")
             seed = _rows(points, "seed_model", mode, klass)
-            if _line(ax, seed["rate"], _ms(_num(seed, "T")), color=color, **SEED):
+            if _line(ax, seed["rate"], _ms(numeric(seed, "T")), color=color, **SEED):
                 drawn.add("seed T")
             # In inline mode T_sum is T: draw it only where the tandem sum says more.
             differs = np.isfinite(t_sum) & ~np.isclose(t_sum, t, rtol=1e-9, atol=0)
@@ -119,8 +128,8 @@ def delay_figure(points: pd.DataFrame) -> Figure | None:
                                        linestyle=":"):
                 drawn.add("model T_sum")
             sim = _rows(points, "sim", mode, klass)
-            if _band(ax, sim["rate"], _ms(_num(sim, "T")), _ms(_num(sim, "T_lo")),
-                     _ms(_num(sim, "T_hi")), color):
+            if _band(ax, sim["rate"], _ms(numeric(sim, "T")), _ms(numeric(sim, "T_lo")),
+                     _ms(numeric(sim, "T_hi")), color):
                 drawn.add("sim T")
             bed = _rows(points, "testbed", mode, klass)
             drawn |= _measured(ax, bed, "T", ("T_lo", "T_hi"), color, "o", scale=1e3)
@@ -143,13 +152,13 @@ def saturation_figure(saturation: pd.DataFrame) -> Figure | None:
     classes = _classes(saturation)
     if not classes:
         return None
-    fig, axes = _panels(len(classes), height=3.6)
+    fig, axes = panel_grid(len(classes), height=3.6)
     modes = _modes(saturation)
     for ax, klass in zip(axes[0], classes, strict=True):
         labels = []
         for i, mode in enumerate(modes):
             row = saturation[(saturation["class"] == klass) & (saturation["mode"] == mode)]
-            measured, model, error = (_num(row, c) for c in ("measured", "model", "error"))
+            measured, model, error = (numeric(row, c) for c in ("measured", "model", "error"))
             color = _color(mode)
             if np.isfinite(measured).any():
                 ax.bar(i - 0.2, measured[0], 0.4, color=color)
@@ -164,9 +173,9 @@ def saturation_figure(saturation: pd.DataFrame) -> Figure | None:
         ax.set_xticks(range(len(modes)), labels)
         ax.margins(y=0.12)
         _decorate(ax, klass, "saturation throughput (requests/s)", xlabel=None)
-    _below(fig, [Patch(color="0.4", label="measured"),
-                 Patch(facecolor="white", edgecolor="0.4", hatch="//",
-                       label="model 1/E[S] of the bottleneck (model error above)")])
+    legend_below(fig, [Patch(color="0.4", label="measured"),
+                       Patch(facecolor="white", edgecolor="0.4", hatch="//",
+                             label="model 1/E[S] of the bottleneck (model error above)")])
     fig.suptitle("Saturation throughput: measured vs model")
     return fig
 
@@ -177,7 +186,7 @@ def cpu_figure(cpu: pd.DataFrame) -> Figure | None:
     classes = _classes(cpu)
     if not classes:
         return None
-    fig, axes = _panels(len(classes), height=4.0)
+    fig, axes = panel_grid(len(classes), height=4.0)
     for ax, klass in zip(axes[0], classes, strict=True):
         rows = cpu[cpu["class"] == klass]
         order = _modes(rows)
@@ -191,13 +200,13 @@ def cpu_figure(cpu: pd.DataFrame) -> Figure | None:
         bottom = np.zeros(len(shown))
         for part, color in CPU_PARTS:
             # A part that was not measured adds nothing to the stack.
-            share = np.nan_to_num(_num(shown, part)) * 100
+            share = np.nan_to_num(numeric(shown, part)) * 100
             ax.bar(x, share, 0.8, bottom=bottom, color=color)
             bottom += share
         ax.set_xticks(x, labels, fontsize="small")
         ax.set_ylim(0, max(100.0, bottom.max(initial=0)))
         _decorate(ax, klass, "share of core time (%)", xlabel=None)
-    _below(fig, [Patch(color=c, label=p) for p, c in CPU_PARTS])
+    legend_below(fig, [Patch(color=c, label=p) for p, c in CPU_PARTS])
     fig.suptitle("CPU time per core during the saturation run")
     return fig
 
@@ -207,15 +216,15 @@ def latency_figure(latency: pd.DataFrame) -> Figure | None:
     classes = _classes(latency)
     if not classes:
         return None
-    fig, axes = _panels(len(classes), height=3.6)
+    fig, axes = panel_grid(len(classes), height=3.6)
     for ax, klass in zip(axes[0], classes, strict=True):
         for mode in _modes(latency):
             rows = latency[(latency["class"] == klass) & (latency["mode"] == mode)]
-            t = np.sort(_finite(_num(rows, "total_s") * 1e3))
+            t = np.sort(_finite(numeric(rows, "total_s") * 1e3))
             t = t[t > 0]
             if not t.size:
                 continue
-            rate = _num(rows, "rate")[0]
+            rate = numeric(rows, "rate")[0]
             label = mode + (f" at {_rate(rate)}/s" if np.isfinite(rate) else "")
             ax.step(t, np.arange(1, t.size + 1) / t.size, where="post", color=_color(mode),
                     label=label)
@@ -236,7 +245,7 @@ def error_figure(points: pd.DataFrame) -> Figure | None:
     bed = points[points["source"] == "testbed"]
     if not classes or bed.empty:
         return None
-    fig, axes = _panels(len(classes), rows=2, height=3.2)
+    fig, axes = panel_grid(len(classes), rows=2, height=3.2)
     uses = set()
     for r, (row_axes, metric) in enumerate(zip(axes, ("U_host", "T"), strict=True)):
         for ax, klass in zip(row_axes, classes, strict=True):
@@ -264,16 +273,9 @@ def error_figure(points: pd.DataFrame) -> Figure | None:
     if "off" in uses:
         handles.append(Line2D([], [], marker="^", color="0.4", linestyle="none",
                               label="off the scale (or model saturated)"))
-    _below(fig, handles)
+    legend_below(fig, handles)
     fig.suptitle("Model error at each testbed point: model / measured − 1")
     return fig
-
-
-def _handoff_figure(runs: pd.DataFrame, series: pd.DataFrame) -> Figure | None:
-    # Imported here: offloadlab.report.handoff draws with this module's helpers.
-    from offloadlab.report.handoff import testbed_figure
-
-    return testbed_figure(runs, series)
 
 
 class FigureKind(NamedTuple):
@@ -304,7 +306,7 @@ FIGURES: dict[str, FigureKind] = {
         "Model error at each testbed point against measured utilisation: inside the green "
         "bands the ±5%/±15% targets hold; MAPE counts validation points left of the dotted "
         "line; triangles on the edge are off the scale."),
-    "handoff": FigureKind(("handoff", "handoff_series"), _handoff_figure,
+    "handoff": FigureKind(("handoff", "handoff_series"), testbed_figure,
         "Seed 004's handoff policies on the testbed with a slowed engine: throughput (dots "
         "are the repeats, the label the change against inline), mean and p99 response time, "
         "and the engine's connections and Soft_limit over a P-L-FCFS run."),
@@ -329,11 +331,6 @@ def write_figures(tables: StudyTables, folder: str | Path) -> dict[str, Path]:
 
 # ---------------------------------------------------------------------------------------
 # Selecting data
-
-
-def _num(frame: pd.DataFrame, col: str) -> np.ndarray:
-    """A column as floats; None in an all-missing object column becomes NaN."""
-    return frame[col].to_numpy(dtype=float, na_value=np.nan)
 
 
 def _finite(a: np.ndarray) -> np.ndarray:
@@ -379,27 +376,6 @@ def _text(value) -> str:
 
 # ---------------------------------------------------------------------------------------
 # Drawing
-
-
-# Panels per line of a figure: more classes wrap onto further lines.
-_COLUMNS = 3
-
-
-def _panels(n: int, rows: int = 1, height: float = 3.8) -> tuple[Figure, np.ndarray]:
-    """``rows`` × ``n`` panels as an array of that shape, each row of ``n`` wrapped onto
-    lines of at most three; unused grid cells are hidden. The layout keeps room for a
-    legend below."""
-    cols = min(n, _COLUMNS)
-    lines = -(-n // cols)
-    fig = Figure(figsize=(max(4.2 * cols, 6.0), height * rows * lines + 0.9),
-                 layout="constrained")
-    grid = fig.subplots(rows * lines, cols, squeeze=False)
-    for r in range(rows):
-        for ax in grid[r * lines:(r + 1) * lines].flat[n:]:
-            ax.set_visible(False)
-    axes = np.array([[grid[r * lines + i // cols, i % cols] for i in range(n)]
-                     for r in range(rows)])
-    return fig, axes
 
 
 def _decorate(ax: Axes, klass: str | None, ylabel: str,
@@ -462,13 +438,13 @@ def _measured(ax: Axes, rows: pd.DataFrame, col: str, interval: tuple[str, str] 
     drawn = set()
     for use, face in (("validation", color), ("calibration", "white")):
         part = rows[rows["use"] == use]
-        x, y = _num(part, "rate"), _num(part, col) * scale
+        x, y = numeric(part, "rate"), numeric(part, col) * scale
         ok = np.isfinite(x) & np.isfinite(y)
         if not ok.any():
             continue
         yerr = None
         if interval:
-            lo, hi = (_num(part, c)[ok] * scale for c in interval)
+            lo, hi = (numeric(part, c)[ok] * scale for c in interval)
             # No bar where the interval was not measured (NaN) or is inconsistent.
             yerr = np.nan_to_num(np.maximum([y[ok] - lo, hi - y[ok]], 0))
         ax.errorbar(x[ok], y[ok], yerr=yerr, fmt=marker, color=color, mfc=face, mec=color,
@@ -495,17 +471,7 @@ def _legend(fig: Figure, points: pd.DataFrame, drawn: set[str],
     """One legend below the panels: colours are modes, styles are sources; only the
     kinds that were drawn are listed."""
     handles = [*_mode_handles(_modes(points)), *(h for key, h in entries if key in drawn)]
-    _below(fig, handles)
-
-
-def _below(fig: Figure, handles: list) -> None:
-    """A legend under the panels, in as many columns as the figure's width holds."""
-    width = fig.get_figwidth()
-    longest = max(len(h.get_label()) for h in handles)
-    # About 0.075 inch per character at the small font, plus the handle and padding.
-    fits = int(width // (0.075 * longest + 0.8))
-    fig.legend(handles=handles, loc="outside lower center", ncols=max(1, min(len(handles), fits)),
-               fontsize="small", frameon=False)
+    legend_below(fig, handles)
 
 
 def _errors(points: pd.DataFrame, mode: str, klass: str,
@@ -515,12 +481,12 @@ def _errors(points: pd.DataFrame, mode: str, klass: str,
     and the run's use."""
     bed = _rows(points, "testbed", mode, klass)
     model = _rows(points, "model", mode, klass)
-    rate, measured = _num(bed, "rate"), _num(bed, metric)
-    predicted = _model_at(_num(model, "rate"), _num(model, metric), rate)
+    rate, measured = numeric(bed, "rate"), numeric(bed, metric)
+    predicted = _model_at(numeric(model, "rate"), numeric(model, metric), rate)
     err = np.full(rate.shape, np.nan)
     ok = np.isfinite(measured) & (measured > 0) & ~np.isnan(predicted)
     err[ok] = predicted[ok] / measured[ok] - 1
-    busy = np.fmax(_num(bed, "U_host"), _num(bed, "U_engine"))
+    busy = np.fmax(numeric(bed, "U_host"), numeric(bed, "U_engine"))
     return busy, err, bed["use"].to_numpy()
 
 

@@ -6,9 +6,9 @@ from rich import box
 from rich.table import Table
 
 from offloadlab.model import verdict
-from offloadlab.report.format import ms, ms_ci, rate, util
 from offloadlab.results import Result
 from offloadlab.scenario import Scenario
+from offloadlab.units import ms, ms_ci, rate, util
 
 _STYLE = {"helps": "green", "hurts": "red", "neutral": "yellow"}
 

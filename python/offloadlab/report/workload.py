@@ -10,6 +10,7 @@ from matplotlib.figure import Figure
 from rich import box
 from rich.table import Table
 
+from offloadlab.report.plots import DPI
 from offloadlab.results import write_atomic
 from offloadlab.workload.analyze import Analysis
 from offloadlab.workload.fits import SizeFit, empirical_ccdf
@@ -159,7 +160,7 @@ def plot_analysis(a: Analysis, path: str | Path) -> None:
         ax.set_visible(False)
     fig.tight_layout()
     fmt = Path(path).suffix.lstrip(".") or "png"
-    write_atomic(path, lambda tmp: fig.savefig(tmp, dpi=110, format=fmt))
+    write_atomic(path, lambda tmp: fig.savefig(tmp, dpi=DPI, format=fmt))
 
 
 def _plot_sizes(ax, a: Analysis) -> None:

@@ -53,7 +53,8 @@ from offloadlab.testbed import load
 from offloadlab.testbed.server import ServerOptions, running
 from offloadlab.workload import fileset, stream
 from offloadlab.workload.classes import MiB
-from offloadlab.workload.sessions import MIXES, SESSION_EMBEDDED
+from offloadlab.workload.page_mixes import MIXES
+from offloadlab.workload.sessions import SESSION_EMBEDDED
 
 SETUPS = ("A", "B", "C")
 SETUP_NAMES = {"A": "server alone", "B": "cache on the host", "C": "cache on the engine"}

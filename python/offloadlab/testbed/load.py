@@ -30,7 +30,7 @@ from offloadlab.background import watched
 from offloadlab.errors import InputError
 from offloadlab.results import write_atomic
 from offloadlab.workload import fileset
-from offloadlab.workload.stream import Stream
+from offloadlab.workload.stream_format import Stream
 
 VERIFY = ("checksum", "length", "none")
 METHODS = ("GET", "HEAD")

@@ -23,7 +23,7 @@ import pandas as pd
 from offloadlab.errors import InputError, RunError, require
 from offloadlab.testbed import load
 from offloadlab.testbed.server import ServerOptions, has_engine, running
-from offloadlab.workload.stream import Stream
+from offloadlab.workload.stream_format import Stream
 
 
 @dataclass(frozen=True)

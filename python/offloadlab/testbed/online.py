@@ -29,7 +29,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from offloadlab import dist
+from offloadlab import units
 from offloadlab.errors import InputError, RunError, require
 from offloadlab.online.control import Controller, Policy
 from offloadlab.online.estimate import Snapshot
@@ -71,7 +71,7 @@ class Phase:
 
     def label(self) -> str:
         rates = ",".join(f"c{c}={r:g}" for c, r in self.rates)
-        return f"{dist.format_time(self.duration_s)}:{rates}:slowdown={self.slowdown:g}"
+        return f"{units.format_time(self.duration_s)}:{rates}:slowdown={self.slowdown:g}"
 
 
 def parse_phase(text: str) -> Phase:
@@ -82,7 +82,7 @@ def parse_phase(text: str) -> Phase:
              "6s:c0=4000:slowdown=6")
     if len(parts) not in (2, 3):
         raise InputError(usage)
-    duration = dist.parse_time(parts[0])
+    duration = units.parse_time(parts[0])
     rates = []
     for item in parts[1].split(","):
         key, _, value = item.strip().partition("=")

@@ -36,7 +36,7 @@ from offloadlab.background import watched
 from offloadlab.errors import InputError, RunError, require
 from offloadlab.handoff import policy
 from offloadlab.sim.run import to_core
-from offloadlab.workload.fileset import parse_bytes
+from offloadlab.units import parse_bytes
 
 # Rust's list (offload_server::Mode::ALL): every other list of modes derives from it.
 MODES: tuple[str, ...] = tuple(_core.MODES)

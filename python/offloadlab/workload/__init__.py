@@ -10,11 +10,13 @@
   Pareto tail, uniform, log-uniform.
 - :mod:`~offloadlab.workload.presets` — named file sets: seed 000's classes, SPECweb99,
   seed 003's working sets, a mixed web set.
-- :mod:`~offloadlab.workload.stream` — request streams: the Parquet format and the
-  open- and closed-loop generators; the entry point, re-importing
+- :mod:`~offloadlab.workload.stream` — request streams: the open- and closed-loop
+  generators; the entry point, re-importing :mod:`~offloadlab.workload.stream_format`
+  (the Parquet format: ``Stream``, ``read``, ``iter_batches``),
   :mod:`~offloadlab.workload.arrivals` (Poisson, constant, ramp),
-  :mod:`~offloadlab.workload.counts` (requests per connection, embedded files) and
-  :mod:`~offloadlab.workload.sessions` (SPECweb2005-like mixes and sessions). They share
+  :mod:`~offloadlab.workload.counts` (requests per connection, embedded files),
+  :mod:`~offloadlab.workload.sessions` (SPECweb2005-like sessions) and
+  :mod:`~offloadlab.workload.page_mixes` (their page mixes). They share
   :mod:`~offloadlab.workload.objects` (what requests draw from),
   :mod:`~offloadlab.workload.connections` (keep-alive grouping) and
   :mod:`~offloadlab.workload.stream_args` (argument checks, seeds).

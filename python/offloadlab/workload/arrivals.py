@@ -11,7 +11,7 @@ from typing import ClassVar
 
 import numpy as np
 
-from offloadlab import dist
+from offloadlab import units
 from offloadlab.errors import InputError, require
 from offloadlab.workload.stream_args import number
 
@@ -163,7 +163,7 @@ class Ramp(Arrivals):
         return t if duration_s is None else t[t < duration_s]
 
     def __str__(self) -> str:
-        inner = ", ".join(f"{dist.format_time(t)}:{r!r}" for t, r in self.points)
+        inner = ", ".join(f"{units.format_time(t)}:{r!r}" for t, r in self.points)
         return f"ramp({inner})"
 
 
@@ -190,7 +190,7 @@ def _ramp_point(item: str) -> tuple[float, float]:
     t, sep, r = item.partition(":")
     if not sep:
         raise InputError(f"ramp breakpoint '{item.strip()}': write time:rate, e.g. 60s:100")
-    return dist.parse_time(t), number("ramp rate", r)
+    return units.parse_time(t), number("ramp rate", r)
 
 
 def _unit_points(rng: np.random.Generator, count: int | None, limit: float) -> np.ndarray:

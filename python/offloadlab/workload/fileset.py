@@ -45,7 +45,6 @@ import hashlib
 import json
 import math
 import os
-import re
 import shutil
 import time
 import tomllib
@@ -58,8 +57,8 @@ import numpy as np
 import pandas as pd
 
 from offloadlab.errors import InputError
-from offloadlab.report.format import format_bytes
 from offloadlab.results import write_atomic, write_json
+from offloadlab.units import format_bytes, parse_bytes
 from offloadlab.workload.checks import (
     MAX_FILE_BYTES,
     MAX_FILES,
@@ -67,7 +66,7 @@ from offloadlab.workload.checks import (
     need_fields,
     need_int,
 )
-from offloadlab.workload.classes import CLASSES, GiB, KiB, MiB, TiB, class_label, size_class
+from offloadlab.workload.classes import CLASSES, GiB, MiB, class_label, size_class
 from offloadlab.workload.presets import PRESETS, preset  # noqa: F401  (PRESETS: for the CLI)
 from offloadlab.workload.sizes import size_model
 from offloadlab.workload.specs import (
@@ -110,27 +109,7 @@ _PROGRESS_STEP = MiB            # call progress at most once per MiB written (an
 # ---------------------------------------------------------------------------------------
 # Specs as data (TOML files, fileset.json)
 
-_UNITS = {"B": 1, "KiB": KiB, "MiB": MiB, "GiB": GiB, "TiB": TiB,
-          "kB": 10**3, "MB": 10**6, "GB": 10**9, "TB": 10**12}
-_BYTES = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([A-Za-z]*)\s*$")
 _BYTE_FIELDS = ("working_set_bytes", "min_bytes", "max_bytes")
-
-
-def parse_bytes(value: int | str, what: str = "size") -> int:
-    """A byte count: a whole number, or a number with a unit: B, KiB, MiB, GiB, TiB
-    (powers of 1024) or kB, MB, GB, TB (powers of 1000), e.g. ``"450MiB"``."""
-    if isinstance(value, int | np.integer) and not isinstance(value, bool):
-        return int(value)
-    m = _BYTES.match(value) if isinstance(value, str) else None
-    if not m or m.group(2) not in {"", *_UNITS}:
-        hint = " (KB is ambiguous: write KiB for 1024 or kB for 1000)" if m and m.group(
-            2).upper() == "KB" else ""
-        raise InputError(f"{what}={value!r} is not a byte count; write e.g. 1500, "
-                         f"\"64KiB\" or \"2GiB\" (units {', '.join(_UNITS)}){hint}")
-    number = float(m.group(1)) * _UNITS[m.group(2) or "B"]
-    if number != int(number):
-        raise InputError(f"{what}={value!r} is not a whole number of bytes")
-    return int(number)
 
 
 def spec_to_dict(spec: Spec) -> dict:

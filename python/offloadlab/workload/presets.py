@@ -9,7 +9,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from offloadlab.errors import InputError
-from offloadlab.report.format import format_bytes
+from offloadlab.units import format_bytes
 from offloadlab.workload.checks import need_fields
 from offloadlab.workload.classes import CLASSES, GiB, KiB, MiB, class_label, class_range
 from offloadlab.workload.sizes import Surge

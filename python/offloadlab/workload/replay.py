@@ -7,9 +7,9 @@
   kept requests name, as large as the largest ``size_bytes`` the trace saw for it,
   ranked and weighted by its request count; the manifest's ``object`` column gives the
   trace's name for each file;
-- a **stream** (:class:`~offloadlab.workload.stream.Stream`, open loop): one row per kept
-  request, in trace order, at the trace's time counted from the first kept request and
-  divided by ``speed``, on the trace's connections or on those
+- a **stream** (:class:`~offloadlab.workload.stream_format.Stream`, open loop): one row
+  per kept request, in trace order, at the trace's time counted from the first kept
+  request and divided by ``speed``, on the trace's connections or on those
   :func:`~offloadlab.workload.traces.assign_connections` derives.
 
 ``offload load`` replays the pair against a server of the file set::
@@ -78,8 +78,8 @@ from offloadlab.workload import traces
 from offloadlab.workload.checks import MAX_FILE_BYTES
 from offloadlab.workload.objects import ObjectTable
 from offloadlab.workload.specs import ExplicitSpec
-from offloadlab.workload.stream import Stream
 from offloadlab.workload.stream_args import number, stream_meta
+from offloadlab.workload.stream_format import Stream
 
 __all__ = ["REPLAYED_METHODS", "REPLAYED_STATUS", "STREAM_FILE", "Replay", "ReplayReport",
            "object_paths", "replay"]

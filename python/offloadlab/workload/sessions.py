@@ -1,21 +1,19 @@
-"""SPECweb2005-like sessions (reference 001 §4.5-4.6): the banking, ecommerce and
-support page mixes, the page walk, and the session generator."""
+"""SPECweb2005-like sessions (reference 001 §4.5-4.6): the page walk over a page mix
+(:mod:`~offloadlab.workload.page_mixes`) and the session generator."""
 
 from __future__ import annotations
 
-import math
 from collections.abc import Mapping
-from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
 import numpy as np
 import pandas as pd
 
 from offloadlab import dist
-from offloadlab.errors import InputError, require
+from offloadlab.errors import InputError
 from offloadlab.workload import connections as conns
 from offloadlab.workload.counts import Count, parse_count
 from offloadlab.workload.objects import ObjectTable
+from offloadlab.workload.page_mixes import MIXES, PageMix
 from offloadlab.workload.stream_args import (
     closed_bound,
     distribution,
@@ -25,69 +23,7 @@ from offloadlab.workload.stream_args import (
     rngs,
     stream_meta,
 )
-
-if TYPE_CHECKING:
-    from offloadlab.workload.stream import Stream
-
-
-@dataclass(frozen=True)
-class PageMix:
-    """A SPECweb2005-like workload: page types and their long-run shares (percent).
-
-    Sessions start at ``entry`` and never return to it; after every page the session
-    ends with probability p_entry (the entry page's share), otherwise the next page is
-    drawn from the other pages in proportion to their shares. Session length is then
-    geometric with mean 1/p_entry pages, every page of the concatenated walk is an
-    entry page with probability p_entry, and the long-run page shares equal the table.
-    """
-
-    name: str
-    pages: tuple[str, ...]
-    percent: tuple[float, ...]
-    entry: str
-
-    def __post_init__(self) -> None:
-        require(len(self.pages) == len(self.percent) and len(set(self.pages)) == len(self.pages),
-                f"page mix {self.name}: one share per distinct page")
-        require(all(p > 0 and math.isfinite(p) for p in self.percent),
-                f"page mix {self.name}: shares must be > 0")
-        require(self.entry in self.pages, f"page mix {self.name}: entry page '{self.entry}' "
-                                          "is not one of its pages")
-        require(self.p_entry < 1,
-                f"page mix {self.name}: needs a page other than the entry page")
-
-    @property
-    def probabilities(self) -> np.ndarray:
-        p = np.asarray(self.percent, dtype=float)
-        return p / p.sum()
-
-    @property
-    def p_entry(self) -> float:
-        return float(self.probabilities[self.pages.index(self.entry)])
-
-    @property
-    def mean_pages(self) -> float:
-        """Mean pages per session, 1/p_entry."""
-        return 1.0 / self.p_entry
-
-
-# Reference 001 §4.6 (the thesis's Tables 4.1-4.3), page names in snake_case.
-MIXES: dict[str, PageMix] = {
-    "banking": PageMix("banking", (
-        "summary", "add_payee", "bill_pay", "bill_pay_status", "check_detail_html",
-        "check_image", "change_profile", "login", "logout", "payee_info", "post_check_order",
-        "post_fund_transfer", "post_profile", "quick_pay", "request_checks", "req_xfer_form"),
-        (15.11, 1.12, 13.89, 2.23, 8.45, 16.89, 1.22, 21.53, 6.16, 0.80, 0.88, 1.24, 0.88,
-         6.67, 1.22, 1.71), entry="login"),
-    "ecommerce": PageMix("ecommerce", (
-        "billing", "browse", "browse_product", "cart", "confirm", "customize1", "customize2",
-        "customize3", "index", "login", "product_detail", "search", "shipping"),
-        (3.37, 11.75, 10.03, 5.30, 2.53, 16.93, 8.95, 6.16, 13.08, 3.78, 8.02, 6.55, 3.55),
-        entry="index"),
-    "support": PageMix("support", (
-        "catalog", "download", "file", "file_catalog", "home", "product", "search"),
-        (11.71, 6.76, 13.51, 22.52, 8.11, 24.78, 12.61), entry="home"),
-}
+from offloadlab.workload.stream_format import Stream
 
 # Choices where reference 001 is silent (documented in docs/workload.md).
 SESSION_THINK = "exp(mean=10s)"
@@ -117,8 +53,6 @@ def sessions(objects, workload: str | PageMix = "support", *, clients: int,
     included, is drawn from the objects table by popularity; the server emulates a
     dynamic page by spending ``app_work_s`` of CPU before sending it.
     """
-    from offloadlab.workload.stream import Stream  # on call: stream.py imports this module
-
     mix = _mix(workload)
     table = ObjectTable.of(objects, size_class)
     n_clients = positive_int("clients", clients)

@@ -8,7 +8,7 @@ import math
 
 import numpy as np
 
-from offloadlab import dist
+from offloadlab import dist, units
 from offloadlab.errors import InputError
 
 
@@ -40,7 +40,7 @@ def optional_seconds(what: str, value) -> float | None:
         return None
     if isinstance(value, str):
         try:
-            seconds = dist.parse_time(value)
+            seconds = units.parse_time(value)
         except InputError as exc:
             raise InputError(f"{what}: {exc}") from None
     else:
