@@ -8,6 +8,7 @@ import pandas as pd
 import pytest
 
 from offloadlab.report import handoff
+from offloadlab.results import write_outputs
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 NAMES = ["handoff-throughput.png", "handoff-idle.png", "handoff-share.png",
@@ -76,7 +77,7 @@ SERIES = {"W-4096-P-L-FCFS-400": trace(1000), "S-4096-P-L-FCFS-400": trace(2000)
 @pytest.fixture(scope="module")
 def written(tmp_path_factory):
     out = tmp_path_factory.mktemp("handoff")
-    return out, handoff.figures(matrix(), SERIES, out)
+    return out, [out / name for name in write_outputs(out, handoff.figures(matrix(), SERIES))]
 
 
 def test_every_figure_is_a_readable_png(written):
@@ -95,10 +96,10 @@ def test_figures_without_their_rows_are_skipped(tmp_path):
     """400 MIPS and FCFS only, no time series: Figures 6, 7 and 8 have nothing to show
     (a lone W-256-P-L-FCFS run compares no selection policies)."""
     quick = [s for s in RUNS if s.endswith("FCFS-400")]
-    paths = handoff.figures(matrix(quick), {}, tmp_path / "quick")
-    assert [p.name for p in paths] == NAMES[:3]
+    names = write_outputs(tmp_path / "quick", handoff.figures(matrix(quick), {}))
+    assert names == NAMES[:3]
     assert sorted(p.name for p in (tmp_path / "quick").iterdir()) == sorted(NAMES[:3])
-    assert handoff.figures(matrix().iloc[:0], {}, tmp_path / "none") == []
+    assert write_outputs(tmp_path / "none", handoff.figures(matrix().iloc[:0], {})) == []
 
 
 def test_throughput_bars_carry_the_gain_against_the_baseline():

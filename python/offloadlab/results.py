@@ -13,7 +13,7 @@ import json
 import math
 import os
 import secrets
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -142,3 +142,33 @@ def write_atomic(path: str | Path, write: Callable[[Path], None]) -> None:
 def write_json(path: str | Path, obj) -> None:
     text = json.dumps(jsonable(obj), indent=2, allow_nan=False) + "\n"
     write_atomic(path, lambda tmp: tmp.write_text(text))
+
+
+def write_outputs(out_dir: str | Path, files: Mapping[str, object]) -> list[str]:
+    """Write an experiment's folder (created if missing): each file atomically, in the
+    form its suffix names. ``.csv`` and ``.parquet`` take a DataFrame, ``.png`` a
+    matplotlib Figure, ``.toml`` text, ``.json`` anything JSON-able; None is skipped.
+    The JSON files go last, so a summary exists only once what it describes does.
+    Returns the names written, in the order written."""
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    names = sorted((n for n, v in files.items() if v is not None),
+                   key=lambda n: n.endswith(".json"))
+    for name in names:
+        value, path = files[name], out / name
+        match path.suffix:
+            case ".csv":
+                write_atomic(path, lambda tmp, v=value: v.to_csv(tmp, index=False))
+            case ".parquet":
+                write_atomic(path, lambda tmp, v=value: v.to_parquet(tmp, index=False))
+            case ".png":
+                from offloadlab.report.plots import DPI
+
+                write_atomic(path, lambda tmp, v=value: v.savefig(tmp, dpi=DPI, format="png"))
+            case ".toml":
+                write_atomic(path, lambda tmp, v=value: tmp.write_text(v))
+            case ".json":
+                write_json(path, value)
+            case _:
+                raise ValueError(f"{name}: no writer for {path.suffix!r} files")
+    return names

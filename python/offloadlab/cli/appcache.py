@@ -9,11 +9,9 @@ from pathlib import Path
 from rich.table import Table
 
 from offloadlab.calibrate import appcache as fitting
-from offloadlab.cli.common import err, out
+from offloadlab.cli.common import drawn, err, out, write_folder
 from offloadlab.errors import InputError
 from offloadlab.report import appcache as figure
-from offloadlab.report.plots import DPI
-from offloadlab.results import write_atomic, write_json
 from offloadlab.testbed import appcache
 from offloadlab.units import ms, us
 
@@ -64,27 +62,18 @@ def study(out_dir: Path, fileset_dir: Path | None, exp_args: dict, budget: str,
     result = appcache.run(exp, progress=_say)
     costs = fitting.fit(result.points)
     versus = fitting.compare(result.points, costs)
-    write_atomic(out_dir / "points.csv", lambda p: result.points.to_csv(p, index=False))
-    write_atomic(out_dir / "model.csv", lambda p: versus.to_csv(p, index=False))
-    if result.probes is not None:
-        write_atomic(out_dir / "probes.csv", lambda p: result.probes.to_csv(p, index=False))
-    written = []
-    fig = figure.figure(result.points, exp.operating, versus)
-    if fig is not None:
-        path = out_dir / "appcache.png"
-        write_atomic(path, lambda tmp: fig.savefig(tmp, dpi=DPI, format="png"))
-        written.append(path.name)
-    write_json(out_dir / "summary.json", {
-        **result.summary(), "figures": written,
-        "model": {"costs": costs.to_json(), "runs": versus.to_dict("records")}})
+    figures = {"appcache.png": figure.figure(result.points, exp.operating, versus)}
     out.print(hit_table(result))
     out.print(setup_table(result))
     out.print(model_table(versus, costs))
     if exp.search:
         out.print(search_line(result), highlight=False)
-    out.print(f"wrote {out_dir}/: points.csv, model.csv, summary.json"
-              + (", probes.csv" if result.probes is not None else "")
-              + "".join(f", {w}" for w in written))
+    write_folder(out_dir, {
+        "points.csv": result.points, "model.csv": versus, "probes.csv": result.probes,
+        **figures,
+        "summary.json": {**result.summary(), "figures": drawn(figures),
+                         "model": {"costs": costs.to_json(),
+                                   "runs": versus.to_dict("records")}}})
 
 
 def _say(what: str, done: int, total: int) -> None:

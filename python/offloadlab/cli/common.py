@@ -59,6 +59,21 @@ def note(text: str) -> None:
     err.print(f"[yellow]note:[/] {text}")
 
 
+def drawn(figures: dict) -> list[str]:
+    """The names of the figures there was something to draw (None: nothing)."""
+    return [name for name, fig in figures.items() if fig is not None]
+
+
+def write_folder(out_dir, files: dict) -> list[str]:
+    """Write an experiment's output folder (:func:`offloadlab.results.write_outputs`)
+    and say what was written."""
+    from offloadlab.results import write_outputs
+
+    names = write_outputs(out_dir, files)
+    out.print(f"wrote {out_dir}/: {', '.join(names)}", highlight=False)
+    return names
+
+
 def _show_version(value: bool) -> None:
     if value:
         out.print(f"offload {__version__}")

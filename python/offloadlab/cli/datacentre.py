@@ -12,13 +12,12 @@ import pandas as pd
 import typer
 from rich.table import Table
 
-from offloadlab.cli.common import app, err, flag_time, out, user_errors
+from offloadlab.cli.common import app, err, flag_time, out, user_errors, write_folder
 from offloadlab.datacentre import config, studies
 from offloadlab.errors import InputError
 from offloadlab.model import tiers
 from offloadlab.report import datacentre as figure
-from offloadlab.report.plots import DPI
-from offloadlab.results import write_atomic, write_json
+from offloadlab.results import write_outputs
 from offloadlab.sim import closed
 from offloadlab.units import format_bytes, parse_bytes
 
@@ -60,13 +59,10 @@ def solve_cmd(file: File = None,
     out.print(_stations(solved))
     out.print(f"bottleneck: {solved.bottleneck}", highlight=False)
     if out_dir is not None:
-        out_dir.mkdir(parents=True, exist_ok=True)
-        frame = pd.DataFrame(solved.stations())
-        write_atomic(out_dir / "stations.csv", lambda p: frame.to_csv(p, index=False))
-        write_json(out_dir / "summary.json", {
-            "sites": _site_rows(dc, solved, simulated), "bottleneck": solved.bottleneck})
-        out.print(f"wrote {out_dir / 'stations.csv'} and {out_dir / 'summary.json'}",
-                  highlight=False)
+        write_folder(out_dir, {
+            "stations.csv": pd.DataFrame(solved.stations()),
+            "summary.json": {"sites": _site_rows(dc, solved, simulated),
+                             "bottleneck": solved.bottleneck}})
 
 
 @datacentre_app.command("study")
@@ -84,22 +80,20 @@ def study_cmd(preset: Annotated[str, typer.Option(
     """Seed 003's experiments on the model, each checked against the paper's claim."""
     names = studies.parse(preset)
     base = config.load(file)
-    out_dir.mkdir(parents=True, exist_ok=True)
     summary = []
     for i, name in enumerate(names):
         err.print(f"[dim]study {i + 1}/{len(names)}: {name}[/]", highlight=False)
         study = studies.STUDIES[name](base)
-        write_atomic(out_dir / f"{name}.csv", lambda p, s=study: s.points.to_csv(p, index=False))
-        fig = figure.figure(study)
-        write_atomic(out_dir / f"{name}.png",
-                     lambda p, f=fig: f.savefig(p, dpi=DPI, format="png"))
+        # Each study's files as soon as it is done: the whole set takes a while.
+        write_outputs(out_dir, {f"{name}.csv": study.points,
+                                f"{name}.png": figure.figure(study)})
         out.print(f"[bold]{study.title}[/]")
         for c in study.checks:
             mark = "[green]reproduced[/]" if c.holds else "[red]not reproduced[/]"
             out.print(f"  {c.claim}: {mark} ({c.detail})", highlight=False)
         summary.append({"study": name, "title": study.title,
                         "checks": [c.__dict__ for c in study.checks]})
-    write_json(out_dir / "summary.json", {"studies": summary})
+    write_outputs(out_dir, {"summary.json": {"studies": summary}})
     held = sum(c["holds"] for s in summary for c in s["checks"])
     total = sum(len(s["checks"]) for s in summary)
     out.print(f"{held} of {total} of the paper's claims reproduced on the model; "
@@ -153,15 +147,11 @@ def testbed_cmd(
                             engine_core=engine if mode != "inline" else None, seed=seed)
     runs = hybrid.run(exp, progress=_say_run)
     table = hybrid.summary(runs)
-    write_atomic(out_dir / "runs.csv", lambda p: runs.to_csv(p, index=False))
-    write_atomic(out_dir / "summary.csv", lambda p: table.to_csv(p, index=False))
-    write_json(out_dir / "summary.json", {"classes": table.to_dict("records"),
-                                          "memory_below": memory_below,
-                                          "memory_budget": memory_budget, "mode": mode,
-                                          "clients": clients, "run_s": exp.run_s,
-                                          "repeats": repeats})
-    fig = figure.hybrid(table)
-    write_atomic(out_dir / "hybrid.png", lambda p: fig.savefig(p, dpi=DPI, format="png"))
+    write_folder(out_dir, {
+        "runs.csv": runs, "summary.csv": table, "hybrid.png": figure.hybrid(table),
+        "summary.json": {"classes": table.to_dict("records"), "memory_below": memory_below,
+                         "memory_budget": memory_budget, "mode": mode, "clients": clients,
+                         "run_s": exp.run_s, "repeats": repeats}})
     t = Table("class", "working set", "in memory", "requests there", "disk req/s",
               "hybrid req/s", "gain", "disk ms", "hybrid ms", title="hybrid placement")
     for r in table.to_dict("records"):
@@ -226,13 +216,13 @@ def tiers_cmd(
     exp = replace(exp, root=fileset_dir, db=db)
     runs = multitier.run(exp, progress=_say_run)
     table = multitier.summary(runs)
-    write_atomic(out_dir / "runs.csv", lambda p: runs.to_csv(p, index=False))
-    write_atomic(out_dir / "summary.csv", lambda p: table.to_csv(p, index=False))
     shown_db = "PostgreSQL" if db.startswith(("postgresql://", "postgres://")) else db
-    write_json(out_dir / "summary.json", {
-        "setups": table.to_dict("records"), "db": shown_db, "dynamic": dynamic,
-        "queries": queries, "work_us": exp.work_us, "cache_size": cache_size,
-        "clients": clients, "run_s": exp.run_s, "repeats": repeats})
+    write_folder(out_dir, {
+        "runs.csv": runs, "summary.csv": table,
+        "summary.json": {"setups": table.to_dict("records"), "db": shown_db,
+                         "dynamic": dynamic, "queries": queries, "work_us": exp.work_us,
+                         "cache_size": cache_size, "clients": clients, "run_s": exp.run_s,
+                         "repeats": repeats}})
     t = Table("set-up", "req/s", "mean ms", "proxy hits", "host µs/req", "engine µs/req",
               "db queries/req", "µs/query", title=f"three tiers ({shown_db})")
     for r in table.to_dict("records"):
@@ -274,13 +264,12 @@ def nic_cmd(
     fitted = nic.fit(runs)
     saved = nic.savings(runs)
     costs = nic.byte_costs(fitted, TABLE5["datacenter"])
-    write_atomic(out_dir / "runs.csv", lambda p: runs.to_csv(p, index=False))
-    write_atomic(out_dir / "savings.csv", lambda p: saved.to_csv(p, index=False))
-    write_json(out_dir / "costs.json", {
-        "fit": fitted.__dict__, "packet_s": fitted.packet, "byte_costs": costs.__dict__,
-        "note": "sender costs measured; receiver costs from Table 5's data-centre row"})
-    fig = figure.nic(saved)
-    write_atomic(out_dir / "nic.png", lambda p: fig.savefig(p, dpi=DPI, format="png"))
+    write_folder(out_dir, {
+        "runs.csv": runs, "savings.csv": saved, "nic.png": figure.nic(saved),
+        "costs.json": {"fit": fitted.__dict__, "packet_s": fitted.packet,
+                       "byte_costs": costs.__dict__,
+                       "note": "sender costs measured; receiver costs from Table 5's "
+                               "data-centre row"}})
     t = Table("size", *(f"{s} µs" for s in nic.SETTINGS), "segmentation saves",
               "checksum saves", title="host CPU per request")
     for r in saved.to_dict("records"):

@@ -12,10 +12,10 @@ import numpy as np
 import typer
 from rich.table import Table
 
-from offloadlab.cli.common import app, err, flag_time, out, user_errors
+from offloadlab.cli.common import app, err, flag_time, out, user_errors, write_folder
 from offloadlab.errors import InputError
 from offloadlab.model import driver_tables, polling
-from offloadlab.results import jsonable, write_atomic, write_json
+from offloadlab.results import jsonable
 from offloadlab.units import ms, parse_bytes, us
 
 driver_app = typer.Typer(
@@ -211,12 +211,12 @@ def testbed_cmd(
     runs = testbed_wait.run(exp, progress=_say_run)
     fitted = testbed_wait.fit(runs)
     table = testbed_wait.compare(runs, fitted)
-    write_atomic(out_dir / "runs.csv", lambda p: runs.to_csv(p, index=False))
-    write_atomic(out_dir / "compare.csv", lambda p: table.to_csv(p, index=False))
-    write_json(out_dir / "summary.json", {
-        "t_int_s": fitted.t_int, "t_pkt_s": fitted.t_pkt, "fit_rms": fitted.rms,
-        "rates": list(exp.rates), "run_s": run_s, "repeats": repeats,
-        "keep_alive": keep_alive, "compare": table.to_dict("records")})
+    write_folder(out_dir, {
+        "runs.csv": runs, "compare.csv": table,
+        "summary.json": {"t_int_s": fitted.t_int, "t_pkt_s": fitted.t_pkt,
+                         "fit_rms": fitted.rms, "rates": list(exp.rates), "run_s": run_s,
+                         "repeats": repeats, "keep_alive": keep_alive,
+                         "compare": table.to_dict("records")}})
     t = Table("wait", "req/s", "CPU", "model", "busy", "model", "idle poll",
               title="engine CPU (share of a core), measured and modelled")
     for r in table.to_dict("records"):

@@ -13,7 +13,7 @@ import pandas as pd
 import typer
 from rich.table import Column, Table
 
-from offloadlab.cli.common import app, err, flag_time, out, user_errors
+from offloadlab.cli.common import app, drawn, err, flag_time, out, user_errors, write_folder
 from offloadlab.cli.serve import EngineCore, EngineSlowdown, HostCore, Work
 from offloadlab.errors import InputError
 from offloadlab.handoff import checks
@@ -21,8 +21,6 @@ from offloadlab.handoff import run as handoff
 from offloadlab.online.control import Policy
 from offloadlab.report import handoff as figures
 from offloadlab.report import online as online_figure
-from offloadlab.report.plots import DPI
-from offloadlab.results import write_atomic, write_json
 from offloadlab.testbed import handoff as testbed
 from offloadlab.testbed import online
 from offloadlab.units import ms, us
@@ -118,22 +116,13 @@ def testbed_cmd(
     result = testbed.run(exp, progress=_say_run)
     summary = result.summary()
     verdicts = testbed.checks(summary)
-    write_atomic(out_dir / "runs.csv", lambda p: result.runs.to_csv(p, index=False))
-    write_atomic(out_dir / "series.parquet",
-                 lambda p: result.series.to_parquet(p, index=False))
-    fig = figures.testbed_figure(result.runs, result.series)
-    written = []
-    if fig is not None:
-        path = out_dir / "handoff-testbed.png"
-        write_atomic(path, lambda tmp: fig.savefig(tmp, dpi=DPI, format="png"))
-        written.append(path.name)
-    write_json(out_dir / "summary.json", {
-        "experiment": exp.describe(), "summary": summary.to_dict("records"),
-        "checks": [vars(c) for c in verdicts], "figures": written})
+    figs = {"handoff-testbed.png": figures.testbed_figure(result.runs, result.series)}
     out.print(testbed_table(summary, exp))
     _print_claims([vars(c) for c in verdicts])
-    out.print(f"wrote {out_dir}/: runs.csv, series.parquet, summary.json"
-              + "".join(f", {w}" for w in written))
+    write_folder(out_dir, {
+        "runs.csv": result.runs, "series.parquet": result.series, **figs,
+        "summary.json": {"experiment": exp.describe(), "summary": summary.to_dict("records"),
+                         "checks": [vars(c) for c in verdicts], "figures": drawn(figs)}})
 
 
 @handoff_app.command("online")
@@ -196,23 +185,16 @@ def online_cmd(
     result = online.run(exp, progress=_say_run)
     summary = result.summary()
     verdicts = online.checks(summary)
-    for name, frame in (("runs", result.runs), ("steps", result.steps),
-                        ("latency", result.latency)):
-        write_atomic(out_dir / f"{name}.csv", lambda p, f=frame: f.to_csv(p, index=False))
-    fig = online_figure.figure(result.runs, result.steps, result.latency,
-                               [p.label() for p in exp.phases], exp.ends_s())
-    written = []
-    if fig is not None:
-        path = out_dir / "handoff-online.png"
-        write_atomic(path, lambda tmp: fig.savefig(tmp, dpi=DPI, format="png"))
-        written.append(path.name)
-    write_json(out_dir / "summary.json", {
-        "experiment": exp.describe(), "summary": summary.to_dict("records"),
-        "checks": verdicts, "figures": written})
+    figs = {"handoff-online.png": online_figure.figure(
+        result.runs, result.steps, result.latency, [p.label() for p in exp.phases],
+        exp.ends_s())}
     out.print(online_table(summary, exp))
     _print_claims(verdicts)
-    out.print(f"wrote {out_dir}/: runs.csv, steps.csv, latency.csv, summary.json"
-              + "".join(f", {w}" for w in written))
+    write_folder(out_dir, {
+        "runs.csv": result.runs, "steps.csv": result.steps, "latency.csv": result.latency,
+        **figs,
+        "summary.json": {"experiment": exp.describe(), "summary": summary.to_dict("records"),
+                         "checks": verdicts, "figures": drawn(figs)}})
 
 
 def _say_run(name: str, done: int, total: int) -> None:
@@ -264,18 +246,16 @@ def _run(setups, settings, calibrate, out_dir: Path) -> None:
     results, series = handoff.run_all(setups, settings, progress=say)
     verdicts = checks.evaluate(results)
     table = figures.table(results)
-    write_atomic(out_dir / "results.csv", lambda p: results.to_csv(p, index=False))
-    write_atomic(out_dir / "checks.csv", lambda p: verdicts.to_csv(p, index=False))
     long = pd.concat([s.assign(setup=k) for k, s in series.items()], ignore_index=True)
-    write_atomic(out_dir / "series.parquet", lambda p: long.to_parquet(p, index=False))
-    written = figures.figures(results, series, out_dir, hiwat=settings.watermarks.hiwat)
-    write_json(out_dir / "summary.json", {
-        "settings": settings.values, "watermarks": settings.watermarks.as_tuple(),
-        "connections": settings.connections, "seed": settings.seed, "calibrated": calibrate,
-        "checks": verdicts.to_dict("records"), "figures": [p.name for p in written]})
+    figs = figures.figures(results, series, hiwat=settings.watermarks.hiwat)
     _print(table, verdicts)
-    out.print(f"wrote {out_dir}/: results.csv, checks.csv, series.parquet, summary.json and "
-              f"{len(written)} figures")
+    write_folder(out_dir, {
+        "results.csv": results, "checks.csv": verdicts, "series.parquet": long, **figs,
+        "summary.json": {"settings": settings.values,
+                         "watermarks": settings.watermarks.as_tuple(),
+                         "connections": settings.connections, "seed": settings.seed,
+                         "calibrated": calibrate, "checks": verdicts.to_dict("records"),
+                         "figures": drawn(figs)}})
 
 
 def _print(table: pd.DataFrame, verdicts: pd.DataFrame) -> None:

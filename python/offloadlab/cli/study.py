@@ -19,7 +19,7 @@ from rich.table import Table
 from offloadlab import dist, scenario
 from offloadlab.cli.common import app, err, flag_time, out, user_errors
 from offloadlab.errors import InputError
-from offloadlab.results import jsonable, write_atomic, write_json
+from offloadlab.results import jsonable, write_outputs
 from offloadlab.testbed import handoff
 from offloadlab.units import ms, us
 
@@ -211,12 +211,10 @@ def study(out_dir: Path, fileset_dir: Path | None, classes, modes: str, budget: 
         "handoff": None if experiment is None else experiment.describe(),
     }
     tables = compare.tables(result, meta)
-    for mode, sc in result.fitted.scenarios.items():
-        text = scenario.dumps(sc)
-        write_atomic(out_dir / f"scenario-{mode}.toml", lambda tmp, t=text: tmp.write_text(t))
-    write_atomic(out_dir / "results.parquet",
-                 lambda tmp: results_frame(tables, seed).to_parquet(tmp, index=False))
-    write_json(out_dir / "summary.json", summary(tables))
+    write_outputs(out_dir, {
+        **{f"scenario-{mode}.toml": scenario.dumps(sc)
+           for mode, sc in result.fitted.scenarios.items()},
+        "results.parquet": results_frame(tables, seed), "summary.json": summary(tables)})
     report = write_report(tables, out_dir)
     tables.meta["duration_s"] = time.time() - started
     out.print(verdict_table(tables))

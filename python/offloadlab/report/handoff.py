@@ -29,7 +29,6 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Mapping
-from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -38,8 +37,7 @@ from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
 from matplotlib.patches import Patch
 
-from offloadlab.report.plots import DPI, ENGINE, HOST, legend_below, numeric, panel_grid
-from offloadlab.results import write_atomic
+from offloadlab.report.plots import ENGINE, HOST, legend_below, numeric, panel_grid
 
 # The paper's Figure 5 and Figure 6 runs are all at the slowest NIC with FCFS selection.
 BASE_MIPS = 400
@@ -248,30 +246,17 @@ def selection_figure(results: pd.DataFrame) -> Figure | None:
     return fig
 
 
-def figures(results: pd.DataFrame, series: Mapping[str, pd.DataFrame],
-            out_dir: str | Path, *, hiwat: float | None = HIWAT) -> list[Path]:
-    """Write each figure that has rows as ``out_dir/handoff-<name>.png``; the paths
-    written, in the order of the paper's figures as listed in the module docstring.
+def figures(results: pd.DataFrame, series: Mapping[str, pd.DataFrame], *,
+            hiwat: float | None = HIWAT) -> dict[str, Figure | None]:
+    """Every figure by its file name, ``handoff-<name>.png``, in the order of the paper's
+    figures as listed in the module docstring; None where it has no rows to show.
     ``hiwat`` is the watermark drawn on the Qlen axis (None: no line)."""
-    out_dir = Path(out_dir)
-    out_dir.mkdir(parents=True, exist_ok=True)
-    draws: dict[str, Callable[[], Figure | None]] = {
-        "throughput": lambda: throughput_figure(results),
-        "idle": lambda: idle_figure(results),
-        "share": lambda: share_figure(results),
-        "cnum": lambda: cnum_figure(results, series, hiwat),
-        "nic-speed": lambda: nic_speed_figure(results),
-        "selection": lambda: selection_figure(results),
-    }
-    written = []
-    for name, draw in draws.items():
-        fig = draw()
-        if fig is None:
-            continue
-        path = out_dir / f"handoff-{name}.png"
-        write_atomic(path, lambda tmp, fig=fig: fig.savefig(tmp, dpi=DPI, format="png"))
-        written.append(path)
-    return written
+    return {"handoff-throughput.png": throughput_figure(results),
+            "handoff-idle.png": idle_figure(results),
+            "handoff-share.png": share_figure(results),
+            "handoff-cnum.png": cnum_figure(results, series, hiwat),
+            "handoff-nic-speed.png": nic_speed_figure(results),
+            "handoff-selection.png": selection_figure(results)}
 
 
 def testbed_figure(runs: pd.DataFrame, series: pd.DataFrame) -> Figure | None:
