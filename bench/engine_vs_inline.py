@@ -66,7 +66,7 @@ def main() -> None:
     classes = [int(c) for c in args.classes.split(",")]
     cpu_ratios, rate_ratios = [], []
     with tempfile.TemporaryDirectory() as tmp:
-        subprocess.run([str(OFFLOAD), "workload", "fileset", "--preset", "seed000",
+        subprocess.run([str(OFFLOAD), "workload", "fileset", "--preset", "toe-2009",
                         "--out", tmp], check=True, stdout=subprocess.DEVNULL)
         sets = sorted(p for p in Path(tmp).iterdir() if p.is_dir())
         print(f"{args.runs} runs per point, {args.clients} keep-alive clients, "

@@ -34,7 +34,7 @@ def test_fileset_writes_verified_files_and_a_manifest(small_set):
 
 def test_fileset_lists_presets():
     res = run("fileset", "--list")
-    assert res.exit_code == 0 and "specweb99" in res.output and "seed000" in res.output
+    assert res.exit_code == 0 and "specweb99" in res.output and "toe-2009" in res.output
 
 
 def test_stream_poisson_and_sessions_round_trip(small_set, tmp_path):

@@ -18,7 +18,7 @@ from offloadlab.workload import fileset
 from offloadlab.workload.specs import FileSetSpec
 
 runner = CliRunner()
-EXAMPLE = Path(__file__).parents[1] / "examples/datacentre/seed003.toml"
+EXAMPLE = Path(__file__).parents[1] / "examples/datacentre/dc-2004.toml"
 
 
 @pytest.fixture(scope="module")
@@ -47,7 +47,7 @@ def test_a_site_can_be_a_folder_with_a_file_set(tmp_path):
     spec = FileSetSpec(name="tiny", n_files=40, min_bytes=1000, max_bytes=90_000, seed=3)
     fileset.materialise(fileset.generate(spec), tmp_path / "tiny")
     (tmp_path / "dc.toml").write_text('[[site]]\nfiles = "tiny"\nclients = 4\n'
-                                      '[[site]]\nname = "hot"\nfiles = "seed003-1"\n'
+                                      '[[site]]\nname = "hot"\nfiles = "dc-2004-1"\n'
                                       'memory_below = "100KiB"\n')
     dc = config.load(tmp_path / "dc.toml")
     manifest = fileset.read_manifest(tmp_path / "tiny")
@@ -60,7 +60,7 @@ def test_a_site_can_be_a_folder_with_a_file_set(tmp_path):
     ("[proxy]\nnodes = 0\nbogus = 1\n", ["proxy.nodes = 0", "proxy.bogus: unknown field"]),
     ('[web.disks]\nplacement = "mirror"\n', ["web.disks.placement", "striped"]),
     ('[network]\nlatency = "fast"\n', ["network.latency", 'latency = "59us"']),
-    ('[[site]]\nfiles = "nowhere"\n', ["neither a file-set preset", "seed003-1"]),
+    ('[[site]]\nfiles = "nowhere"\n', ["neither a file-set preset", "dc-2004-1"]),
     ('[[site]]\ndynamic = 2\n', ["site #1.dynamic"]),
     ('[[site]]\nname = "a"\n[[site]]\nname = "a"\n', ["distinct names"]),
     ("colour = 1\n", ["unknown field 'colour'"]),

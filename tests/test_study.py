@@ -166,9 +166,9 @@ def test_bad_input_is_refused_before_any_run(tmp_path, args, fragment):
 
 def test_a_fileset_without_the_class_is_refused(tmp_path):
     fs = tmp_path / "fs"
-    result = runner.invoke(app, ["workload", "fileset", "--preset", "seed000", "--out", str(fs)])
+    result = runner.invoke(app, ["workload", "fileset", "--preset", "toe-2009", "--out", str(fs)])
     assert result.exit_code == 0, result.output
-    result = runner.invoke(app, ["study", "--fileset", str(fs / "seed000-c0"), "--classes",
+    result = runner.invoke(app, ["study", "--fileset", str(fs / "toe-2009-c0"), "--classes",
                                  "3", "--out", str(tmp_path / "s")])
     # The message names the path, so where rich wraps it depends on the path's length.
     assert result.exit_code == 2 and "has no files of class 3" in " ".join(result.output.split())

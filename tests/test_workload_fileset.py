@@ -295,7 +295,7 @@ def test_same_seed_same_manifest(tmp_path):
 
 
 def test_large_sets_are_only_described_unless_asked(tmp_path, monkeypatch):
-    fs = generate(preset("seed003-4"))
+    fs = generate(preset("dc-2004-4"))
     done = materialise(fs, tmp_path / "big")
     assert fs.large and not done.created and done.total_bytes == 0
     assert data_files(tmp_path / "big") == []
@@ -318,11 +318,11 @@ def test_large_sets_are_only_described_unless_asked(tmp_path, monkeypatch):
 
 
 def test_materialise_many_writes_each_class_into_its_own_directory(tmp_path):
-    sets = [generate(s) for s in preset("seed000", seed=0, n_files=3)]
+    sets = [generate(s) for s in preset("toe-2009", seed=0, n_files=3)]
     calls = []
     results = F.materialise_many(sets, tmp_path, lambda d, t: calls.append((d, t)))
     total = sum(fs.total_bytes for fs in sets)
-    assert [r.out_dir.name for r in results] == [f"seed000-c{c}" for c in CLASSES]
+    assert [r.out_dir.name for r in results] == [f"toe-2009-c{c}" for c in CLASSES]
     assert calls[-1] == (total, total)
     assert all(verify(r.out_dir).ok for r in results)
     assert all(read_manifest(r.out_dir)["class"].eq(c).all() for c, r in enumerate(results))

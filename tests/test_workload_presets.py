@@ -32,15 +32,24 @@ def all_preset_specs():
 
 
 def test_presets_are_listed_with_descriptions():
-    assert {"seed000", "specweb99", "seed003-1", "seed003-5", "web"} <= set(P.PRESETS)
+    assert {"toe-2009", "specweb99", "dc-2004-1", "dc-2004-5", "web"} \
+        <= set(P.PRESETS)
     assert all(p.description for p in P.PRESETS.values())
-    with pytest.raises(InputError, match="known: seed000"):
+    with pytest.raises(InputError, match="known: toe-2009"):
         P.preset("seed999")
 
 
+@pytest.mark.parametrize("old, new", [("seed000", "toe-2009"),
+                                      ("seed003-4", "dc-2004-4")])
+def test_a_preset_under_its_old_seed_name_says_its_new_name(old, new):
+    with pytest.raises(InputError, match=f"is now called '{new}'"):
+        P.preset(old)
+    assert new in P.PRESETS
+
+
 def test_seed000_classes_each_own_set_within_range():
-    specs = P.preset("seed000", seed=3)
-    assert [s.name for s in specs] == [f"seed000-c{c}" for c in CLASSES]
+    specs = P.preset("toe-2009", seed=3)
+    assert [s.name for s in specs] == [f"toe-2009-c{c}" for c in CLASSES]
     for c, spec in zip(CLASSES, specs, strict=True):
         fs = generate(spec)
         lo, hi = class_range(c)
@@ -56,7 +65,7 @@ def test_seed000_classes_each_own_set_within_range():
     (2, 25 * KiB, 32 * KiB), (3, 155 * KiB, 205 * KiB), (4, 1.85 * MiB, 2.15 * MiB),
 ])
 def test_seed000_class_means_match_the_thesis(c, lo, hi):
-    spec = P.preset("seed000", seed=1)[c]
+    spec = P.preset("toe-2009", seed=1)[c]
     assert lo <= spec.mean_bytes() <= hi
     sizes = generate(spec).sizes
     se = sizes.std(ddof=1) / math.sqrt(len(sizes))
@@ -66,7 +75,7 @@ def test_seed000_class_means_match_the_thesis(c, lo, hi):
 @pytest.mark.parametrize("i", range(5))
 def test_seed003_working_sets(i):
     max_bytes, working_set = P.SEED003[i]
-    spec = P.preset(f"seed003-{i + 1}", seed=0)
+    spec = P.preset(f"dc-2004-{i + 1}", seed=0)
     fs = generate(spec)
     # Reference 003 §C1 checks: total within 5% of the working set; sizes in range.
     assert working_set <= fs.total_bytes <= 1.05 * working_set
@@ -110,9 +119,9 @@ def test_specweb99_layout():
 
 def test_preset_overrides_and_their_errors():
     assert P.preset("web", n_files=50).n_files == 50
-    spec = P.preset("seed003-1", n_files=10)
+    spec = P.preset("dc-2004-1", n_files=10)
     assert spec.n_files == 10 and spec.working_set_bytes is None
-    assert all(s.n_files == 3 for s in P.preset("seed000", n_files=3))
+    assert all(s.n_files == 3 for s in P.preset("toe-2009", n_files=3))
     with pytest.raises(InputError, match="nfiles"):
         P.preset("web", nfiles=50)
 
@@ -123,7 +132,7 @@ def test_describe_and_class_table_render():
     small = FileSetSpec(name="small", n_files=60, max_bytes=256 * KiB, seed=5)
     console.print(class_table(generate(small)))
     text = console.file.getvalue()
-    for name in ("seed000-c4", "specweb99", "seed003-5", "web", "100 KiB–1 MiB"):
+    for name in ("toe-2009-c4", "specweb99", "dc-2004-5", "web", "100 KiB–1 MiB"):
         assert name in text
     assert "…" not in text  # fits 80 columns
 

@@ -191,7 +191,7 @@ def test_file_set_as_objects():
     s = stream.poisson(fs, rate=50, count=500, seed=1)
     manifest = fs.frame()
     assert set(s.frame["object"].astype(str)) <= set(manifest["path"])
-    per_class = fileset.generate(fileset.preset("seed000", seed=1)[2])
+    per_class = fileset.generate(fileset.preset("toe-2009", seed=1)[2])
     c2 = stream.closed(per_class.frame(), clients=4, requests=50, size_class=2)
     assert c2.frame["size_bytes"].between(10 * 1024 + 1, 100 * 1024).all()
 

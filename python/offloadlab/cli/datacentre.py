@@ -134,7 +134,7 @@ def testbed_cmd(
     out_dir.mkdir(parents=True, exist_ok=True)
     sets = {}
     for c in chosen:
-        spec = presets.preset(f"seed003-{c + 1}", seed)
+        spec = presets.preset(f"dc-2004-{c + 1}", seed)
         root = out_dir / "filesets" / spec.name
         if not (root / "fileset.json").exists():
             err.print(f"writing {spec.name} ({spec.description}) …", highlight=False)
@@ -209,7 +209,7 @@ def tiers_cmd(
         fileset_dir = out_dir / "fileset"
         if not (fileset_dir / "fileset.json").exists():
             err.print("writing seed 003's class 0 file set …")
-            fileset.materialise(fileset.generate(presets.preset("seed003-1", seed)),
+            fileset.materialise(fileset.generate(presets.preset("dc-2004-1", seed)),
                                 fileset_dir)
     if db is None:
         db = str(multitier.default_db(out_dir, rows))

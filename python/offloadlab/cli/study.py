@@ -73,9 +73,9 @@ def study_cmd(
         help="The handoff experiment's engine slowdown (6: an engine 7 times slower).")
     ] = HANDOFF_SLOWDOWN,
     preset: Annotated[str, typer.Option(
-        help="seed000: protocol offload per size class (the default study); appcache: "
+        help="toe-2009: protocol offload per size class (the default study); appcache: "
              "seed 001's object cache, set-ups A, B and C under SPECweb2005-like "
-             "sessions (the flags below).")] = "seed000",
+             "sessions (the flags below).")] = "toe-2009",
     workload: Annotated[str, typer.Option(
         help="appcache: the session mix: support, ecommerce or banking.")] = "support",
     think: Annotated[str, typer.Option(help="appcache: think time between pages.")
@@ -104,8 +104,11 @@ def study_cmd(
         return _appcache(out_dir, fileset_dir, budget, run_length, work, seed, host_core,
                          engine_core, workload, think, sessions, cache_sizes, cache_policy,
                          files_per_session, time_good, time_tolerable, search)
-    if preset != "seed000":
-        raise InputError(f"--preset {preset!r}: use seed000 or appcache")
+    if preset != "toe-2009":
+        from offloadlab.workload.presets import RENAMED
+
+        renamed = f" ({preset} is now called {RENAMED[preset]})" if preset in RENAMED else ""
+        raise InputError(f"--preset {preset!r}: use toe-2009 or appcache{renamed}")
     chosen = None if classes is None else _plan().parse_classes(classes)
     study(out_dir, fileset_dir, chosen, modes, budget, work, run_length, seed, host_core,
           engine_core, mix, handoff_slowdown if with_handoff else None)

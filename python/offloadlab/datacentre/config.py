@@ -122,7 +122,8 @@ SECTIONS = {
                "hardware": Field(0.0, _number(0, 1), "hardware = 0.5"),
                "slowdown": Field(700 / 132, _number(0, open_lo=True), "slowdown = 5.3")},
     "site": {"name": Field("site", _text, 'name = "shop"'),
-             "files": Field("seed003-2", _text, 'files = "seed003-2" (a preset or a folder)'),
+             "files": Field("dc-2004-2", _text,
+                            'files = "dc-2004-2" (a preset or a folder)'),
              "alpha": Field(None, _number(0), "alpha = 0.9"),
              "clients": Field(64, _whole, "clients = 64"),
              "think": Field(0.0, _time, 'think = "0s"'),
@@ -169,7 +170,8 @@ def from_dict(data: dict, source: str = "<data centre>", base_dir: Path | None =
               if "engine" in net_raw else None)
     raw_sites = data.get("site", [{}])
     if not isinstance(raw_sites, list) or not raw_sites:
-        errors.append('site: give one or more [[site]] tables, e.g. [[site]] files = "seed003-1"')
+        errors.append('site: give one or more [[site]] tables, e.g. [[site]] files = '
+                      '"dc-2004-1"')
         raw_sites = []
     sites = []
     for i, raw in enumerate(raw_sites):
@@ -254,7 +256,7 @@ def _tier(values: dict) -> tiers.Tier:
 
 def _site(v: dict, base_dir: Path | None, where: str, errors: list[str]
           ) -> tiers.Site | None:
-    """The site's files: a file-set preset (seed 003's classes are seed003-1 ... -5) or
+    """The site's files: a file-set preset (seed 003's classes are dc-2004-1 ... -5) or
     a folder holding a file set's manifest."""
     overrides = {} if v["alpha"] is None else {"zipf_alpha": v["alpha"]}
     try:

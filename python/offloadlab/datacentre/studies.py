@@ -43,7 +43,7 @@ DISKS = {
     "SCSI": tiers.Disks(1, 58e6, 5.5e-3),
     "RAID": tiers.Disks(3, 40e6, 5.5e-3, "striped"),
 }
-# Table 2's classes are the file-set presets seed003-1 ... seed003-5.
+# Table 2's classes are the file-set presets dc-2004-1 ... dc-2004-5.
 CLASSES = tuple(range(5))
 
 
@@ -108,7 +108,7 @@ def alpha(base: tiers.DataCentre) -> Study:
     """Fig. 15: with low alpha most requests miss the proxies and cross the cluster's
     network, so the platforms differ most there."""
     alphas = (0.5, 0.6, 0.7, 0.8, 0.9, 1.0, 1.1, 1.2)
-    rows = [_row(replace(on_platform(base, p), sites=(site("seed003-2", alpha=a),)),
+    rows = [_row(replace(on_platform(base, p), sites=(site("dc-2004-2", alpha=a),)),
                  alpha=a, platform=p) for a in alphas for p in PLATFORMS]
     frame = pd.DataFrame(rows)
     by = frame.pivot(index="alpha", columns="platform", values="throughput")
@@ -129,7 +129,7 @@ def alpha(base: tiers.DataCentre) -> Study:
 def classes(base: tiers.DataCentre) -> Study:
     """Table 2 classes on IDE, SCSI and RAID (Fig. 10): the faster disks gain more as
     the working set outgrows memory (class 0: +6% SCSI, +10% RAID; class 3: +40%, +100%)."""
-    rows = [_row(replace(base, sites=(site(f"seed003-{c + 1}"),), disks=d),
+    rows = [_row(replace(base, sites=(site(f"dc-2004-{c + 1}"),), disks=d),
                  working_set_class=c, disks=name)
             for c in CLASSES for name, d in DISKS.items()]
     frame = pd.DataFrame(rows)
@@ -186,7 +186,7 @@ def placement(base: tiers.DataCentre) -> Study:
         for how in tiers.PLACEMENTS:
             disks = (DISKS["RAID"] if how == "striped"
                      else replace(scsi, count=1 if how == "single" else 3, placement=how))
-            rows.append(_row(replace(base, sites=(site(f"seed003-{c + 1}"),), disks=disks),
+            rows.append(_row(replace(base, sites=(site(f"dc-2004-{c + 1}"),), disks=disks),
                              working_set_class=c, placement=how))
     frame = pd.DataFrame(rows)
     by = frame.pivot(index="working_set_class", columns="placement", values="throughput")
@@ -211,9 +211,9 @@ def memory_fs(base: tiers.DataCentre) -> Study:
     rows = []
     for fg in (0, 1):
         for bg in CLASSES:
-            background = site(f"seed003-{bg + 1}", clients=32, name="background", seed=2)
+            background = site(f"dc-2004-{bg + 1}", clients=32, name="background", seed=2)
             for memory in (False, True):
-                fore = site(f"seed003-{fg + 1}", clients=32, name="foreground")
+                fore = site(f"dc-2004-{fg + 1}", clients=32, name="foreground")
                 if memory:
                     fore = tiers.with_memory_fs(fore, below_bytes=MiB)
                 r = tiers.solve(replace(base, sites=(fore, background)))

@@ -171,7 +171,7 @@ def default_cores() -> tuple[int | None, int | None]:
 def preset_classes(classes: tuple[int, ...], folder: Path, seed: int) -> tuple[ClassLoad, ...]:
     """Seed 000's file sets for ``classes``, written under ``folder`` (kept if already
     there from an earlier study with the same seed)."""
-    specs = {int(s.name.rsplit("c", 1)[1]): s for s in presets.preset("seed000", seed)}
+    specs = {int(s.name.rsplit("c", 1)[1]): s for s in presets.preset("toe-2009", seed)}
     loads = []
     for c in classes:
         root = folder / specs[c].name

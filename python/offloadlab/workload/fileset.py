@@ -441,7 +441,7 @@ def materialise(fileset: FileSet, out_dir: str | Path, progress: Progress | None
 
 def materialise_many(filesets: Iterable[FileSet], out_dir: str | Path,
                      progress: Progress | None = None, **options) -> list[Materialised]:
-    """Materialise several sets (e.g. ``seed000``'s five classes), each into
+    """Materialise several sets (e.g. ``toe-2009``'s five classes), each into
     ``out_dir/<set name>``, with one progress count over all of them."""
     sets = list(filesets)
     names = [fs.name for fs in sets]

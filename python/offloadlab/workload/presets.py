@@ -25,7 +25,7 @@ class Preset:
     build: Callable[[int], Spec | list[Spec]]
 
 
-# seed000: files per class. Classes 0-3 draw from SURGE's lognormal body conditioned on
+# toe-2009: files per class. Classes 0-3 draw from SURGE's lognormal body conditioned on
 # the class range, class 4 from SURGE's Pareto tail conditioned on (1 MiB, 5 MiB]. Means:
 # 0.65 KiB, 4.9 KiB, 30.5 KiB, 194 KiB, 1.97 MiB. Reference 000 §2.10(a) infers from the
 # thesis's goodput ~27-30 KiB, ~160-200 KiB and ~1.9-2.1 MiB for classes 2-4; the full
@@ -44,7 +44,7 @@ def _seed000(seed: int) -> list[Spec]:
     for c in CLASSES:
         lo, hi = class_range(c)
         specs.append(FileSetSpec(
-            name=f"seed000-c{c}", n_files=SEED000_FILES[c],
+            name=f"toe-2009-c{c}", n_files=SEED000_FILES[c],
             sizes=Surge() if c == 4 else Surge(tail=0.0), min_bytes=max(lo, 1),
             max_bytes=SEED000_CLASS4_MAX if hi is None else hi, zipf_alpha=1.0, seed=seed,
             description=f"seed 000 class {c} ({class_label(c)}) on its own"))
@@ -56,7 +56,7 @@ def _seed003(i: int) -> Callable[[int], Spec]:
 
     def build(seed: int) -> Spec:
         return FileSetSpec(
-            name=f"seed003-{i + 1}", n_files=None, working_set_bytes=working_set,
+            name=f"dc-2004-{i + 1}", n_files=None, working_set_bytes=working_set,
             sizes=Surge(), min_bytes=KiB, max_bytes=max_bytes, zipf_alpha=0.9, seed=seed,
             description=f"seed 003 class {i}: 1 KiB–{format_bytes(max_bytes)} files, "
                         f"{format_bytes(working_set)} working set, Zipf 0.9")
@@ -64,11 +64,11 @@ def _seed003(i: int) -> Callable[[int], Spec]:
 
 
 PRESETS: dict[str, Preset] = {p.name: p for p in (
-    Preset("seed000", "seed 000's five size classes, one set per class (per-class runs)",
+    Preset("toe-2009", "seed 000's five size classes, one set per class (per-class runs)",
            _seed000),
     Preset("specweb99", "SPECweb99's static layout: directories of 36 files in 4 classes",
            lambda seed: SpecWeb99Spec(seed=seed, description="SPECweb99-like static set")),
-    *(Preset(f"seed003-{i + 1}", f"seed 003 class {i}: {format_bytes(ws)} working set, "
+    *(Preset(f"dc-2004-{i + 1}", f"seed 003 class {i}: {format_bytes(ws)} working set, "
              f"files 1 KiB–{format_bytes(mx)}, Zipf 0.9", _seed003(i))
       for i, (mx, ws) in enumerate(SEED003)),
     Preset("web", "a mixed SURGE web site: 10,000 files, Zipf 1.0",
@@ -77,9 +77,16 @@ PRESETS: dict[str, Preset] = {p.name: p for p in (
 )}
 
 
+# Presets once named after the seed documents, now after their subject and year.
+RENAMED = {"seed000": "toe-2009",
+           **{f"seed003-{i}": f"dc-2004-{i}" for i in range(1, len(SEED003) + 1)}}
+
+
 def preset(name: str, seed: int = 0, **overrides) -> Spec | list[Spec]:
     """The spec(s) of preset ``name`` with ``seed``; ``overrides`` replace spec fields
     (e.g. ``preset("specweb99", directories=100)``), in every set of a multi-set preset."""
+    if name in RENAMED:
+        raise InputError(f"file-set preset {name!r} is now called {RENAMED[name]!r}")
     if name not in PRESETS:
         raise InputError(f"unknown file-set preset {name!r}; known: {', '.join(PRESETS)}")
     built = PRESETS[name].build(seed)
