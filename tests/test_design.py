@@ -1,8 +1,13 @@
 """The house rules that docs/design.md states and a test can hold: the README's layout
-table names every module, and the demo's time in the README is the one it plans."""
+table names every module, the demo's time in the README is the one it plans, every
+list of modes derives from Rust's, and no module imports back what imports it."""
 
+import ast
+import graphlib
 import re
 from pathlib import Path
+
+import pytest
 
 from offloadlab.cli import study as study_cli
 from offloadlab.study import plan
@@ -75,3 +80,64 @@ def test_every_list_of_modes_derives_from_rusts():
     assert report_study.MODE_ORDER == plan.STUDY_MODES
     colours = [report_study.MODE_COLORS[m] for m in plan.STUDY_MODES]
     assert len(set(colours)) == len(colours), "each mode its own colour"
+
+
+def _python_imports() -> dict[str, set[str]]:
+    """offloadlab's modules and the offloadlab modules each imports anywhere in it (in a
+    function too: a lazy import still ties the two modules together)."""
+    files = {}
+    for path in PACKAGE.rglob("*.py"):
+        parts = path.relative_to(PACKAGE.parent).with_suffix("").parts
+        files[".".join(parts[:-1] if parts[-1] == "__init__" else parts)] = path
+    graph = {}
+    for name, path in files.items():
+        package = name if path.name == "__init__.py" else name.rpartition(".")[0]
+        found = set()
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.Import):
+                targets = [a.name for a in node.names]
+            elif isinstance(node, ast.ImportFrom):
+                base = node.module or ""
+                if node.level:
+                    up = package.split(".")[:len(package.split(".")) - node.level + 1]
+                    base = ".".join([*up, base] if base else up)
+                targets = [base, *(f"{base}.{a.name}" for a in node.names)]
+            else:
+                continue
+            found |= {t for t in targets if t in files and t != name}
+        graph[name] = found
+    return graph
+
+
+def _rust_uses(src: Path) -> dict[str, set[str]]:
+    """A crate's modules and the modules of the same crate each names (``crate::a::b``
+    or ``use crate::{a, b}``), tests left out."""
+    files = {}
+    for path in src.rglob("*.rs"):
+        parts = [p for p in path.relative_to(src).with_suffix("").parts
+                 if p not in ("mod", "lib", "main")]
+        if parts[:1] != ["bin"]:
+            files["::".join(parts)] = path
+    graph = {}
+    for name, path in files.items():
+        text = path.read_text().split("#[cfg(test)]")[0]
+        paths = re.findall(r"crate::((?:\w+::)*\w+)", text)
+        for prefix, items in re.findall(r"crate::((?:\w+::)*)\{([^;]*)\}", text):
+            paths += [prefix + item.strip().split("::")[0]
+                      for item in re.split(r"[,{}]", items) if item.strip()]
+        found = set()
+        for p in paths:
+            steps = p.split("::")
+            found |= {next((m for k in range(len(steps), 0, -1)
+                            if (m := "::".join(steps[:k])) in files), name)}
+        graph[name] = found - {name, ""}
+    return graph
+
+
+@pytest.mark.parametrize("where", ["python", *sorted(p.name for p in (ROOT / "crates").iterdir())])
+def test_no_module_imports_back_what_imports_it(where):
+    graph = _python_imports() if where == "python" else _rust_uses(ROOT / "crates" / where / "src")
+    try:
+        graphlib.TopologicalSorter(graph).prepare()
+    except graphlib.CycleError as cycle:
+        raise AssertionError(f"{where}: import cycle {' -> '.join(cycle.args[1])}") from None

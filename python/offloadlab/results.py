@@ -33,6 +33,8 @@ VERDICTS = ("cpu_relieved", "beneficial")
 # the margin keeps rounding (U = 0.9999999999999999 for an exact 1) from passing for a
 # finite delay of 1e17 s. The simulator uses the same threshold.
 SATURATED_AT = 1 - 1e-12
+# Resolution of every figure written (PNG).
+DPI = 110
 
 
 @dataclass(frozen=True)
@@ -162,8 +164,6 @@ def write_outputs(out_dir: str | Path, files: Mapping[str, object]) -> list[str]
             case ".parquet":
                 write_atomic(path, lambda tmp, v=value: v.to_parquet(tmp, index=False))
             case ".png":
-                from offloadlab.report.plots import DPI
-
                 write_atomic(path, lambda tmp, v=value: v.savefig(tmp, dpi=DPI, format="png"))
             case ".toml":
                 write_atomic(path, lambda tmp, v=value: tmp.write_text(v))

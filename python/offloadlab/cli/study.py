@@ -135,7 +135,7 @@ def _plan():
 def _appcache(out_dir, fileset_dir, budget, run_length, work, seed, host_core, engine_core,
               workload, think, sessions, cache_sizes, cache_policy, files_per_session,
               time_good, time_tolerable, search) -> None:
-    from offloadlab.cli import appcache
+    from offloadlab.cli.appcache import study as appcache_study
 
     cores = _plan().default_cores()
     host = cores[0] if host_core is None else host_core
@@ -145,7 +145,7 @@ def _appcache(out_dir, fileset_dir, budget, run_length, work, seed, host_core, e
         time_tolerable_s=flag_time("--time-tolerable", time_tolerable), work=work,
         host_core=host, engine_core=cores[1] if engine_core is None else engine_core,
         generator_core=host, search=search, seed=seed)
-    appcache.study(out_dir, fileset_dir, exp_args, budget, sessions, cache_sizes,
+    appcache_study(out_dir, fileset_dir, exp_args, budget, sessions, cache_sizes,
                    flag_time("--run-length", run_length))
 
 

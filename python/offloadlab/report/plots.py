@@ -9,10 +9,9 @@ import numpy as np
 import pandas as pd
 from matplotlib.figure import Figure
 
-from offloadlab.results import Result, write_atomic
+from offloadlab.results import DPI, Result, write_atomic
 
 HOST_ALONE, HOST, ENGINE = "tab:red", "tab:blue", "tab:green"
-DPI = 110
 # Panels per line of a figure: more panels wrap onto further lines.
 _COLUMNS = 3
 

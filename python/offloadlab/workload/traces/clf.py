@@ -26,15 +26,6 @@ import numpy as np
 import pandas as pd
 
 from offloadlab.errors import InputError
-from offloadlab.workload.traces import (
-    MAX_EXAMPLES,
-    ReadReport,
-    TraceReader,
-    _frame,
-    _missing,
-    _refuse,
-    _strings,
-)
 from offloadlab.workload.traces.files import (
     GZIP_ERRORS,
     chunk_size,
@@ -43,6 +34,15 @@ from offloadlab.workload.traces.files import (
     open_binary,
     trace_paths,
     write_chunks,
+)
+from offloadlab.workload.traces.table import (
+    MAX_EXAMPLES,
+    ReadReport,
+    TraceReader,
+    _frame,
+    _missing,
+    _refuse,
+    _strings,
 )
 
 _MONTHS = ("Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec")

@@ -21,9 +21,15 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from offloadlab.errors import InputError
-from offloadlab.workload.traces import _frame, _from_codes, _joined, _strings, empty_table
 from offloadlab.workload.traces.clf import write_clf
 from offloadlab.workload.traces.files import write_chunks
+from offloadlab.workload.traces.table import (
+    _frame,
+    _from_codes,
+    _joined,
+    _strings,
+    empty_table,
+)
 from offloadlab.workload.traces.wc98 import (
     DEFAULT_EPOCH_S,
     FILE_TYPES,

@@ -40,16 +40,6 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from offloadlab.errors import InputError
-from offloadlab.workload.traces import (
-    MAX_EXAMPLES,
-    ReadReport,
-    TraceReader,
-    _frame,
-    _from_codes,
-    _missing,
-    _refuse,
-    _strings,
-)
 from offloadlab.workload.traces.files import (
     GZIP_ERRORS,
     chunk_size,
@@ -59,6 +49,16 @@ from offloadlab.workload.traces.files import (
     open_binary,
     trace_paths,
     write_chunks,
+)
+from offloadlab.workload.traces.table import (
+    MAX_EXAMPLES,
+    ReadReport,
+    TraceReader,
+    _frame,
+    _from_codes,
+    _missing,
+    _refuse,
+    _strings,
 )
 
 WC98_RECORD = np.dtype([("timestamp", ">u4"), ("client", ">u4"), ("object", ">u4"),
