@@ -21,7 +21,7 @@ runner = CliRunner()
 # A small and a large class. Not class 3: on 2 cores the load generator's receive copies
 # of its 100 KiB-1 MiB bodies share the engine's core, and its engine-mode capacity moves
 # 8-14% between runs, a limit of the machine, not of the study (docs/study.md).
-ARGS = ["study", "--classes", "0,2", "--modes", "inline,engine", "--run-length", "1.5s"]
+ARGS = ["study", "--classes", "0,2", "--modes", "inline,engine", "--run-length", "1s"]
 
 
 @pytest.fixture(scope="module")
