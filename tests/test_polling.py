@@ -452,10 +452,9 @@ def test_cli_testbed_bad_input_writes_nothing(tmp_path, args, flag):
 
 @pytest.fixture(scope="module")
 def wait_runs(served_set):
-    from offloadlab.study.plan import default_cores
-    from offloadlab.testbed import wait
+    from offloadlab.testbed import cores, wait
 
-    host, engine = default_cores()
+    host, engine = cores.choose()
     if engine is None:
         pytest.skip("needs two cores: host and engine pinned apart")
     exp = wait.Experiment(root=served_set, rates=(300.0, 3000.0), run_s=1.0, keep_alive=20,

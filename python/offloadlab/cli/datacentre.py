@@ -123,14 +123,14 @@ def testbed_cmd(
 ) -> None:
     """Seed 003's hybrid placement on the real server: popular files in memory, the rest
     read from disk, against everything from disk, per working-set class."""
-    from offloadlab.study.plan import default_cores, parse_classes
-    from offloadlab.testbed import hybrid
+    from offloadlab.study.plan import parse_classes
+    from offloadlab.testbed import cores, hybrid
     from offloadlab.workload import fileset, presets
 
     chosen = parse_classes(classes)
     if memory_below is None and memory_budget is None:
         memory_budget = "64MiB"
-    host, engine = default_cores()
+    host, engine = cores.choose()
     out_dir.mkdir(parents=True, exist_ok=True)
     sets = {}
     for c in chosen:
@@ -192,11 +192,10 @@ def tiers_cmd(
 ) -> None:
     """Seed 003's three tiers on the testbed: the web tier and database alone, then with
     the proxy tier (an object cache) on the host thread, then on the engine."""
-    from offloadlab.study.plan import default_cores
-    from offloadlab.testbed import multitier
+    from offloadlab.testbed import cores, multitier
     from offloadlab.workload import fileset, presets
 
-    host, engine = default_cores()
+    host, engine = cores.choose()
     work_s = flag_time("--work", work)
     exp = multitier.Experiment(
         root=fileset_dir or out_dir / "fileset", db=db or "", dynamic=dynamic,

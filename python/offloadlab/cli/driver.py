@@ -179,7 +179,7 @@ def testbed_cmd(
 ) -> None:
     """The engine's busy polling against its adaptive spin-then-sleep, at a few request
     rates, with seed 002's model fitted to both."""
-    from offloadlab.study.plan import default_cores
+    from offloadlab.testbed import cores
     from offloadlab.testbed import wait as testbed_wait
     from offloadlab.workload import fileset
     from offloadlab.workload.specs import FileSetSpec
@@ -195,7 +195,7 @@ def testbed_cmd(
     if fileset_dir is not None and not (fileset_dir / "fileset.json").is_file():
         raise InputError(f"--fileset {fileset_dir}: not a file set (no fileset.json); write "
                          "one with 'offload workload fileset' or leave it out")
-    host, engine = default_cores()
+    host, engine = cores.choose()
     root = fileset_dir or out_dir / "fileset"
     exp = testbed_wait.Experiment(root=root, rates=tuple(float(r) for r in chosen),
                                   keep_alive=keep_alive, repeats=repeats, run_s=run_s,

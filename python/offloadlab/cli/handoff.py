@@ -96,17 +96,16 @@ def testbed_cmd(
 ) -> None:
     """Seed 004's policies on the testbed: the same keep-alive load against inline mode
     and handoff mode under each policy, the engine slowed by --engine-slowdown."""
-    from offloadlab.study.plan import default_cores
+    from offloadlab.testbed import cores
     from offloadlab.workload import fileset
 
-    cores = default_cores()
+    host, engine = cores.choose(host_core, engine_core)
     exp = testbed.Experiment(
         root=fileset_dir, manifest=fileset.read_manifest(fileset_dir), size_class=size_class,
         clients=clients, keep_alive=keep_alive, work=work, slowdown=engine_slowdown,
         run_s=flag_time("--run-length", run_length), repeats=repeats,
         policies=testbed.parse_policies(policies),
-        host_core=cores[0] if host_core is None else host_core,
-        engine_core=cores[1] if engine_core is None else engine_core, seed=seed)
+        host_core=host, engine_core=engine, seed=seed)
     exp.check()
     out_dir.mkdir(parents=True, exist_ok=True)
     total_s = exp.run_s * exp.repeats * len(exp.policies)
@@ -161,10 +160,10 @@ def online_cmd(
     the queueing model every period from the server's live per-class accounts and sets
     each size class's offload fraction; compared with fixed fractions on the same
     shifting workload."""
-    from offloadlab.study.plan import default_cores
+    from offloadlab.testbed import cores
     from offloadlab.workload import fileset
 
-    cores = default_cores()
+    host, engine = cores.choose(host_core, engine_core)
     control = Policy(period_s=flag_time("--period", period),
                      window_s=flag_time("--window", window),
                      dwell_s=flag_time("--dwell", dwell), hysteresis=hysteresis, probe=probe)
@@ -172,8 +171,7 @@ def online_cmd(
         root=fileset_dir, manifest=fileset.read_manifest(fileset_dir),
         phases=tuple(online.parse_phase(p) for p in phase) if phase else online.DEFAULT_PHASES,
         fixed=online.parse_fractions(fixed), control=control, work=work, repeats=repeats,
-        host_core=cores[0] if host_core is None else host_core,
-        engine_core=cores[1] if engine_core is None else engine_core,
+        host_core=host, engine_core=engine,
         generator_core=generator_core, seed=seed)
     if exp.generator_core is None:
         exp = replace(exp, generator_core=exp.host_core)

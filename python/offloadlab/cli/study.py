@@ -20,7 +20,7 @@ from offloadlab import dist, scenario
 from offloadlab.cli.common import app, err, flag_time, out, user_errors
 from offloadlab.errors import InputError
 from offloadlab.results import jsonable, write_outputs
-from offloadlab.testbed import handoff
+from offloadlab.testbed import cores, handoff
 from offloadlab.units import ms, us
 
 DEFAULT_WORK = "exp(mean=100us)"
@@ -137,13 +137,12 @@ def _appcache(out_dir, fileset_dir, budget, run_length, work, seed, host_core, e
               time_good, time_tolerable, search) -> None:
     from offloadlab.cli.appcache import study as appcache_study
 
-    cores = _plan().default_cores()
-    host = cores[0] if host_core is None else host_core
+    host, engine = cores.choose(host_core, engine_core)
     exp_args = dict(
         workload=workload, think=think, files_per_session=files_per_session,
         cache_policy=cache_policy, time_good_s=flag_time("--time-good", time_good),
         time_tolerable_s=flag_time("--time-tolerable", time_tolerable), work=work,
-        host_core=host, engine_core=cores[1] if engine_core is None else engine_core,
+        host_core=host, engine_core=engine,
         generator_core=host, search=search, seed=seed)
     appcache_study(out_dir, fileset_dir, exp_args, budget, sessions, cache_sizes,
                    flag_time("--run-length", run_length))
@@ -163,9 +162,7 @@ def study(out_dir: Path, fileset_dir: Path | None, classes, modes: str, budget: 
         work_dist = dist.parse(work)
     except InputError as exc:
         raise InputError(f"--work {exc}") from None
-    cores = plan.default_cores()
-    host_core = cores[0] if host_core is None else host_core
-    engine_core = cores[1] if engine_core is None else engine_core
+    host_core, engine_core = cores.choose(host_core, engine_core)
     started = time.time()
     what = "one class per run, HTTP/1.0 Poisson arrivals"
     if fileset_dir is not None:
@@ -232,8 +229,8 @@ def study(out_dir: Path, fileset_dir: Path | None, classes, modes: str, budget: 
 
 
 def _machine(host_core, engine_core, work) -> str:
-    cores = len(os.sched_getaffinity(0))
-    return (f"{platform.node()}: {cores} cores ({platform.processor() or platform.machine()}),"
+    n = len(os.sched_getaffinity(0))
+    return (f"{platform.node()}: {n} cores ({platform.processor() or platform.machine()}),"
             f" Linux {platform.release()}; host thread on core {host_core}, engine on core "
             f"{engine_core}, load generator unpinned; application work {work}")
 

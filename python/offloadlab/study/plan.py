@@ -5,7 +5,6 @@ before any server starts."""
 from __future__ import annotations
 
 import json
-import os
 from dataclasses import dataclass, replace
 from pathlib import Path
 
@@ -160,12 +159,6 @@ def budget(name: str) -> Budget:
     if name not in BUDGETS:
         raise InputError(f"--budget {name!r}: use one of {', '.join(BUDGETS)}")
     return BUDGETS[name]
-
-
-def default_cores() -> tuple[int | None, int | None]:
-    """Host on the first allowed core, engine on the second; unpinned on one core."""
-    allowed = sorted(os.sched_getaffinity(0))
-    return (allowed[0], allowed[1]) if len(allowed) >= 2 else (None, None)
 
 
 def preset_classes(classes: tuple[int, ...], folder: Path, seed: int) -> tuple[ClassLoad, ...]:
