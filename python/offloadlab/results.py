@@ -38,6 +38,16 @@ DPI = 110
 
 
 @dataclass(frozen=True)
+class Check:
+    """A claim of a paper checked against our numbers: whether it holds here, and the
+    numbers that say so."""
+
+    claim: str
+    holds: bool
+    detail: str
+
+
+@dataclass(frozen=True)
 class Result:
     """Outputs of one source (model, sim, ...) at R total arrival rates for C classes.
 

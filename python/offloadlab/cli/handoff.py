@@ -21,6 +21,7 @@ from offloadlab.handoff import run as handoff
 from offloadlab.online.control import Policy
 from offloadlab.report import handoff as figures
 from offloadlab.report import online as online_figure
+from offloadlab.results import Check
 from offloadlab.testbed import handoff as testbed
 from offloadlab.testbed import online
 from offloadlab.units import ms, us
@@ -117,7 +118,7 @@ def testbed_cmd(
     verdicts = testbed.checks(summary)
     figs = {"handoff-testbed.png": figures.testbed_figure(result.runs, result.series)}
     out.print(testbed_table(summary, exp))
-    _print_claims([vars(c) for c in verdicts])
+    _print_claims(verdicts)
     write_folder(out_dir, {
         "runs.csv": result.runs, "series.parquet": result.series, **figs,
         "summary.json": {"experiment": exp.describe(), "summary": summary.to_dict("records"),
@@ -192,7 +193,7 @@ def online_cmd(
         "runs.csv": result.runs, "steps.csv": result.steps, "latency.csv": result.latency,
         **figs,
         "summary.json": {"experiment": exp.describe(), "summary": summary.to_dict("records"),
-                         "checks": verdicts, "figures": drawn(figs)}})
+                         "checks": [vars(c) for c in verdicts], "figures": drawn(figs)}})
 
 
 def _say_run(name: str, done: int, total: int) -> None:
@@ -200,10 +201,10 @@ def _say_run(name: str, done: int, total: int) -> None:
         err.print(f"[dim]run {done + 1}/{total}: {name}[/]", highlight=False)
 
 
-def _print_claims(claims: list[dict]) -> None:
+def _print_claims(claims: list[Check]) -> None:
     for c in claims:
-        mark = "[green]holds[/]" if c["holds"] else "[red]does not hold[/]"
-        out.print(f"{c['claim']}: {mark} ({c['detail']})", highlight=False)
+        mark = "[green]holds[/]" if c.holds else "[red]does not hold[/]"
+        out.print(f"{c.claim}: {mark} ({c.detail})", highlight=False)
 
 
 def online_table(summary: pd.DataFrame, exp) -> Table:

@@ -16,6 +16,7 @@ import pandas as pd
 
 from offloadlab.errors import InputError
 from offloadlab.model import protocol_costs, tiers
+from offloadlab.results import Check
 from offloadlab.workload import fileset, presets
 
 KiB, MiB = 1024, 2**20
@@ -45,13 +46,6 @@ DISKS = {
 }
 # Table 2's classes are the file-set presets dc-2004-1 ... dc-2004-5.
 CLASSES = tuple(range(5))
-
-
-@dataclass(frozen=True)
-class Check:
-    claim: str
-    holds: bool
-    detail: str
 
 
 @dataclass(frozen=True)

@@ -20,6 +20,7 @@ import pandas as pd
 
 from offloadlab.errors import InputError, require
 from offloadlab.handoff import policy
+from offloadlab.results import Check
 from offloadlab.testbed import modes
 from offloadlab.testbed.server import ServerOptions
 from offloadlab.workload import stream
@@ -149,13 +150,6 @@ def _series(name: str, rep: int, server: dict) -> pd.DataFrame:
     frame.insert(0, "repeat", rep)
     frame.insert(0, "policy", name)
     return frame
-
-
-@dataclass(frozen=True)
-class Check:
-    claim: str
-    holds: bool
-    detail: str
 
 
 def checks(summary: pd.DataFrame) -> list[Check]:

@@ -33,6 +33,7 @@ from offloadlab import units
 from offloadlab.errors import InputError, RunError, require
 from offloadlab.online.control import Controller, Policy
 from offloadlab.online.estimate import Snapshot
+from offloadlab.results import Check
 from offloadlab.testbed import load, modes
 from offloadlab.testbed.server import ServerOptions, running
 from offloadlab.workload import stream
@@ -346,7 +347,7 @@ def _latency(name: str, rep: int, records: pd.DataFrame) -> pd.DataFrame:
     return frame
 
 
-def checks(summary: pd.DataFrame) -> list[dict]:
+def checks(summary: pd.DataFrame) -> list[Check]:
     """The issue's claim: the online policy beats every fixed split in mean latency."""
     by = summary.set_index("policy")
     if ONLINE not in by.index:
@@ -356,11 +357,11 @@ def checks(summary: pd.DataFrame) -> list[dict]:
     if fixed.empty:
         return []
     best = fixed["mean_s"].idxmin()
-    return [{"claim": "online placement beats every fixed split in mean latency",
-             "holds": bool(online < fixed["mean_s"].min()),
-             "detail": f"online {online * 1e3:.3f} ms; best fixed {best} "
-                       f"{fixed.at[best, 'mean_s'] * 1e3:.3f} ms; all inline "
-                       f"{_ms(fixed, 'fixed:0')}; all offloaded {_ms(fixed, 'fixed:1')}"}]
+    return [Check("online placement beats every fixed split in mean latency",
+                  bool(online < fixed["mean_s"].min()),
+                  f"online {online * 1e3:.3f} ms; best fixed {best} "
+                  f"{fixed.at[best, 'mean_s'] * 1e3:.3f} ms; all inline "
+                  f"{_ms(fixed, 'fixed:0')}; all offloaded {_ms(fixed, 'fixed:1')}")]
 
 
 def _ms(table: pd.DataFrame, name: str) -> str:
