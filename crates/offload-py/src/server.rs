@@ -121,74 +121,119 @@ fn seconds(what: &str, s: f64) -> PyResult<Duration> {
     Duration::try_from_secs_f64(s).map_err(|_| value_error(format!("{what}={s}: use seconds >= 0")))
 }
 
-/// Serve `root` until `control.stop()`; returns the final stats document as JSON text.
-/// The caller has checked the arguments (loopback, cores, limits); a run that fails
-/// (a busy port, a core that cannot be used) raises RuntimeError with the reason.
-#[pyfunction]
-#[pyo3(signature = (host, port, root, mode, host_core, engine_core, sendfile_above, work,
-                    seed, engine_wait, engine_slowdown, engine_message_cost_s, max_header_bytes,
-                    max_uri_bytes, max_headers, max_conns, header_timeout_s, idle_timeout_s, stats_path,
-                    stats_interval_s, stats_endpoint, fault, handoff, placement, max_age,
-                    cache, db, memory, uncached, control))]
-#[allow(clippy::too_many_arguments)]
-fn serve(
-    py: Python<'_>,
-    host: &str,
+/// `serve`'s configuration, grouped as `ServerOptions.core_args()` builds it (a dict of
+/// dicts): what every mode needs first, then one group per part of the server.
+#[derive(FromPyObject)]
+#[pyo3(from_item_all)]
+struct ServeArgs {
+    host: String,
     port: u16,
     root: PathBuf,
-    mode: &str,
+    mode: String,
     host_core: Option<usize>,
-    engine_core: Option<usize>,
     sendfile_above: u64,
     work: Option<PyDist>,
     seed: u64,
-    engine_wait: &str,
-    engine_slowdown: f64,
-    engine_message_cost_s: f64,
+    max_age: u32,
+    limits: LimitArgs,
+    stats: StatsArgs,
+    engine: EngineArgs,
+    handoff: Option<HandoffArgs>,
+    placement: Option<PlacementArgs>,
+    cache: Option<(u64, String, u64)>,
+    db: Option<String>,
+    memory: MemoryArgs,
+}
+
+/// The limits on what a client may send and how long it may take.
+#[derive(FromPyObject)]
+#[pyo3(from_item_all)]
+struct LimitArgs {
     max_header_bytes: usize,
     max_uri_bytes: usize,
     max_headers: usize,
     max_conns: usize,
     header_timeout_s: f64,
     idle_timeout_s: f64,
-    stats_path: Option<PathBuf>,
-    stats_interval_s: f64,
-    stats_endpoint: bool,
+}
+
+/// Where and how often the stats document is written.
+#[derive(FromPyObject)]
+#[pyo3(from_item_all)]
+struct StatsArgs {
+    path: Option<PathBuf>,
+    interval_s: f64,
+    endpoint: bool,
+}
+
+/// The offload engine (engine, handoff) or the SQPOLL thread (uring).
+#[derive(FromPyObject)]
+#[pyo3(from_item_all)]
+struct EngineArgs {
+    core: Option<usize>,
+    wait: String,
+    slowdown: f64,
+    message_cost_s: f64,
     fault: Option<(String, u64)>,
-    handoff: Option<HandoffArgs>,
-    placement: Option<PlacementArgs>,
-    max_age: u32,
-    cache: Option<(u64, String, u64)>,
-    db: Option<String>,
-    memory: Vec<String>,
+}
+
+/// The memory tier: files held in memory, the rest read from disk when `uncached`.
+#[derive(FromPyObject)]
+#[pyo3(from_item_all)]
+struct MemoryArgs {
+    files: Vec<String>,
     uncached: bool,
-    control: &ServerControl,
-) -> PyResult<String> {
+}
+
+/// Serve until `control.stop()`; returns the final stats document as JSON text.
+/// The caller has checked the arguments (loopback, cores, limits); a run that fails
+/// (a busy port, a core that cannot be used) raises RuntimeError with the reason.
+#[pyfunction]
+fn serve(py: Python<'_>, args: ServeArgs, control: &ServerControl) -> PyResult<String> {
+    let ServeArgs {
+        host,
+        port,
+        root,
+        mode,
+        host_core,
+        sendfile_above,
+        work,
+        seed,
+        max_age,
+        limits,
+        stats,
+        engine,
+        handoff,
+        placement,
+        cache,
+        db,
+        memory,
+    } = args;
     let ip: IpAddr = host
         .parse()
         .map_err(|_| value_error(format!("host {host:?} is not an IP address")))?;
     let mut config = Config::new(SocketAddr::new(ip, port), root);
-    config.mode = parse_mode(mode)?;
+    config.mode = parse_mode(&mode)?;
     config.host_core = host_core;
-    config.engine_core = engine_core;
+    config.engine_core = engine.core;
     config.sendfile_above = sendfile_above;
     config.work = work.map(|d| d.0);
     config.seed = seed;
-    config.engine_wait = parse_engine_wait(engine_wait)?;
-    config.engine_slowdown = engine_slowdown;
-    config.engine_message_cost = seconds("engine_message_cost_s", engine_message_cost_s)?;
+    config.engine_wait = parse_engine_wait(&engine.wait)?;
+    config.engine_slowdown = engine.slowdown;
+    config.engine_message_cost = seconds("engine.message_cost_s", engine.message_cost_s)?;
     config.limits = Limits {
-        max_header_bytes,
-        max_uri_bytes,
-        max_headers,
-        max_conns,
-        header_timeout: seconds("header_timeout_s", header_timeout_s)?,
-        idle_timeout: seconds("idle_timeout_s", idle_timeout_s)?,
+        max_header_bytes: limits.max_header_bytes,
+        max_uri_bytes: limits.max_uri_bytes,
+        max_headers: limits.max_headers,
+        max_conns: limits.max_conns,
+        header_timeout: seconds("limits.header_timeout_s", limits.header_timeout_s)?,
+        idle_timeout: seconds("limits.idle_timeout_s", limits.idle_timeout_s)?,
     };
-    config.stats_path = stats_path;
-    config.stats_interval = seconds("stats_interval_s", stats_interval_s)?;
-    config.stats_endpoint = stats_endpoint;
-    config.fault = parse_fault(fault)?;
+    config.stats_path = stats.path;
+    config.stats_interval = seconds("stats.interval_s", stats.interval_s)?;
+    config.stats_endpoint = stats.endpoint;
+    config.fault = parse_fault(engine.fault)?;
     if let Some((hard_limit, host_first, watermarks, threshold)) = handoff {
         config.handoff = crate::handoff::policy(hard_limit, host_first, watermarks, threshold)?;
     }
@@ -216,8 +261,8 @@ fn serve(
         });
     }
     config.db = db.as_deref().map(DbConfig::parse);
-    config.memory = memory;
-    config.uncached = uncached;
+    config.memory = memory.files;
+    config.uncached = memory.uncached;
     // Every connection is a descriptor: lift the soft limit as the load generator does.
     offload_load::raise_fd_limit();
     let control = control.0.clone();

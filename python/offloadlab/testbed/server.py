@@ -316,29 +316,36 @@ class ServerOptions:
                 p.threshold)
 
     def core_args(self) -> dict:
-        """The checked options as the arguments of ``_core.serve`` (without ``control``)."""
+        """The checked options as ``_core.serve`` takes them: what every mode needs,
+        then one group per part of the server (the lines :meth:`check` draws)."""
         self.check()
         work = self.work_dist()
-        return dict(
-            host=self.address(), port=self.port, root=str(self.root), mode=self.mode,
-            host_core=self.host_core, engine_core=self.engine_core,
-            sendfile_above=self.sendfile_above, work=None if work is None else to_core(work),
-            seed=self.seed, engine_wait=self.engine_wait,
-            engine_slowdown=float(self.engine_slowdown),
-            engine_message_cost_s=float(self.engine_message_cost_s),
-            max_header_bytes=self.max_header_bytes, max_uri_bytes=self.max_uri_bytes,
-            max_headers=self.max_headers, max_conns=self.max_conns,
-            header_timeout_s=float(self.header_timeout_s),
-            idle_timeout_s=float(self.idle_timeout_s),
-            stats_path=None if self.stats_path is None else str(self.stats_path),
-            stats_interval_s=float(self.stats_interval_s), stats_endpoint=self.stats_endpoint,
-            fault=self.fault, handoff=self.handoff_args(),
-            placement=None if self.placement is None else (
+        return {
+            "host": self.address(), "port": self.port, "root": str(self.root),
+            "mode": self.mode, "host_core": self.host_core,
+            "sendfile_above": self.sendfile_above,
+            "work": None if work is None else to_core(work), "seed": self.seed,
+            "max_age": self.max_age,
+            "limits": {"max_header_bytes": self.max_header_bytes,
+                       "max_uri_bytes": self.max_uri_bytes, "max_headers": self.max_headers,
+                       "max_conns": self.max_conns,
+                       "header_timeout_s": float(self.header_timeout_s),
+                       "idle_timeout_s": float(self.idle_timeout_s)},
+            "stats": {"path": None if self.stats_path is None else str(self.stats_path),
+                      "interval_s": float(self.stats_interval_s),
+                      "endpoint": self.stats_endpoint},
+            "engine": {"core": self.engine_core, "wait": self.engine_wait,
+                       "slowdown": float(self.engine_slowdown),
+                       "message_cost_s": float(self.engine_message_cost_s),
+                       "fault": self.fault},
+            "handoff": self.handoff_args(),
+            "placement": None if self.placement is None else (
                 [int(e) for e in self.placement],
                 [float(f) for f in self.placement_fractions()]),
-            max_age=self.max_age,
-            cache=self.cache_args(), db=None if self.db is None else str(self.db),
-            memory=["/" + str(p).lstrip("/") for p in self.memory], uncached=self.uncached)
+            "cache": self.cache_args(), "db": None if self.db is None else str(self.db),
+            "memory": {"files": ["/" + str(p).lstrip("/") for p in self.memory],
+                       "uncached": self.uncached},
+        }
 
     def replace(self, **changes) -> ServerOptions:
         return dataclasses.replace(self, **changes)
@@ -401,10 +408,10 @@ def _resolve(host: str) -> ipaddress.IPv4Address | ipaddress.IPv6Address:
     return ipaddress.ip_address(info[0][4][0])
 
 
-def _serve_core(control: _core.ServerControl, **args) -> dict:
+def _serve_core(args: dict, control: _core.ServerControl) -> dict:
     """``_core.serve`` with its errors in OffloadLab's terms and its document parsed."""
     try:
-        return json.loads(_core.serve(**args, control=control))
+        return json.loads(_core.serve(args, control))
     except ValueError as exc:  # arguments the checks above should have caught
         raise InputError(str(exc)) from None
     except RuntimeError as exc:
@@ -417,7 +424,8 @@ def serve(options: ServerOptions, control: _core.ServerControl | None = None,
     return the final stats document. ``on_tick(control)`` is called every 0.1 s;
     ``control.port`` turns non-zero once the server listens."""
     args = options.core_args()
-    return watched(_serve_core, args, control or _core.ServerControl(), on_tick, _POLL_S)
+    return watched(_serve_core, {"args": args}, control or _core.ServerControl(), on_tick,
+                   _POLL_S)
 
 
 @contextlib.contextmanager
@@ -487,7 +495,7 @@ def running(options: ServerOptions,
     args = options.core_args()
     control = _core.ServerControl()
     with ThreadPoolExecutor(1, thread_name_prefix="offload-server") as pool:
-        future = pool.submit(_serve_core, control, **args)
+        future = pool.submit(_serve_core, args, control)
         try:
             port = _wait_listening(future, control, start_timeout_s)
             server = Running(args["host"], port, options.stats_endpoint, control)
