@@ -84,6 +84,11 @@ pub struct Conn {
     /// Edge-triggered readiness not yet consumed to WouldBlock.
     pub readable: bool,
     pub writable: bool,
+    /// The peer's FIN has arrived (epoll said so): reads go on to the end of stream,
+    /// since no further edge will come.
+    pub read_closed: bool,
+    /// A read returned the end of stream: every byte the client will send is in `rbuf`.
+    pub eof: bool,
     /// Requests answered on this connection.
     pub served: u64,
     /// When the current phase began (accept, end of the last response, first byte of a
@@ -106,6 +111,8 @@ impl Conn {
             out: VecDeque::new(),
             readable: false,
             writable: true,
+            read_closed: false,
+            eof: false,
             served: 0,
             since: now,
             class: UNCLASSED,
@@ -122,9 +129,9 @@ impl Conn {
         &self.rbuf[self.start..]
     }
 
-    /// Reads until the socket is drained or `cap` unparsed bytes are buffered.
-    /// Returns Ok(false) when the peer has closed its side.
-    pub fn fill(&mut self, cap: usize) -> io::Result<bool> {
+    /// Reads until the socket is drained, the stream has ended (`eof`), or `cap`
+    /// unparsed bytes are buffered.
+    pub fn fill(&mut self, cap: usize) -> io::Result<()> {
         if self.start > 0 {
             self.rbuf.drain(..self.start);
             self.start = 0;
@@ -139,14 +146,16 @@ impl Conn {
             // and only the bytes it reports are then marked initialised.
             let n = unsafe { libc::recv(fd, spare.as_mut_ptr().cast(), want, 0) };
             if n == 0 {
-                return Ok(false);
+                self.eof = true;
+                self.readable = false;
+                return Ok(());
             }
             if n < 0 {
                 let e = io::Error::last_os_error();
                 match e.kind() {
                     io::ErrorKind::WouldBlock => {
                         self.readable = false;
-                        return Ok(true);
+                        return Ok(());
                     }
                     io::ErrorKind::Interrupted => continue,
                     _ => return Err(e),
@@ -154,14 +163,15 @@ impl Conn {
             }
             // SAFETY: recv initialised the first n spare bytes.
             unsafe { self.rbuf.set_len(len + n as usize) };
-            if (n as usize) < want {
+            if (n as usize) < want && !self.read_closed {
                 // A short read emptied the socket; anything arriving later is a new
-                // edge, so this saves the read that would only say WouldBlock.
+                // edge, so this saves the read that would only say WouldBlock. Not
+                // after a FIN: it came with this edge, and only a read sees it.
                 self.readable = false;
-                return Ok(true);
+                return Ok(());
             }
         }
-        Ok(true)
+        Ok(())
     }
 
     /// Writes queued segments until done or the socket is full; spent byte buffers go

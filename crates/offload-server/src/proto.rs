@@ -38,6 +38,15 @@ const HOST_FIRST_CHUNK: usize = 16;
 /// How often timeouts are checked; also the longest a `turn` sleeps.
 pub const TICK: Duration = Duration::from_millis(100);
 
+/// One socket event, copied out of mio's buffer.
+#[derive(Clone, Copy)]
+struct Ready {
+    token: Token,
+    readable: bool,
+    read_closed: bool,
+    writable: bool,
+}
+
 /// A connection as the application sees it: its slot and the slot's generation, so an
 /// answer for a connection that has since closed is recognised and dropped.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -153,7 +162,7 @@ pub trait Dispatch {
 pub struct Proto {
     poll: Poll,
     events: Events,
-    ready: Vec<(Token, bool, bool)>,
+    ready: Vec<Ready>,
     /// None for a loop that only serves connections handed to it.
     listener: Option<TcpListener>,
     conns: Slab<Conn>,
@@ -264,26 +273,29 @@ impl Proto {
         // Copied out so the handlers below can borrow `self`; the vector is reused.
         let mut ready = std::mem::take(&mut self.ready);
         ready.clear();
-        ready.extend(self.events.iter().map(|e| {
-            let readable = e.is_readable() || e.is_read_closed() || e.is_error();
-            (e.token(), readable, e.is_writable() || e.is_write_closed())
+        ready.extend(self.events.iter().map(|e| Ready {
+            token: e.token(),
+            readable: e.is_readable() || e.is_read_closed() || e.is_error(),
+            read_closed: e.is_read_closed() || e.is_error(),
+            writable: e.is_writable() || e.is_write_closed(),
         }));
         let mut n = ready.len();
         let host_first = self.host_first && self.listener.is_some();
-        for (i, &(token, readable, writable)) in ready.iter().enumerate() {
+        for (i, &ready) in ready.iter().enumerate() {
             if host_first && i % HOST_FIRST_CHUNK == 0 {
                 if i > 0 {
                     app.pace();
                 }
                 n += self.accept_some(app);
             }
-            match token {
+            match ready.token {
                 LISTENER => self.accept_pending = true,
                 WAKER => {}
                 Token(slot) => {
                     if let Some(conn) = self.conns.get_mut(slot) {
-                        conn.readable |= readable;
-                        conn.writable |= writable;
+                        conn.readable |= ready.readable;
+                        conn.read_closed |= ready.read_closed;
+                        conn.writable |= ready.writable;
                         self.advance(slot, app);
                     }
                 }
@@ -567,18 +579,24 @@ impl Proto {
                             }
                         }
                     }
+                    if conn.eof {
+                        // Every complete request the client sent is answered; what is
+                        // left can never become one.
+                        return self.drop_conn(slot);
+                    }
                     if !conn.readable {
                         return;
                     }
                     let had = conn.pending().len();
-                    match conn.fill(self.limits.max_header_bytes + 1) {
-                        Err(_) | Ok(false) => return self.drop_conn(slot),
-                        Ok(true) if conn.pending().len() == had => return,
-                        Ok(true) => {
-                            if had == 0 {
-                                conn.since = self.now; // a request starts: header timeout
-                            }
-                        }
+                    if conn.fill(self.limits.max_header_bytes + 1).is_err() {
+                        return self.drop_conn(slot);
+                    }
+                    let got = conn.pending().len() > had;
+                    if !got && !conn.eof {
+                        return;
+                    }
+                    if got && had == 0 {
+                        conn.since = self.now; // a request starts: header timeout
                     }
                 }
             }

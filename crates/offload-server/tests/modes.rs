@@ -418,6 +418,39 @@ fn slow_heads_and_idle_connections_are_closed_at_their_timeouts() {
     }
 }
 
+#[test]
+fn clients_that_close_give_their_slots_back_at_once() {
+    for mode in MODES {
+        let server = Server::start(mode, |c| c.limits.max_conns = 4);
+        // Ten times the slots: each sends part of a head and closes, holding nothing.
+        for _ in 0..40 {
+            let mut gone = server.connect();
+            gone.write_all(b"GET /f0.bin HT").unwrap();
+        }
+        std::thread::sleep(Duration::from_millis(300));
+        let mut next = server.connect();
+        let answer = request(&mut next, "GET /f0.bin HTTP/1.1\r\nHost: t\r\n\r\n");
+        assert_eq!(answer.status, 200, "{mode:?}: abandoned heads hold the slots");
+
+        // A full request, then a half-close: answered, then closed without waiting
+        // for the keep-alive timeout.
+        let mut half = server.connect();
+        half.write_all(b"GET /f1024.bin HTTP/1.1\r\nHost: t\r\n\r\n")
+            .unwrap();
+        half.shutdown(std::net::Shutdown::Write).unwrap();
+        let started = Instant::now();
+        let answer = read_response(&mut half, &mut Vec::new(), false);
+        assert_eq!((answer.status, answer.body.len()), (200, 1024), "{mode:?}");
+        assert!(
+            closed_within(&mut half, Duration::from_secs(2)),
+            "{mode:?}: half-closed kept"
+        );
+        assert!(started.elapsed() < Duration::from_secs(1), "{mode:?}");
+        let stats = server.stop();
+        assert_eq!(stats["connections"]["timed_out"], 0, "{mode:?}");
+    }
+}
+
 /// Host CPU seconds per request over `n` small requests on one connection, in all and
 /// as application work.
 fn host_cpu_per_request(mode: Mode, work: Option<Dist>, n: usize) -> (f64, f64) {
