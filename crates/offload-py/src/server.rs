@@ -155,6 +155,7 @@ struct LimitArgs {
     max_conns: usize,
     header_timeout_s: f64,
     idle_timeout_s: f64,
+    max_work_s: f64,
 }
 
 /// Where and how often the stats document is written.
@@ -229,6 +230,7 @@ fn serve(py: Python<'_>, args: ServeArgs, control: &ServerControl) -> PyResult<S
         max_conns: limits.max_conns,
         header_timeout: seconds("limits.header_timeout_s", limits.header_timeout_s)?,
         idle_timeout: seconds("limits.idle_timeout_s", limits.idle_timeout_s)?,
+        max_work: seconds("limits.max_work_s", limits.max_work_s)?,
     };
     config.stats_path = stats.path;
     config.stats_interval = seconds("stats.interval_s", stats.interval_s)?;
@@ -290,6 +292,7 @@ pub(crate) fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("SERVER_VERSION", offload_server::VERSION)?;
     m.add("PLACEMENT_CLASSES", offload_server::placement::MAX_CLASSES)?;
     m.add("MODES", mode_names())?;
+    m.add("MAX_HEADERS", offload_server::http::MAX_HEADERS)?;
     let w = offload_server::TESTBED_WATERMARKS;
     m.add(
         "TESTBED_WATERMARKS",

@@ -12,6 +12,7 @@
 
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
+use std::time::Duration;
 
 use offload_sim::dist::Dist;
 use rand::SeedableRng;
@@ -26,9 +27,12 @@ use crate::files::Files;
 use crate::http::{self, response, Dynamic, Head, Method, Status};
 use crate::proto::{Body, Reply};
 use crate::stats::Stats;
+use crate::Control;
 
 /// Path of the stats document when `stats_endpoint` is on.
 pub const STATS_PATH: &[u8] = b"/.offload/stats";
+/// Application work is burned in slices this long, so a stop need not wait for it.
+const WORK_SLICE: Duration = Duration::from_millis(10);
 
 pub struct Handler {
     files: Files,
@@ -44,6 +48,8 @@ pub struct Handler {
     stats_endpoint: bool,
     /// The database tier of dynamic pages that ask for items.
     db: Option<Db>,
+    /// Its stop ends work in progress.
+    control: Arc<Control>,
 }
 
 impl Handler {
@@ -57,6 +63,7 @@ impl Handler {
         stats: Arc<Stats>,
         stats_endpoint: bool,
         db: Option<Db>,
+        control: Arc<Control>,
     ) -> Handler {
         Handler {
             files,
@@ -69,6 +76,7 @@ impl Handler {
             stats,
             stats_endpoint,
             db,
+            control,
         }
     }
 
@@ -77,7 +85,9 @@ impl Handler {
         let page = head.dynamic.map_or(0.0, |d| f64::from(d.work_us) * 1e-6);
         let work = self.work.as_ref().map_or(0.0, |w| w.sample(&mut self.rng)) + page;
         if work > 0.0 {
-            let used = cpu::burn(work);
+            let control = &self.control;
+            let used =
+                cpu::burn_in_slices(work, WORK_SLICE.as_secs_f64(), || !control.is_stopped());
             let app = &self.stats.app;
             app.work_ns
                 .fetch_add((used * 1e9) as u64, Ordering::Relaxed);

@@ -99,6 +99,9 @@ pub struct Limits {
     pub header_timeout: Duration,
     /// A kept-alive connection with no request in progress is closed after this.
     pub idle_timeout: Duration,
+    /// CPU a dynamic page may ask for (`?work=`); beyond it, 400. One request's work
+    /// holds up every other client of its thread, so it must be bounded.
+    pub max_work: Duration,
 }
 
 /// What an open connection waits for, which decides its timeout.
@@ -135,6 +138,7 @@ impl Default for Limits {
             max_conns: 4096,
             header_timeout: Duration::from_secs(10),
             idle_timeout: Duration::from_secs(30),
+            max_work: Duration::from_secs(1),
         }
     }
 }

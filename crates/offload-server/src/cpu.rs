@@ -37,6 +37,20 @@ pub fn burn(seconds: f64) -> f64 {
     }
 }
 
+/// Burns `seconds` of CPU in slices of at most `slice`, asking `go_on` after each
+/// whether to continue: long work stays responsive to a heartbeat or a stop. Returns
+/// the CPU time used.
+pub fn burn_in_slices(seconds: f64, slice: f64, mut go_on: impl FnMut() -> bool) -> f64 {
+    let mut used = 0.0;
+    while used < seconds {
+        used += burn((seconds - used).min(slice));
+        if !go_on() {
+            break;
+        }
+    }
+    used
+}
+
 /// A thread's CPU clock that other threads can read while the thread lives.
 #[derive(Clone, Copy, Debug)]
 pub struct ThreadClock {

@@ -248,11 +248,10 @@ impl Slowdown {
         if self.factor > 0.0 {
             debt += (cpu::thread_seconds() - self.since) * self.factor;
         }
-        while debt > 0.0 {
-            cpu::burn(debt.min(BURN_SLICE));
-            debt -= BURN_SLICE;
+        cpu::burn_in_slices(debt, BURN_SLICE, || {
             beat();
-        }
+            true
+        });
         if self.factor > 0.0 {
             self.since = cpu::thread_seconds();
         }

@@ -66,6 +66,7 @@ pub fn serve(config: Config, control: Arc<Control>) -> Result<Value, String> {
         stats.clone(),
         config.stats_endpoint,
         db,
+        control.clone(),
     );
     let host = {
         let (config, control, stats) = (config.clone(), control.clone(), stats.clone());

@@ -430,7 +430,10 @@ fn clients_that_close_give_their_slots_back_at_once() {
         std::thread::sleep(Duration::from_millis(300));
         let mut next = server.connect();
         let answer = request(&mut next, "GET /f0.bin HTTP/1.1\r\nHost: t\r\n\r\n");
-        assert_eq!(answer.status, 200, "{mode:?}: abandoned heads hold the slots");
+        assert_eq!(
+            answer.status, 200,
+            "{mode:?}: abandoned heads hold the slots"
+        );
 
         // A full request, then a half-close: answered, then closed without waiting
         // for the keep-alive timeout.
@@ -449,6 +452,59 @@ fn clients_that_close_give_their_slots_back_at_once() {
         let stats = server.stop();
         assert_eq!(stats["connections"]["timed_out"], 0, "{mode:?}");
     }
+}
+
+#[test]
+fn ordinary_urls_are_served_and_page_work_is_bounded() {
+    for mode in MODES {
+        let server = Server::start(mode, |c| c.limits.max_work = Duration::from_millis(50));
+        let mut s = server.connect();
+        // Parameters of an ordinary URL, and a target in absolute form.
+        for target in [
+            "/index.html?query=abc",
+            "/index.html?key=abc&query=",
+            "/index.html?work=abc",
+            "http://example.com/index.html?q=1",
+        ] {
+            let answer = request(&mut s, &format!("GET {target} HTTP/1.1\r\nHost: t\r\n\r\n"));
+            assert_eq!(
+                (answer.status, &answer.body[..]),
+                (200, &b"<p>hi</p>"[..]),
+                "{mode:?} {target}"
+            );
+        }
+        let page = request(
+            &mut s,
+            "GET /index.html?work=50000 HTTP/1.1\r\nHost: t\r\n\r\n",
+        );
+        assert_eq!(page.status, 200, "{mode:?}");
+        let over = request(
+            &mut s,
+            "GET /index.html?work=50001 HTTP/1.1\r\nHost: t\r\n\r\n",
+        );
+        assert_eq!(over.status, 400, "{mode:?}: work beyond the cap");
+    }
+}
+
+#[test]
+fn a_stop_ends_page_work_in_progress() {
+    let server = Server::start(Mode::Inline, |c| {
+        c.limits.max_work = Duration::from_secs(60)
+    });
+    let mut s = server.connect();
+    s.write_all(b"GET /index.html?work=30000000 HTTP/1.1\r\nHost: t\r\n\r\n")
+        .unwrap();
+    std::thread::sleep(Duration::from_millis(200));
+    let asked = Instant::now();
+    let stats = server.stop();
+    let took = asked.elapsed();
+    assert!(
+        took < Duration::from_millis(500),
+        "stop waited {took:?} for 30 s of work"
+    );
+    // One request: its share is all the work burned.
+    let work_s = stats["per_request"]["app_cpu_s"].as_f64().unwrap();
+    assert!(work_s < 1.0, "burned {work_s} s after the stop");
 }
 
 /// Host CPU seconds per request over `n` small requests on one connection, in all and

@@ -91,6 +91,8 @@ def serve_cmd(
         help="Time a client has to send a request head.")] = "10s",
     idle_timeout: Annotated[str, typer.Option(
         help="A kept-alive connection with no request is closed after this.")] = "30s",
+    max_work: Annotated[str, typer.Option(
+        help="CPU a dynamic page may ask for with ?work= (beyond: 400).")] = "1s",
     stats: Annotated[Path | None, typer.Option(
         help="Write the stats document to this file every --stats-interval and at exit.")
     ] = None,
@@ -140,7 +142,8 @@ def serve_cmd(
         max_header_bytes=max_header_bytes, max_uri_bytes=max_uri_bytes,
         max_headers=max_headers, max_conns=max_conns,
         header_timeout_s=flag_time("--header-timeout", header_timeout),
-        idle_timeout_s=flag_time("--idle-timeout", idle_timeout), stats_path=stats,
+        idle_timeout_s=flag_time("--idle-timeout", idle_timeout),
+        max_work_s=flag_time("--max-work", max_work), stats_path=stats,
         stats_interval_s=flag_time("--stats-interval", stats_interval),
         stats_endpoint=stats_endpoint, handoff=handoff, handoff_limit=handoff_limit,
         app_offload=app_offload, cache_size=cache_size, cache_policy=cache_policy,

@@ -110,6 +110,7 @@ class ServerOptions:
     max_conns: int = 4096
     header_timeout_s: float = 10.0
     idle_timeout_s: float = 30.0
+    max_work_s: float = 1.0
     stats_path: Path | None = None
     stats_interval_s: float = 1.0
     stats_endpoint: bool = False
@@ -194,7 +195,10 @@ class ServerOptions:
         for name in ("max_header_bytes", "max_uri_bytes", "max_headers", "max_conns"):
             value = getattr(self, name)
             require(_is_int(value) and value >= 1, f"{name}={value!r}: use a whole number >= 1")
-        for name in ("header_timeout_s", "idle_timeout_s", "stats_interval_s"):
+        require(self.max_headers <= _core.MAX_HEADERS,
+                f"max_headers={self.max_headers!r}: the parser holds at most "
+                f"{_core.MAX_HEADERS} header fields; use 1 to {_core.MAX_HEADERS}")
+        for name in ("header_timeout_s", "idle_timeout_s", "stats_interval_s", "max_work_s"):
             value = getattr(self, name)
             require(_finite(value) and value > 0, f"{name}={value!r}: use a time > 0, e.g. 1s")
 
@@ -330,7 +334,8 @@ class ServerOptions:
                        "max_uri_bytes": self.max_uri_bytes, "max_headers": self.max_headers,
                        "max_conns": self.max_conns,
                        "header_timeout_s": float(self.header_timeout_s),
-                       "idle_timeout_s": float(self.idle_timeout_s)},
+                       "idle_timeout_s": float(self.idle_timeout_s),
+                       "max_work_s": float(self.max_work_s)},
             "stats": {"path": None if self.stats_path is None else str(self.stats_path),
                       "interval_s": float(self.stats_interval_s),
                       "endpoint": self.stats_endpoint},

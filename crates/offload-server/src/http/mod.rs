@@ -8,6 +8,6 @@ pub mod request;
 pub mod response;
 pub mod status;
 
-pub use request::{parse, Dynamic, Head, Method, Parsed};
+pub use request::{parse, Dynamic, Head, Method, Parsed, MAX_HEADERS};
 pub use response::Date;
 pub use status::Status;

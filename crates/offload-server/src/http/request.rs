@@ -1,5 +1,6 @@
 //! Request heads: parse with httparse, then apply the server's rules (limits, method,
-//! origin-form target, Host, no bodies, keep-alive) and percent-decode the path.
+//! origin- or absolute-form target, Host, no bodies, keep-alive) and percent-decode the
+//! path.
 //!
 //! Each call looks at one request at the start of the buffer and reports how many bytes
 //! it used, so pipelined requests are parsed one after the other. A rejected request
@@ -7,6 +8,7 @@
 //! the buffer can no longer be trusted to start at a request boundary.
 
 use std::mem::MaybeUninit;
+use std::time::Duration;
 
 use super::Status;
 use crate::config::Limits;
@@ -46,7 +48,8 @@ pub struct Head {
 /// What a dynamic page's query asks of the origin:
 /// `?work=MICROSECONDS[&query=COUNT[&key=ID]][&cacheable=1]`. The page's body is the
 /// file at the path, produced after `work_us` of CPU and `queries` database queries
-/// for the items from `key` on (a random key when none is given).
+/// for the items from `key` on (a random key when none is given). `work_us` is at most
+/// `Limits::max_work`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Dynamic {
     pub work_us: u32,
@@ -90,7 +93,7 @@ pub fn parse(buf: &[u8], limits: &Limits, path: &mut Vec<u8>) -> Parsed {
             } else if len > limits.max_header_bytes {
                 Parsed::Reject(Status::HEADER_FIELDS_TOO_LARGE)
             } else {
-                match accept(&req, len, path) {
+                match accept(&req, len, limits, path) {
                     Ok(head) => Parsed::Done(head),
                     Err(status) => Parsed::Reject(status),
                 }
@@ -190,7 +193,12 @@ fn version_shape(rest: &[u8]) -> Shape {
 }
 
 /// The server's rules for a complete, syntactically valid head of `len` bytes.
-fn accept(req: &httparse::Request, len: usize, path: &mut Vec<u8>) -> Result<Head, Status> {
+fn accept(
+    req: &httparse::Request,
+    len: usize,
+    limits: &Limits,
+    path: &mut Vec<u8>,
+) -> Result<Head, Status> {
     let (Some(method), Some(target), Some(minor)) = (req.method, req.path, req.version) else {
         return Err(Status::BAD_REQUEST);
     };
@@ -199,18 +207,19 @@ fn accept(req: &httparse::Request, len: usize, path: &mut Vec<u8>) -> Result<Hea
         "HEAD" => Method::Head,
         _ => return Err(Status::METHOD_NOT_ALLOWED),
     };
-    // Origin-form only: no absolute-form, authority-form or "*".
-    let target = target.as_bytes();
-    if target.first() != Some(&b'/') {
-        return Err(Status::BAD_REQUEST);
-    }
+    let target = origin_form(target.as_bytes()).ok_or(Status::BAD_REQUEST)?;
     let end = target
         .iter()
         .position(|&b| b == b'?')
         .unwrap_or(target.len());
-    percent_decode(&target[..end], path).ok_or(Status::BAD_REQUEST)?;
+    if end == 0 {
+        path.clear();
+        path.push(b'/'); // "http://host?q" names the root
+    } else {
+        percent_decode(&target[..end], path).ok_or(Status::BAD_REQUEST)?;
+    }
     let dynamic = match target.get(end + 1..) {
-        Some(query) => dynamic(query)?,
+        Some(query) => dynamic(query, limits)?,
         None => None,
     };
 
@@ -236,13 +245,43 @@ fn accept(req: &httparse::Request, len: usize, path: &mut Vec<u8>) -> Result<Hea
     })
 }
 
+/// The path and query of a target in origin form (`/p?q`) or absolute form
+/// (`http://host/p?q`, which RFC 9112 §3.2.2 says a server must accept; the authority
+/// is not used, as `Host` is not). None for authority form, `*` and anything else.
+fn origin_form(target: &[u8]) -> Option<&[u8]> {
+    if target.first() == Some(&b'/') {
+        return Some(target);
+    }
+    let scheme = target.iter().position(|&b| b == b':')?;
+    if !(target[..scheme].eq_ignore_ascii_case(b"http")
+        || target[..scheme].eq_ignore_ascii_case(b"https"))
+    {
+        return None;
+    }
+    let rest = target[scheme..].strip_prefix(b"://")?;
+    let authority = rest
+        .iter()
+        .position(|&b| b == b'/' || b == b'?')
+        .unwrap_or(rest.len());
+    (authority > 0).then_some(&rest[authority..])
+}
+
 /// The dynamic-page parameters of a query; None when it has neither `work` nor
-/// `query`. Other parameters are ignored; a `work`, `query` or `key` that is not a
-/// whole number is a 400.
-fn dynamic(query: &[u8]) -> Result<Option<Dynamic>, Status> {
-    fn number<T: std::str::FromStr>(value: &[u8]) -> Result<T, Status> {
+/// `query`. A parameter is ours only when its value is a decimal number: others
+/// (`?query=shoes`, `?work=`) are ordinary parameters of an ordinary URL and ignored,
+/// as all other names are. A number too large for its field, or work beyond
+/// `limits.max_work`, is a 400.
+fn dynamic(query: &[u8], limits: &Limits) -> Result<Option<Dynamic>, Status> {
+    fn number<T: std::str::FromStr>(value: &[u8]) -> Result<Option<T>, Status> {
+        if value.is_empty() || !value.iter().all(u8::is_ascii_digit) {
+            return Ok(None);
+        }
+        // Digits only, so the text is ASCII and the only failure is overflow.
         let digits = std::str::from_utf8(value).map_err(|_| Status::BAD_REQUEST)?;
-        digits.parse::<T>().map_err(|_| Status::BAD_REQUEST)
+        digits
+            .parse::<T>()
+            .map(Some)
+            .map_err(|_| Status::BAD_REQUEST)
     }
     let (mut work_us, mut queries, mut key) = (None, None, None);
     let mut cacheable = false;
@@ -252,15 +291,18 @@ fn dynamic(query: &[u8]) -> Result<Option<Dynamic>, Status> {
             None => (pair, &b""[..]),
         };
         match name {
-            b"work" => work_us = Some(number(value)?),
-            b"query" => queries = Some(number(value)?),
-            b"key" => key = Some(number(value)?),
+            b"work" => work_us = number(value)?.or(work_us),
+            b"query" => queries = number(value)?.or(queries),
+            b"key" => key = number(value)?.or(key),
             b"cacheable" => cacheable = value == b"1",
             _ => {}
         }
     }
     if work_us.is_none() && queries.is_none() {
         return Ok(None);
+    }
+    if work_us.is_some_and(|us: u32| Duration::from_micros(us.into()) > limits.max_work) {
+        return Err(Status::BAD_REQUEST);
     }
     Ok(Some(Dynamic {
         work_us: work_us.unwrap_or(0),
@@ -472,17 +514,35 @@ mod tests {
                 ..page
             })
         );
-        for bad in [
+        // Values that are not numbers belong to an ordinary URL: ignored.
+        for plain in [
             "/p?work=",
             "/p?work=-1",
             "/p?work=1.5",
-            "/p?work=99999999999",
+            "/p?work=abc",
             "/p?query=x",
-            "/p?work=1&key=-2",
+            "/p?query=",
+            "/p?key=abc",
+        ] {
+            assert_eq!(dynamic(plain), None, "{plain}");
+        }
+        assert_eq!(
+            dynamic("/p?work=1&key=-2"),
+            Some(Dynamic { work_us: 1, ..page })
+        );
+        // Numbers the server cannot honour are refused.
+        for bad in [
+            "/p?work=99999999999",
+            "/p?query=99999999999",
+            "/p?work=1000001",
         ] {
             let buf = format!("GET {bad} HTTP/1.1\r\nHost: a\r\n\r\n");
             assert_eq!(status(buf.as_bytes()), Status::BAD_REQUEST, "{bad}");
         }
+        assert_eq!(
+            dynamic("/p?work=1000000").map(|d| d.work_us),
+            Some(1_000_000)
+        );
     }
 
     #[test]
@@ -677,13 +737,30 @@ mod tests {
     }
 
     #[test]
-    fn non_origin_targets_are_400() {
+    fn absolute_form_targets_name_their_path() {
+        for (target, want) in [
+            ("http://example.com/a%20b?x=1", &b"/a b"[..]),
+            ("HTTPS://example.com:8443/p", b"/p"),
+            ("http://example.com", b"/"),
+            ("http://example.com?work=5", b"/"),
+        ] {
+            let buf = format!("GET {target} HTTP/1.1\r\nHost: a\r\n\r\n");
+            assert_eq!(done(buf.as_bytes()).1, want, "{target}");
+        }
+        let buf = b"GET http://h/p?work=7 HTTP/1.1\r\nHost: a\r\n\r\n";
+        assert_eq!(done(buf).0.dynamic.map(|d| d.work_us), Some(7));
+    }
+
+    #[test]
+    fn other_targets_are_400() {
         for t in [
             "*",
-            "http://example.com/",
             "example.com:80",
             "index.html",
             "?a",
+            "ftp://example.com/",
+            "http:/example.com/",
+            "http:///p",
         ] {
             let buf = format!("GET {t} HTTP/1.1\r\nHost: a\r\n\r\n");
             assert_eq!(status(buf.as_bytes()), Status::BAD_REQUEST, "{t}");
