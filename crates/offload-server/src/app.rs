@@ -165,11 +165,11 @@ impl Handler {
             return reply;
         }
         if !head_only {
-            self.files.before_disk_read(file);
+            self.files.before_disk_read(&file);
         }
         if !head_only && file.size > self.sendfile_above {
             reply.body = Body::File(FileRange {
-                fd: file.fd,
+                file: file.file.clone(),
                 offset: 0,
                 len: file.size,
             });

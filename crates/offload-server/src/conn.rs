@@ -3,6 +3,7 @@
 //! event loop (`proto`) decides; this module only does the socket calls.
 
 use std::collections::VecDeque;
+use std::fs::File;
 use std::io;
 use std::os::fd::{AsRawFd, RawFd};
 use std::sync::Arc;
@@ -13,12 +14,19 @@ use mio::net::TcpStream;
 use crate::placement::UNCLASSED;
 use crate::pool::Pool;
 
-/// A byte range of an open file, sent with sendfile.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+/// A byte range of an open file, sent with sendfile. It holds the file open until the
+/// range is sent, even if the table of open files lets the file go meanwhile.
+#[derive(Clone, Debug)]
 pub struct FileRange {
-    pub fd: RawFd,
+    pub file: Arc<File>,
     pub offset: u64,
     pub len: u64,
+}
+
+impl FileRange {
+    pub fn fd(&self) -> RawFd {
+        self.file.as_raw_fd()
+    }
 }
 
 /// One piece of a response.
@@ -190,7 +198,7 @@ impl Conn {
                     let mut off = range.offset as libc::off_t;
                     let count = range.len.min(1 << 30) as usize;
                     // SAFETY: both are open descriptors; `off` is a local the call advances.
-                    let n = unsafe { libc::sendfile(fd, range.fd, &mut off, count) };
+                    let n = unsafe { libc::sendfile(fd, range.fd(), &mut off, count) };
                     if n == 0 && range.len > 0 {
                         // The file is shorter than when it was opened: the promised
                         // Content-Length cannot be met, so the connection must end.

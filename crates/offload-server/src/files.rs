@@ -1,29 +1,36 @@
 //! The document root (no request resolves outside it) and the table of open files.
 //!
-//! Files are opened on first request and kept open for the whole run, so the steady state
-//! makes no path lookups: served files are assumed not to change (nor be replaced) while
-//! the server runs, which holds for a benchmark's document root.
+//! Files are opened on first request and kept open while they are used, so the steady
+//! state makes no path lookups: served files are assumed not to change (nor be
+//! replaced) while the server runs, which holds for a benchmark's document root.
 
 use std::collections::HashMap;
-use std::ffi::OsStr;
-use std::fs::{File, OpenOptions};
+use std::ffi::{CString, OsStr};
+use std::fs::File;
 use std::io;
-use std::os::fd::{AsRawFd, RawFd};
+use std::num::NonZeroUsize;
+use std::os::fd::{AsRawFd, FromRawFd, RawFd};
 use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
+use lru::LruCache;
+
 use crate::http::Status;
 
-/// The document root, canonicalised once.
-#[derive(Clone, Debug)]
+/// The document root, canonicalised and opened once: every file is opened beneath
+/// this descriptor with `openat2(RESOLVE_BENEATH)`, so the kernel itself keeps each
+/// lookup inside the root, also while a local user swaps symlinks in it.
+#[derive(Debug)]
 pub struct DocRoot {
     root: PathBuf,
+    dir: File,
 }
 
 impl DocRoot {
-    /// Canonicalises `root`; an error if it is missing or not a directory.
+    /// Canonicalises and opens `root`; an error if it is missing or not a directory,
+    /// or if the kernel lacks `openat2` (Linux 5.6).
     pub fn new(root: &Path) -> io::Result<DocRoot> {
         let canonical = std::fs::canonicalize(root).map_err(|e| {
             io::Error::new(
@@ -43,7 +50,23 @@ impl DocRoot {
                 ),
             ));
         }
-        Ok(DocRoot { root: canonical })
+        let dir = std::fs::OpenOptions::new()
+            .read(true)
+            .custom_flags(libc::O_PATH | libc::O_DIRECTORY | libc::O_CLOEXEC)
+            .open(&canonical)?;
+        let root = DocRoot {
+            root: canonical,
+            dir,
+        };
+        if let Err(e) = root.open_beneath(b".") {
+            if e.raw_os_error() == Some(libc::ENOSYS) {
+                return Err(io::Error::other(
+                    "this kernel has no openat2 (Linux 5.6 or later is needed to keep \
+                     file lookups inside the root)",
+                ));
+            }
+        }
+        Ok(root)
     }
 
     /// The canonical root.
@@ -51,42 +74,101 @@ impl DocRoot {
         &self.root
     }
 
-    /// Resolves a decoded request path ("/a/b.bin") to a regular file inside the root.
-    ///
-    /// Leading slashes are dropped, so "//etc/passwd" names a file under the root. Any "."
-    /// or ".." segment is 400 (they are refused rather than interpreted). Symlinks are
-    /// followed, but only to files inside the root; everything that is not a regular file
-    /// inside the root is 404.
-    pub fn resolve(&self, path: &[u8]) -> Result<PathBuf, Status> {
-        let start = path.iter().position(|&b| b != b'/').unwrap_or(path.len());
-        let relative = &path[start..];
-        if relative
-            .split(|&b| b == b'/')
-            .any(|segment| segment == b"." || segment == b"..")
-        {
-            return Err(Status::BAD_REQUEST);
-        }
+    /// Opens a regular file at `relative`, a path made by [`normalise`], beneath the
+    /// root. Symlinks are followed, but only to files inside the root; everything that
+    /// is not a regular file inside the root is 404.
+    fn open(&self, relative: &[u8]) -> Result<File, Status> {
         if relative.is_empty() {
             return Err(Status::NOT_FOUND);
         }
-        let canonical = std::fs::canonicalize(self.root.join(OsStr::from_bytes(relative)))
-            .map_err(|_| Status::NOT_FOUND)?;
-        // Component-wise, so a sibling like "/srv/www2" is not inside "/srv/www".
-        if !canonical.starts_with(&self.root) {
-            return Err(Status::NOT_FOUND);
+        let file = match self.open_beneath(relative) {
+            // An absolute symlink on the way, which RESOLVE_BENEATH never follows:
+            // resolve it by hand, and open what it names only if that is inside the
+            // root, again beneath it (so a swap in between still cannot lead out).
+            Err(e) if e.raw_os_error() == Some(libc::EXDEV) => {
+                let canonical = std::fs::canonicalize(self.root.join(OsStr::from_bytes(relative)))
+                    .map_err(|_| Status::NOT_FOUND)?;
+                // Component-wise, so a sibling like "/srv/www2" is not inside "/srv/www".
+                let inside = canonical
+                    .strip_prefix(&self.root)
+                    .map_err(|_| Status::NOT_FOUND)?;
+                self.open_beneath(inside.as_os_str().as_bytes())
+            }
+            opened => opened,
         }
-        match std::fs::metadata(&canonical) {
-            Ok(meta) if meta.is_file() => Ok(canonical),
-            _ => Err(Status::NOT_FOUND),
+        .map_err(|e| open_error(&e))?;
+        // Check what was opened, not what a path named a moment earlier.
+        match file.metadata() {
+            Ok(meta) if meta.is_file() => Ok(file),
+            Ok(_) => Err(Status::NOT_FOUND),
+            Err(_) => Err(Status::INTERNAL_ERROR),
         }
+    }
+
+    /// openat2 beneath the root: read-only, close-on-exec, and non-blocking so that a
+    /// FIFO put in the root cannot hang the server before it is seen not to be a file.
+    fn open_beneath(&self, relative: &[u8]) -> io::Result<File> {
+        let path =
+            CString::new(relative).map_err(|_| io::Error::from_raw_os_error(libc::ENOENT))?;
+        // SAFETY: open_how is plain integers, for which all zeroes is valid.
+        let mut how: libc::open_how = unsafe { std::mem::zeroed() };
+        how.flags = (libc::O_RDONLY | libc::O_CLOEXEC | libc::O_NONBLOCK) as u64;
+        how.resolve = libc::RESOLVE_BENEATH | libc::RESOLVE_NO_MAGICLINKS;
+        // EAGAIN: a rename elsewhere raced the lookup; the kernel asks for a retry.
+        for _ in 0..8 {
+            // SAFETY: `path` is NUL-terminated and `how` is a live open_how whose size
+            // is passed with it; the kernel returns a new descriptor or -1.
+            let fd = unsafe {
+                libc::syscall(
+                    libc::SYS_openat2,
+                    self.dir.as_raw_fd(),
+                    path.as_ptr(),
+                    &how as *const libc::open_how,
+                    std::mem::size_of::<libc::open_how>(),
+                )
+            };
+            if fd >= 0 {
+                // SAFETY: the descriptor is new and owned by nothing else.
+                return Ok(unsafe { File::from_raw_fd(fd as RawFd) });
+            }
+            let e = io::Error::last_os_error();
+            if !matches!(e.raw_os_error(), Some(libc::EINTR | libc::EAGAIN)) {
+                return Err(e);
+            }
+        }
+        Err(io::Error::from_raw_os_error(libc::EAGAIN))
     }
 }
 
-/// An open file the server serves: its descriptor stays valid as long as the table lives.
-#[derive(Clone, Copy, Debug)]
+/// Writes the decoded request `path` ("/a//b.bin") into `out` as a path relative to
+/// the root ("a/b.bin"): leading slashes dropped and runs of slashes made one, so all
+/// spellings of a file are one key of the table. Any "." or ".." segment is 400
+/// (refused rather than interpreted).
+pub fn normalise(path: &[u8], out: &mut Vec<u8>) -> Result<(), Status> {
+    out.clear();
+    for segment in path.split(|&b| b == b'/') {
+        if segment == b"." || segment == b".." {
+            return Err(Status::BAD_REQUEST);
+        }
+        if !segment.is_empty() {
+            if !out.is_empty() {
+                out.push(b'/');
+            }
+            out.extend_from_slice(segment);
+        }
+    }
+    // A trailing slash names a directory: keep it, so "a.txt/" stays a 404.
+    if path.last() == Some(&b'/') && !out.is_empty() {
+        out.push(b'/');
+    }
+    Ok(())
+}
+
+/// An open file the server serves. The descriptor stays open while the table or any
+/// answer in flight holds it, so a file evicted from the table mid-answer is safe.
+#[derive(Clone, Debug)]
 pub struct FileRef {
-    /// Owned by the table; do not close it.
-    pub fd: RawFd,
+    pub file: Arc<File>,
     /// Its size when it was opened.
     pub size: u64,
     /// Its entity tag: a hash of inode, size and modification time at open.
@@ -94,10 +176,14 @@ pub struct FileRef {
 }
 
 impl FileRef {
+    pub fn fd(&self) -> RawFd {
+        self.file.as_raw_fd()
+    }
+
     /// Appends the whole file to `out` with pread (loop until `size` bytes; a short file is
     /// an error). On error `out` is left as it was.
     pub fn read_into(&self, out: &mut Vec<u8>) -> io::Result<()> {
-        read_range(self.fd, 0, self.size, out)
+        read_range(self.fd(), 0, self.size, out)
     }
 }
 
@@ -149,19 +235,11 @@ pub fn read_range(fd: RawFd, offset: u64, len: u64, out: &mut Vec<u8>) -> io::Re
     Ok(())
 }
 
-/// A file the table keeps open.
-#[derive(Debug)]
-struct Open {
-    file: File,
-    size: u64,
-    etag: u64,
-}
-
-/// Most files a server keeps open at once (each is a descriptor).
+/// Most files the table keeps open at once (each is a descriptor); beyond it the least
+/// recently used one is closed.
 pub(crate) const FILE_CAP: usize = 16 * 1024;
 
-/// Files opened so far, keyed by decoded request path; files are opened once and kept
-/// open, since served files are assumed not to change during a run.
+/// Files opened so far, keyed by normalised path, least recently used evicted first.
 ///
 /// Some files may also be held in memory (seed 003's hybrid placement: the popular
 /// ones in RAM, the rest on disk); with `uncached` the others are dropped from the
@@ -170,21 +248,22 @@ pub(crate) const FILE_CAP: usize = 16 * 1024;
 #[derive(Debug)]
 pub struct Files {
     root: DocRoot,
-    cap: usize,
-    open: HashMap<Vec<u8>, Open>,
+    open: LruCache<Vec<u8>, FileRef>,
     memory: HashMap<Vec<u8>, Arc<[u8]>>,
     uncached: bool,
+    /// The normalised path of the request at hand (reused, so lookups do not allocate).
+    key: Vec<u8>,
 }
 
 impl Files {
-    /// An empty table that will hold at most `cap` open files.
+    /// An empty table that will keep at most `cap` files open.
     pub fn new(root: DocRoot, cap: usize) -> Files {
         Files {
             root,
-            cap,
-            open: HashMap::new(),
+            open: LruCache::new(NonZeroUsize::new(cap).unwrap_or(NonZeroUsize::MIN)),
             memory: HashMap::new(),
             uncached: false,
+            key: Vec::new(),
         }
     }
 
@@ -201,59 +280,48 @@ impl Files {
             file.read_into(&mut body)
                 .map_err(|e| format!("memory tier: {path}: {e}"))?;
             bytes += body.len() as u64;
-            self.memory.insert(path.as_bytes().to_vec(), body.into());
+            // `get` left the normalised path in `key`.
+            self.memory.insert(self.key.clone(), body.into());
         }
         Ok(bytes)
     }
 
     /// The body of a file held in memory.
-    pub fn in_memory(&self, path: &[u8]) -> Option<Arc<[u8]>> {
-        self.memory.get(path).cloned()
+    pub fn in_memory(&mut self, path: &[u8]) -> Option<Arc<[u8]>> {
+        if self.memory.is_empty() {
+            return None;
+        }
+        normalise(path, &mut self.key).ok()?;
+        self.memory.get(&self.key).cloned()
     }
 
     /// About to read `file` from disk: with `uncached`, drop its pages first so the read
     /// goes to the device (its pages are clean, so the kernel lets them go at once).
-    pub fn before_disk_read(&self, file: FileRef) {
+    pub fn before_disk_read(&self, file: &FileRef) {
         if self.uncached {
-            // SAFETY: fd is open for the table's lifetime; the advice only affects caching.
-            unsafe { libc::posix_fadvise(file.fd, 0, 0, libc::POSIX_FADV_DONTNEED) };
+            // SAFETY: fd is open while `file` lives; the advice only affects caching.
+            unsafe { libc::posix_fadvise(file.fd(), 0, 0, libc::POSIX_FADV_DONTNEED) };
         }
     }
 
-    /// The file for a decoded request path: from the table, or resolved and opened
-    /// (O_RDONLY|O_CLOEXEC) and added.
+    /// The file for a decoded request path: from the table, or opened beneath the root
+    /// and added (closing the least recently used file when the table is full).
     ///
-    /// Err(404) for missing/outside/not-regular, Err(400) for dot segments, Err(503) when
-    /// the table holds `cap` files already (or the process is out of descriptors),
-    /// Err(500) for other open errors. Paths that name the same file ("/a", "//a") are
-    /// separate entries, each with its own descriptor.
+    /// Err(404) for missing/outside/not-regular, Err(400) for dot segments, Err(503)
+    /// when the process is out of descriptors, Err(500) for other open errors.
     pub fn get(&mut self, path: &[u8]) -> Result<FileRef, Status> {
-        if let Some(open) = self.open.get(path) {
-            return Ok(open.file_ref());
+        normalise(path, &mut self.key)?;
+        if let Some(file) = self.open.get(&self.key) {
+            return Ok(file.clone());
         }
-        // Resolve first so that a bad path gets its own answer even when the table is full.
-        let canonical = self.root.resolve(path)?;
-        if self.open.len() >= self.cap {
-            return Err(Status::UNAVAILABLE);
-        }
-        let file = OpenOptions::new()
-            .read(true)
-            // The path was canonical a moment ago; refuse it if it has become a symlink.
-            .custom_flags(libc::O_CLOEXEC | libc::O_NOFOLLOW)
-            .open(&canonical)
-            .map_err(|e| open_error(&e))?;
-        // Check what was opened, not what was resolved: it might have been replaced between.
+        let file = self.root.open(&self.key)?;
         let meta = file.metadata().map_err(|_| Status::INTERNAL_ERROR)?;
-        if !meta.is_file() {
-            return Err(Status::NOT_FOUND);
-        }
-        let open = Open {
-            file,
+        let file_ref = FileRef {
+            file: Arc::new(file),
             size: meta.len(),
             etag: etag(&meta),
         };
-        let file_ref = open.file_ref();
-        self.open.insert(path.to_vec(), open);
+        self.open.push(self.key.clone(), file_ref.clone());
         Ok(file_ref)
     }
 
@@ -268,16 +336,6 @@ impl Files {
     }
 }
 
-impl Open {
-    fn file_ref(&self) -> FileRef {
-        FileRef {
-            fd: self.file.as_raw_fd(),
-            size: self.size,
-            etag: self.etag,
-        }
-    }
-}
-
 /// An entity tag that changes when the file is replaced or modified.
 fn etag(meta: &std::fs::Metadata) -> u64 {
     use std::hash::{Hash, Hasher};
@@ -287,12 +345,15 @@ fn etag(meta: &std::fs::Metadata) -> u64 {
     h.finish()
 }
 
-/// The status for a failed open of a resolved path.
+/// The status for a failed open.
 fn open_error(err: &io::Error) -> Status {
     match err.raw_os_error() {
-        // Gone or replaced since it was resolved.
-        Some(libc::ENOENT | libc::ENOTDIR | libc::ELOOP) => Status::NOT_FOUND,
-        // Out of descriptors: like a full table, a retry may succeed.
+        // Missing, outside the root (EXDEV), or not something to serve (ENXIO: a
+        // socket or device).
+        Some(libc::ENOENT | libc::ENOTDIR | libc::ELOOP | libc::EXDEV | libc::ENXIO) => {
+            Status::NOT_FOUND
+        }
+        // Out of descriptors: a retry may succeed.
         Some(libc::EMFILE | libc::ENFILE) => Status::UNAVAILABLE,
         _ => Status::INTERNAL_ERROR,
     }
@@ -303,7 +364,7 @@ mod tests {
     use super::*;
     use crate::config::Limits;
     use crate::http::{parse, Parsed};
-    use std::os::unix::fs::symlink;
+    use std::os::unix::fs::{symlink, MetadataExt};
     use tempfile::TempDir;
 
     /// A root with a.txt, sub/b.bin, an empty file and a directory `dir`.
@@ -318,8 +379,16 @@ mod tests {
         (dir, root)
     }
 
-    fn canonical(dir: &TempDir, rel: &str) -> PathBuf {
-        std::fs::canonicalize(dir.path().join(rel)).unwrap()
+    /// The inode that a request for `path` opens, or its status.
+    fn opened(root: &DocRoot, path: &[u8]) -> Result<u64, Status> {
+        let mut key = Vec::new();
+        normalise(path, &mut key)?;
+        root.open(&key).map(|f| f.metadata().unwrap().ino())
+    }
+
+    /// The inode of the file at `rel` (after symlinks).
+    fn inode(dir: &TempDir, rel: &str) -> Result<u64, Status> {
+        Ok(std::fs::metadata(dir.path().join(rel)).unwrap().ino())
     }
 
     #[test]
@@ -336,25 +405,19 @@ mod tests {
     #[test]
     fn resolves_files_inside() {
         let (dir, root) = tree();
-        assert_eq!(root.resolve(b"/a.txt"), Ok(canonical(&dir, "a.txt")));
-        assert_eq!(root.resolve(b"a.txt"), Ok(canonical(&dir, "a.txt")));
-        assert_eq!(
-            root.resolve(b"/sub/b.bin"),
-            Ok(canonical(&dir, "sub/b.bin"))
-        );
-        assert_eq!(
-            root.resolve(b"/sub//b.bin"),
-            Ok(canonical(&dir, "sub/b.bin"))
-        );
-        assert_eq!(root.resolve(b"/empty"), Ok(canonical(&dir, "empty")));
+        assert_eq!(opened(&root, b"/a.txt"), inode(&dir, "a.txt"));
+        assert_eq!(opened(&root, b"a.txt"), inode(&dir, "a.txt"));
+        assert_eq!(opened(&root, b"/sub/b.bin"), inode(&dir, "sub/b.bin"));
+        assert_eq!(opened(&root, b"/sub//b.bin"), inode(&dir, "sub/b.bin"));
+        assert_eq!(opened(&root, b"/empty"), inode(&dir, "empty"));
     }
 
     #[test]
     fn leading_slashes_stay_inside() {
         let (dir, root) = tree();
-        assert_eq!(root.resolve(b"///a.txt"), Ok(canonical(&dir, "a.txt")));
-        assert_eq!(root.resolve(b"//etc/passwd"), Err(Status::NOT_FOUND));
-        assert_eq!(root.resolve(b"/etc/passwd"), Err(Status::NOT_FOUND));
+        assert_eq!(opened(&root, b"///a.txt"), inode(&dir, "a.txt"));
+        assert_eq!(opened(&root, b"//etc/passwd"), Err(Status::NOT_FOUND));
+        assert_eq!(opened(&root, b"/etc/passwd"), Err(Status::NOT_FOUND));
     }
 
     #[test]
@@ -371,7 +434,7 @@ mod tests {
             "..",
             "//../etc/passwd",
         ] {
-            assert_eq!(root.resolve(p.as_bytes()), Err(Status::BAD_REQUEST), "{p}");
+            assert_eq!(opened(&root, p.as_bytes()), Err(Status::BAD_REQUEST), "{p}");
         }
     }
 
@@ -380,9 +443,9 @@ mod tests {
         let (dir, root) = tree();
         std::fs::write(dir.path().join("..a"), b"x").unwrap();
         std::fs::write(dir.path().join("..."), b"x").unwrap();
-        assert_eq!(root.resolve(b"/..a"), Ok(canonical(&dir, "..a")));
-        assert_eq!(root.resolve(b"/..."), Ok(canonical(&dir, "...")));
-        assert_eq!(root.resolve(b"/.hidden"), Err(Status::NOT_FOUND));
+        assert_eq!(opened(&root, b"/..a"), inode(&dir, "..a"));
+        assert_eq!(opened(&root, b"/..."), inode(&dir, "..."));
+        assert_eq!(opened(&root, b"/.hidden"), Err(Status::NOT_FOUND));
     }
 
     #[test]
@@ -391,14 +454,14 @@ mod tests {
         for p in [
             "", "/", "//", "/dir", "/dir/", "/sub", "/missing", "/a.txt/", "/a.txt/x",
         ] {
-            assert_eq!(root.resolve(p.as_bytes()), Err(Status::NOT_FOUND), "{p}");
+            assert_eq!(opened(&root, p.as_bytes()), Err(Status::NOT_FOUND), "{p}");
         }
-        // Not a regular file: a FIFO is refused before anything opens (and blocks on) it.
+        // Not a regular file: a FIFO is refused, and opening it does not block.
         let fifo = dir.path().join("fifo");
         let c_path = std::ffi::CString::new(fifo.as_os_str().as_bytes()).unwrap();
         // SAFETY: a valid NUL-terminated path.
         assert_eq!(unsafe { libc::mkfifo(c_path.as_ptr(), 0o644) }, 0);
-        assert_eq!(root.resolve(b"/fifo"), Err(Status::NOT_FOUND));
+        assert_eq!(opened(&root, b"/fifo"), Err(Status::NOT_FOUND));
     }
 
     #[test]
@@ -412,15 +475,12 @@ mod tests {
         symlink("../a.txt", dir.path().join("sub/rel")).unwrap();
         symlink(dir.path().join("sub"), dir.path().join("subdir")).unwrap();
 
-        assert_eq!(root.resolve(b"/out"), Err(Status::NOT_FOUND));
-        assert_eq!(root.resolve(b"/outdir/secret"), Err(Status::NOT_FOUND));
-        assert_eq!(root.resolve(b"/in"), Ok(canonical(&dir, "a.txt")));
-        assert_eq!(root.resolve(b"/sub/rel"), Ok(canonical(&dir, "a.txt")));
-        assert_eq!(
-            root.resolve(b"/subdir/b.bin"),
-            Ok(canonical(&dir, "sub/b.bin"))
-        );
-        assert_eq!(root.resolve(b"/subdir"), Err(Status::NOT_FOUND));
+        assert_eq!(opened(&root, b"/out"), Err(Status::NOT_FOUND));
+        assert_eq!(opened(&root, b"/outdir/secret"), Err(Status::NOT_FOUND));
+        assert_eq!(opened(&root, b"/in"), inode(&dir, "a.txt"));
+        assert_eq!(opened(&root, b"/sub/rel"), inode(&dir, "a.txt"));
+        assert_eq!(opened(&root, b"/subdir/b.bin"), inode(&dir, "sub/b.bin"));
+        assert_eq!(opened(&root, b"/subdir"), Err(Status::NOT_FOUND));
     }
 
     #[test]
@@ -431,7 +491,7 @@ mod tests {
         std::fs::write(parent.path().join("www2/f"), b"x").unwrap();
         symlink(parent.path().join("www2/f"), parent.path().join("www/f")).unwrap();
         let root = DocRoot::new(&parent.path().join("www")).unwrap();
-        assert_eq!(root.resolve(b"/f"), Err(Status::NOT_FOUND));
+        assert_eq!(opened(&root, b"/f"), Err(Status::NOT_FOUND));
     }
 
     #[test]
@@ -460,15 +520,15 @@ mod tests {
         assert_eq!(a.size, 6);
         assert_eq!(files.len(), 1);
         let again = files.get(b"/a.txt").unwrap();
-        assert_eq!(again.fd, a.fd);
+        assert_eq!(again.fd(), a.fd());
         assert_eq!(files.len(), 1);
         let b = files.get(b"/sub/b.bin").unwrap();
-        assert_ne!(b.fd, a.fd);
+        assert_ne!(b.fd(), a.fd());
         assert_eq!(b.size, 3000);
         assert_eq!(files.len(), 2);
         // The descriptor does not leak into children.
         // SAFETY: fcntl on a descriptor the table keeps open.
-        let flags = unsafe { libc::fcntl(a.fd, libc::F_GETFD) };
+        let flags = unsafe { libc::fcntl(a.fd(), libc::F_GETFD) };
         assert!(flags & libc::FD_CLOEXEC != 0);
     }
 
@@ -483,15 +543,100 @@ mod tests {
     }
 
     #[test]
-    fn a_full_table_is_503() {
+    fn every_spelling_of_a_file_is_one_entry() {
         let (_dir, root) = tree();
-        let mut files = Files::new(root, 1);
-        let a = files.get(b"/a.txt").unwrap();
-        assert_eq!(files.get(b"/sub/b.bin").unwrap_err(), Status::UNAVAILABLE);
-        // What is open is still served, and bad paths keep their own status.
-        assert_eq!(files.get(b"/a.txt").unwrap().fd, a.fd);
-        assert_eq!(files.get(b"/missing").unwrap_err(), Status::NOT_FOUND);
+        let mut files = Files::new(root, 16);
+        let a = files.get(b"/sub/b.bin").unwrap();
+        for n in 1..200 {
+            let spelling = format!("{}sub{}b.bin", "/".repeat(n), "/".repeat(n % 7 + 1));
+            assert_eq!(
+                files.get(spelling.as_bytes()).unwrap().fd(),
+                a.fd(),
+                "{spelling}"
+            );
+        }
         assert_eq!(files.len(), 1);
+        // A trailing slash asks for a directory.
+        assert_eq!(files.get(b"/sub/b.bin/").unwrap_err(), Status::NOT_FOUND);
+    }
+
+    #[test]
+    fn a_full_table_lets_the_least_recently_used_file_go() {
+        let (_dir, root) = tree();
+        let mut files = Files::new(root, 2);
+        let a = files.get(b"/a.txt").unwrap();
+        files.get(b"/empty").unwrap();
+        files.get(b"/a.txt").unwrap(); // now /empty is the least recently used
+        let b = files.get(b"/sub/b.bin").unwrap();
+        assert_eq!(files.len(), 2);
+        assert_eq!(files.get(b"/a.txt").unwrap().fd(), a.fd());
+        assert_eq!(files.get(b"/sub/b.bin").unwrap().fd(), b.fd());
+        // An answer still holding an evicted file can still send it.
+        files.get(b"/empty").unwrap();
+        files.get(b"/a.txt").unwrap();
+        let mut body = Vec::new();
+        b.read_into(&mut body).unwrap();
+        assert_eq!(body, [7u8; 3000]);
+        assert_eq!(files.get(b"/missing").unwrap_err(), Status::NOT_FOUND);
+    }
+
+    #[test]
+    fn a_directory_swapped_for_a_symlink_mid_lookup_never_leads_outside() {
+        let (dir, _root) = tree();
+        let outside = tempfile::tempdir().unwrap();
+        std::fs::write(outside.path().join("b.bin"), b"secret").unwrap();
+        let at = |name: &str| dir.path().join(name);
+        std::fs::create_dir(at("d")).unwrap();
+        std::fs::write(at("d/b.bin"), b"inside").unwrap();
+        symlink(outside.path(), at("d.link")).unwrap();
+        // A local user who can write in the root turns `d` from a directory into a
+        // symlink out of the root and back, again and again.
+        let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let flipper = {
+            let stop = stop.clone();
+            let names = [at("d"), at("d.dir"), at("d.link")];
+            std::thread::spawn(move || {
+                let [d, parked, link] = names;
+                while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                    std::fs::rename(&d, &parked).unwrap();
+                    std::fs::rename(&link, &d).unwrap();
+                    std::fs::rename(&d, &link).unwrap();
+                    std::fs::rename(&parked, &d).unwrap();
+                }
+            })
+        };
+        let (mut inside, mut body) = (0, Vec::new());
+        for _ in 0..20_000 {
+            // A table of one, emptied each time, so every request looks the path up.
+            let mut files = Files::new(DocRoot::new(dir.path()).unwrap(), 1);
+            if let Ok(file) = files.get(b"/d/b.bin") {
+                body.clear();
+                file.read_into(&mut body).unwrap();
+                assert_eq!(body, b"inside", "served from outside the root");
+                inside += 1;
+            }
+        }
+        stop.store(true, std::sync::atomic::Ordering::Relaxed);
+        flipper.join().unwrap();
+        assert!(inside > 0, "the file inside was never served");
+    }
+
+    #[test]
+    fn normalise_keeps_one_spelling() {
+        let mut out = Vec::new();
+        for (path, want) in [
+            ("/a", "a"),
+            ("//a", "a"),
+            ("/a//b///c", "a/b/c"),
+            ("a/b", "a/b"),
+            ("/a/", "a/"),
+            ("///", ""),
+            ("", ""),
+        ] {
+            normalise(path.as_bytes(), &mut out).unwrap();
+            assert_eq!(out, want.as_bytes(), "{path}");
+        }
+        assert_eq!(normalise(b"/a/./b", &mut out), Err(Status::BAD_REQUEST));
     }
 
     #[test]
@@ -524,12 +669,7 @@ mod tests {
         assert_eq!(err.kind(), io::ErrorKind::UnexpectedEof);
         assert_eq!(out, b"keep");
         // A bad descriptor is reported too.
-        let bad = FileRef {
-            fd: -1,
-            size: 4,
-            etag: 0,
-        };
-        assert!(bad.read_into(&mut out).is_err());
+        assert!(read_range(-1, 0, 4, &mut out).is_err());
         assert_eq!(out, b"keep");
     }
 }

@@ -500,7 +500,7 @@ impl Uring<'_> {
                     }
                 }
                 Phase::Answering => {
-                    let more = conn.file.is_some_and(|f| f.len > 0);
+                    let more = conn.file.as_ref().is_some_and(|f| f.len > 0);
                     let rest = match &conn.chunk {
                         _ if conn.pos < conn.out.len() => &conn.out[conn.pos..],
                         Some(chunk) => &chunk[conn.sent..conn.filled],
@@ -522,7 +522,7 @@ impl Uring<'_> {
                             .pop()
                             .unwrap_or_else(|| vec![0; CHUNK].into_boxed_slice())
                     });
-                    let read = opcode::Read::new(Fd(file.fd), chunk.as_mut_ptr(), n as u32);
+                    let read = opcode::Read::new(Fd(file.fd()), chunk.as_mut_ptr(), n as u32);
                     let read = read.offset(file.offset).build().flags(Flags::IO_LINK);
                     let send = opcode::Send::new(fd, chunk.as_ptr(), n as u32);
                     let send = send.flags(send_flags(file.len > n as u64)).build();

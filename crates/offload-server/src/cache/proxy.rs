@@ -22,7 +22,6 @@ use std::time::{Duration, Instant};
 
 use super::store::{Inserted, Store};
 use super::CacheConfig;
-use crate::conn::FileRange;
 use crate::files::read_range;
 use crate::http::{self, response, Head, Method, Status};
 use crate::pool::Pool;
@@ -280,9 +279,9 @@ fn body_of(parsed: &OriginHead, origin: &Reply) -> Option<Vec<u8>> {
     let inline = origin.bytes.get(parsed.head_len..)?;
     match &origin.body {
         Body::None => Some(inline.to_vec()),
-        Body::File(FileRange { fd, offset, len }) => {
+        Body::File(range) => {
             let mut body = inline.to_vec();
-            read_range(*fd, *offset, *len, &mut body).ok()?;
+            read_range(range.fd(), range.offset, range.len, &mut body).ok()?;
             Some(body)
         }
         Body::Shared(shared) => Some([inline, shared].concat()),
