@@ -176,6 +176,24 @@ def test_the_host_takes_over_when_the_engine_fails(site, fault):
     assert server.final["requests"] >= 2
 
 
+def test_a_takeover_nobody_injected_invalidates_the_run(site, monkeypatch):
+    """The server's document says the host took over (as a descheduled or stuck engine
+    would make it): the measurement is refused, not reported as engine mode."""
+    from offloadlab.testbed import server as server_module
+    real = server_module._serve_core
+
+    def taken_over(args, control):
+        doc = real(args, control)
+        doc["engine"].update(failed=True, takeover_after_s=1.5,
+                             takeover_reason="no engine progress")
+        return doc
+
+    monkeypatch.setattr(server_module, "_serve_core", taken_over)
+    with pytest.raises(RunError, match=r"declared failed after 1\.5 s.*not measure engine"):
+        with running(options_for(site["root"], "engine")) as server:
+            assert _get_status(server, "/c0/one.bin") == 200
+
+
 def _get_status(server, path: str) -> int | None:
     """A new connection per request; None if it failed."""
     conn = http.client.HTTPConnection(server.host, server.port, timeout=2)

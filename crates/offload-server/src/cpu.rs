@@ -89,6 +89,15 @@ pub fn task_seconds(tid: i32) -> Option<f64> {
     Some(ns * 1e-9)
 }
 
+/// Whether another thread of this process is running or waiting for a CPU (state `R`
+/// in `/proc/self/task/TID/stat`), rather than asleep.
+pub fn task_runnable(tid: i32) -> Option<bool> {
+    let text = std::fs::read_to_string(format!("/proc/self/task/{tid}/stat")).ok()?;
+    // The state follows the command name, which may itself hold ") ".
+    let state = text[text.rfind(')')? + 1..].split_whitespace().next()?;
+    Some(state == "R")
+}
+
 /// Pins the calling thread to one core.
 pub fn pin(core: usize) -> io::Result<()> {
     // SAFETY: cpu_set_t is plain data; CPU_SET indexes inside it after the bound check;

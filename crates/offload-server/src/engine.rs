@@ -17,9 +17,11 @@
 //! blocks on a busy connection (answers queue on the engine per connection) and the
 //! engine never waits for the host (requests queue on the ring).
 //!
-//! The host watches the engine's heartbeat. If it stops for `STALL` (or the engine
-//! thread dies), the host shuts down the engine's connections, so their clients see a
-//! clean close instead of a hang, and serves new connections itself, inline.
+//! The host watches the engine's heartbeat. If it stops for `STALL` of the engine's
+//! own time (or the engine thread dies), the host shuts down the engine's connections,
+//! so their clients see a clean close instead of a hang, and serves new connections
+//! itself, inline. Time the engine spent runnable but waiting for its core does not
+//! count: a descheduled engine (a busy core, a real-time hog) is slow, not stuck.
 
 use std::collections::HashMap;
 use std::io;
@@ -52,8 +54,11 @@ const RING_SLOTS: usize = 4096;
 const SPIN: Duration = Duration::from_micros(50);
 /// Longest stretch of slowdown burned between two heartbeats.
 const BURN_SLICE: f64 = 0.005;
-/// A heartbeat unchanged this long means the engine is stuck.
+/// A heartbeat unchanged for this long of the engine's own time (not waiting for a
+/// CPU) means the engine is stuck.
 pub const STALL: Duration = Duration::from_millis(500);
+/// After this long without a heartbeat the host starts looking at the engine thread.
+const SUSPECT: Duration = Duration::from_millis(100);
 
 /// Engine → host.
 pub enum Event {
@@ -91,6 +96,8 @@ struct Shared {
     stats: Arc<Stats>,
     /// Set by the host when it takes over: a late engine must not touch anything.
     revoked: AtomicBool,
+    /// The engine thread's kernel id, for its schedstat (0 until it runs).
+    engine_tid: AtomicI32,
 }
 
 impl Shared {
@@ -145,6 +152,7 @@ pub fn run(
         control,
         stats: stats.clone(),
         revoked: AtomicBool::new(false),
+        engine_tid: AtomicI32::new(0),
     });
     if let Some(policy) = &policy {
         // Advertised before the first connection, for the host's offers.
@@ -179,6 +187,10 @@ pub fn run(
                     cpu::pin(core)?;
                 }
                 shared.stats.register_thread("engine", core);
+                // SAFETY: gettid has no preconditions.
+                shared
+                    .engine_tid
+                    .store(unsafe { libc::gettid() }, Ordering::Relaxed);
                 let looped = engine_loop(proto, side, cmd_rx, &engine_wake, &shared, wait);
                 shared.stats.sample_threads();
                 looped
@@ -622,6 +634,76 @@ struct Host {
     shared: Arc<Shared>,
 }
 
+/// Tells a stuck engine from a descheduled one by its heartbeat, and, while the
+/// heartbeat is overdue, by the engine thread's state and CPU time.
+struct Watchdog {
+    tid: i32,
+    last_beat: u64,
+    beat_seen: Instant,
+    /// While the heartbeat is overdue (from `SUSPECT` on): the last look at the engine.
+    suspect: Option<Look>,
+}
+
+/// When the host last looked at an overdue engine, its CPU time then, and how much of
+/// the engine's own time has passed without a heartbeat so far.
+#[derive(Clone, Copy)]
+struct Look {
+    at: Instant,
+    cpu_s: Option<f64>,
+    own_s: f64,
+}
+
+impl Watchdog {
+    fn new(tid: i32) -> Watchdog {
+        Watchdog {
+            tid,
+            last_beat: 0,
+            beat_seen: Instant::now(),
+            suspect: None,
+        }
+    }
+
+    /// Whether the engine has made no progress for `STALL` of its own time. Its own
+    /// time is the wall time it spent asleep plus the CPU time it ran: a runnable
+    /// engine that gets no CPU (a busy core) accrues none. The host reads /proc only
+    /// while a heartbeat is overdue, so a healthy engine costs it nothing.
+    fn stuck(&mut self, beat: u64, shared: &Shared) -> bool {
+        let now = Instant::now();
+        if beat != self.last_beat {
+            (self.last_beat, self.beat_seen, self.suspect) = (beat, now, None);
+            return false;
+        }
+        if now.duration_since(self.beat_seen) < SUSPECT {
+            return false;
+        }
+        if self.tid == 0 {
+            self.tid = shared.engine_tid.load(Ordering::Relaxed);
+        }
+        let cpu_s = cpu::task_seconds(self.tid);
+        let Some(last) = self.suspect else {
+            self.suspect = Some(Look {
+                at: now,
+                cpu_s,
+                own_s: SUSPECT.as_secs_f64(),
+            });
+            return false;
+        };
+        let wall = now.duration_since(last.at).as_secs_f64();
+        let own = match (cpu::task_runnable(self.tid), cpu_s, last.cpu_s) {
+            (Some(true), Some(cpu), Some(before)) => cpu - before,
+            // Asleep, or unknown: all of it counts.
+            _ => wall,
+        };
+        let own_s = last.own_s + own;
+        self.suspect = Some(Look {
+            at: now,
+            cpu_s,
+            own_s,
+        });
+        own_s > STALL.as_secs_f64()
+    }
+}
+
 impl Host {
     /// Answers requests and serves the host's own connections until stop (Ok(None)) or
     /// until the engine fails (Ok(Some(why))).
@@ -632,7 +714,7 @@ impl Host {
         engine: &JoinHandle<io::Result<()>>,
     ) -> io::Result<Option<String>> {
         let stats = self.shared.stats.clone();
-        let (mut last_beat, mut beat_seen) = (0, Instant::now());
+        let mut watch = Watchdog::new(self.shared.engine_tid.load(Ordering::Relaxed));
         while !self.shared.control.is_stopped() {
             let app = &mut self.app;
             let handled = self.events.drain(|event| match event {
@@ -651,13 +733,10 @@ impl Host {
             }
             // A stop makes the engine exit too: that is no failure.
             let stopping = self.shared.control.is_stopped();
-            let now = Instant::now();
             let beat = stats.socket.heartbeat.load(Ordering::Relaxed);
-            if beat != last_beat {
-                (last_beat, beat_seen) = (beat, now);
-            } else if now.duration_since(beat_seen) > STALL && !stopping {
+            if watch.stuck(beat, &self.shared) && !stopping {
                 return Ok(Some(format!(
-                    "no engine progress for {} ms",
+                    "no engine progress for {} ms of its own time",
                     STALL.as_millis()
                 )));
             }

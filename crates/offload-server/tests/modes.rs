@@ -561,7 +561,7 @@ fn stalled_or_panicked_engine_is_replaced_by_the_host(fault: Fault) {
         "{fault:?}: in-flight hangs"
     );
     assert!(
-        tripped.elapsed() < Duration::from_millis(1500),
+        tripped.elapsed() < Duration::from_secs(1),
         "{fault:?}: detected too late"
     );
     let mut fresh = server.connect();
@@ -583,6 +583,48 @@ fn a_stalled_engine_is_replaced_by_the_host_within_a_second() {
 #[test]
 fn a_panicked_engine_is_replaced_by_the_host() {
     stalled_or_panicked_engine_is_replaced_by_the_host(Fault::Panic { after: 2 });
+}
+
+#[test]
+fn an_engine_kept_off_its_core_by_a_real_time_hog_is_not_taken_over() {
+    let server = Server::start(Mode::Engine, |c| {
+        c.host_core = Some(0);
+        c.engine_core = Some(1);
+    });
+    let mut s = server.connect();
+    let get = "GET /f1024.bin HTTP/1.1\r\nHost: t\r\n\r\n";
+    assert_eq!(request(&mut s, get).status, 200);
+    // A SCHED_FIFO thread spins on the engine's core for 2 s: the engine is runnable
+    // but gets (almost) no CPU, which is being descheduled, not being stuck.
+    let hog = std::thread::spawn(|| {
+        // SAFETY: plain data for the affinity and priority calls on this thread.
+        unsafe {
+            let mut set: libc::cpu_set_t = std::mem::zeroed();
+            libc::CPU_SET(1, &mut set);
+            assert_eq!(
+                libc::sched_setaffinity(0, std::mem::size_of_val(&set), &set),
+                0
+            );
+            let param = libc::sched_param { sched_priority: 1 };
+            assert_eq!(
+                libc::sched_setscheduler(0, libc::SCHED_FIFO, &param),
+                0,
+                "a real-time thread needs root (CAP_SYS_NICE)"
+            );
+        }
+        let start = Instant::now();
+        while start.elapsed() < Duration::from_secs(2) {
+            std::hint::spin_loop();
+        }
+    });
+    hog.join().unwrap();
+    assert_eq!(
+        request(&mut s, get).status,
+        200,
+        "the engine's connection survives"
+    );
+    let stats = server.stop();
+    assert_eq!(stats["engine"]["failed"], false, "{}", stats["engine"]);
 }
 
 #[test]

@@ -496,7 +496,8 @@ def running(options: ServerOptions,
 
     Raises :class:`RunError` if the server fails (at start, while serving, or when
     stopped; this error wins over one the body raised) or does not listen within
-    ``start_timeout_s``."""
+    ``start_timeout_s``, and if the host took over from an engine that no fault was
+    injected into: the run then measured inline serving under the engine's name."""
     args = options.core_args()
     control = _core.ServerControl()
     with ThreadPoolExecutor(1, thread_name_prefix="offload-server") as pool:
@@ -514,6 +515,13 @@ def running(options: ServerOptions,
                 # refused connection), with the symptom kept as the context.
                 raise failure
         server.final = future.result()
+    engine = server.final["engine"]
+    if engine["failed"] and options.fault is None:
+        raise RunError(
+            f"the engine was declared failed after {engine['takeover_after_s']:.1f} s "
+            f"({engine['takeover_reason']}) and the host served the rest inline, so this "
+            f"run does not measure {options.mode} mode; run it again, with nothing else "
+            "busy on the engine's core")
 
 
 def _wait_listening(future: Future, control: _core.ServerControl, timeout_s: float) -> int:
