@@ -104,6 +104,10 @@ pub struct Limits {
     pub max_work: Duration,
 }
 
+/// The longest a refused client is read from and its bytes dropped before its
+/// connection closes (nginx's `lingering_timeout` is 5 s).
+pub const LINGER: Duration = Duration::from_secs(2);
+
 /// What an open connection waits for, which decides its timeout.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Awaiting {
@@ -112,6 +116,8 @@ pub enum Awaiting {
     Head { between: bool },
     /// The client to read the answer being written.
     ClientRead,
+    /// A refused client to close its side, while what it sends is dropped.
+    ClientClose,
     /// The server itself (the application, an operation in flight): no timeout.
     Server,
 }
@@ -124,6 +130,7 @@ impl Limits {
         match awaiting {
             Awaiting::Head { between: false } => Some(self.header_timeout),
             Awaiting::Head { between: true } | Awaiting::ClientRead => Some(self.idle_timeout),
+            Awaiting::ClientClose => Some(LINGER),
             Awaiting::Server => None,
         }
     }

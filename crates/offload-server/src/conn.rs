@@ -69,6 +69,11 @@ pub enum State {
     Waiting,
     /// The answer is queued; once written, read the next request or close.
     Draining { keep_alive: bool },
+    /// A refused request's answer is written and our side shut down; what the client
+    /// still sends is read and dropped until it closes, so the close is clean (closing
+    /// with unread bytes would reset the connection, and could destroy the answer
+    /// before the client reads it).
+    Lingering,
 }
 
 /// Outcome of a flush.
@@ -97,6 +102,8 @@ pub struct Conn {
     pub read_closed: bool,
     /// A read returned the end of stream: every byte the client will send is in `rbuf`.
     pub eof: bool,
+    /// Close by lingering (see `State::Lingering`): the request was refused unread.
+    pub linger: bool,
     /// Requests answered on this connection.
     pub served: u64,
     /// When the current phase began (accept, end of the last response, first byte of a
@@ -121,6 +128,7 @@ impl Conn {
             writable: true,
             read_closed: false,
             eof: false,
+            linger: false,
             served: 0,
             since: now,
             class: UNCLASSED,

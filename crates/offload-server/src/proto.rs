@@ -37,6 +37,8 @@ pub(crate) const ACCEPT_BATCH: usize = 16;
 const HOST_FIRST_CHUNK: usize = 16;
 /// How often timeouts are checked; also the longest a `turn` sleeps.
 pub const TICK: Duration = Duration::from_millis(100);
+/// Bytes a lingering connection reads and drops per read.
+const LINGER_READ: usize = 64 * 1024;
 
 /// One socket event, copied out of mio's buffer.
 #[derive(Clone, Copy)]
@@ -517,6 +519,14 @@ impl Proto {
                         }
                         Ok(Flushed::Done) => {
                             let (class, work) = (conn.class, std::mem::take(&mut conn.work));
+                            if !keep_alive && conn.linger && !conn.eof {
+                                // SAFETY: shutdown takes any descriptor; this one is open.
+                                unsafe { libc::shutdown(conn.fd(), libc::SHUT_WR) };
+                                conn.state = State::Lingering;
+                                conn.since = self.now;
+                                self.charge(app, class, work);
+                                continue;
+                            }
                             if !keep_alive {
                                 self.drop_conn(slot); // the close is part of the answer
                                 return self.charge(app, class, work);
@@ -531,6 +541,15 @@ impl Proto {
                             }
                         }
                     }
+                }
+                State::Lingering => {
+                    if !conn.readable {
+                        return;
+                    }
+                    if conn.fill(LINGER_READ).is_err() || conn.eof {
+                        return self.drop_conn(slot);
+                    }
+                    conn.start = conn.rbuf.len(); // read only to be dropped
                 }
                 State::Reading => {
                     if !conn.pending().is_empty() {
@@ -547,6 +566,7 @@ impl Proto {
                                 );
                                 conn.out.push_back(Segment::Bytes { buf, pos: 0 });
                                 conn.state = State::Draining { keep_alive: false };
+                                conn.linger = true;
                                 conn.start = conn.rbuf.len();
                                 self.stats.count_status(status);
                                 continue;
@@ -616,6 +636,7 @@ impl Proto {
                         between: c.pending().is_empty() && c.served > 0,
                     },
                     State::Draining { .. } => Awaiting::ClientRead,
+                    State::Lingering => Awaiting::ClientClose,
                 };
                 let limit = self.limits.timeout(awaiting);
                 limit.is_some_and(|limit| self.now.duration_since(c.since) > limit)

@@ -484,10 +484,12 @@ pub fn write_atomic(path: &Path, doc: &Value) -> io::Result<()> {
     tmp.push(format!(".tmp{}", std::process::id()));
     let tmp = std::path::PathBuf::from(tmp);
     let text = serde_json::to_vec_pretty(doc).map_err(io::Error::other)?;
-    std::fs::write(&tmp, text)?;
-    std::fs::rename(&tmp, path).inspect_err(|_| {
-        let _ = std::fs::remove_file(&tmp);
-    })
+    // A failed write (a full disk) or rename leaves no temp file behind.
+    std::fs::write(&tmp, text)
+        .and_then(|()| std::fs::rename(&tmp, path))
+        .inspect_err(|_| {
+            let _ = std::fs::remove_file(&tmp);
+        })
 }
 
 #[cfg(test)]
@@ -558,5 +560,36 @@ mod tests {
         let back: Value = serde_json::from_slice(&std::fs::read(&path).unwrap()).unwrap();
         assert_eq!(back["a"], 2);
         assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 1);
+    }
+
+    #[test]
+    fn a_full_disk_leaves_the_old_document_and_no_temp_file() {
+        // A one-page tmpfs stands in for a full disk (mounting needs root, as CI is).
+        let dir = tempfile::tempdir().unwrap();
+        let target = std::ffi::CString::new(dir.path().as_os_str().as_encoded_bytes()).unwrap();
+        // SAFETY: NUL-terminated strings that outlive the call.
+        let mounted = unsafe {
+            libc::mount(
+                c"tmpfs".as_ptr(),
+                target.as_ptr(),
+                c"tmpfs".as_ptr(),
+                0,
+                c"size=4k".as_ptr().cast(),
+            )
+        };
+        assert_eq!(mounted, 0, "mount tmpfs: {}", io::Error::last_os_error());
+        let path = dir.path().join("stats.json");
+        write_atomic(&path, &json!({"a": 1})).unwrap();
+        let big = json!({"pad": "x".repeat(64 * 1024)});
+        assert!(write_atomic(&path, &big).is_err());
+        let names: Vec<_> = std::fs::read_dir(dir.path())
+            .unwrap()
+            .map(|e| e.unwrap().file_name())
+            .collect();
+        let back: Value = serde_json::from_slice(&std::fs::read(&path).unwrap()).unwrap();
+        // SAFETY: unmounts what this test mounted.
+        unsafe { libc::umount(target.as_ptr()) };
+        assert_eq!(names, ["stats.json"]);
+        assert_eq!(back["a"], 1);
     }
 }

@@ -507,6 +507,40 @@ fn a_stop_ends_page_work_in_progress() {
     assert!(work_s < 1.0, "burned {work_s} s after the stop");
 }
 
+#[test]
+fn a_refused_head_gets_its_answer_and_a_clean_close() {
+    for mode in [Mode::Inline, Mode::Engine, Mode::Handoff] {
+        let server = Server::start(mode, |_| {});
+        for (head, status) in [
+            (
+                format!(
+                    "GET /index.html HTTP/1.1\r\nHost: t\r\nX: {}\r\n\r\n",
+                    "a".repeat(64 << 10)
+                ),
+                "431",
+            ),
+            (
+                format!("GET /{} HTTP/1.1\r\nHost: t\r\n\r\n", "a".repeat(64 << 10)),
+                "414",
+            ),
+        ] {
+            let mut s = server.connect();
+            // Far more than the server reads: closing with it unread would reset.
+            s.write_all(head.as_bytes()).unwrap();
+            s.shutdown(std::net::Shutdown::Write).unwrap();
+            let mut answer = Vec::new();
+            let read = s.read_to_end(&mut answer);
+            assert!(read.is_ok(), "{mode:?} {status}: {read:?}");
+            let text = String::from_utf8_lossy(&answer);
+            assert!(
+                text.starts_with(&format!("HTTP/1.1 {status}")),
+                "{mode:?}: {text}"
+            );
+        }
+        assert_eq!(server.stop()["connections"]["timed_out"], 0, "{mode:?}");
+    }
+}
+
 /// Host CPU seconds per request over `n` small requests on one connection, in all and
 /// as application work.
 fn host_cpu_per_request(mode: Mode, work: Option<Dist>, n: usize) -> (f64, f64) {
