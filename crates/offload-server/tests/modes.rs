@@ -541,6 +541,25 @@ fn a_refused_head_gets_its_answer_and_a_clean_close() {
     }
 }
 
+#[test]
+fn an_idle_uring_server_costs_no_cpu() {
+    let server = Server::start(Mode::Uring, |_| {});
+    let mut s = server.connect();
+    assert_eq!(
+        request(&mut s, "GET /f0.bin HTTP/1.1\r\nHost: t\r\n\r\n").status,
+        200
+    );
+    std::thread::sleep(Duration::from_secs(2));
+    let stats = server.stop();
+    let threads = stats["threads"].as_array().unwrap();
+    let cpu: f64 = threads
+        .iter()
+        .map(|t| t["cpu_s"].as_f64().unwrap_or(0.0))
+        .sum();
+    // Each needless wake-up of the SQPOLL thread cost a 4 ms spin, ten times a second.
+    assert!(cpu < 0.03, "{cpu} s of CPU over 2 s idle: {threads:?}");
+}
+
 /// Host CPU seconds per request over `n` small requests on one connection, in all and
 /// as application work.
 fn host_cpu_per_request(mode: Mode, work: Option<Dist>, n: usize) -> (f64, f64) {
