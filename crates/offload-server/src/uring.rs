@@ -192,6 +192,8 @@ pub fn run(
     // Declared after `uring`, so it ends before `uring` closes the ring, however this
     // returns.
     let _watch = stats.watch_ring(uring.ring.as_raw_fd());
+    // Accepts go out before the first wait, or the first client waits a whole TICK.
+    uring.accept();
     while !control.is_stopped() {
         uring.turn()?;
     }
