@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import socket
+import struct
 
 import dpkt
 import numpy as np
@@ -197,6 +198,25 @@ def test_llf_handoff_moves_long_connections_fcfs_and_tn_do_not():
 
 def _cli(*args):
     return runner.invoke(app, ["workload", "flows", *map(str, args)])
+
+
+def test_cli_reads_a_snap_length_capture_and_counts_the_cut_headers(tmp_path):
+    """tcpdump -s 40: each frame keeps 40 of its bytes, the IPv4 header and the first 6
+    of TCP's 20 (the ports); orig_len keeps the length on the wire."""
+    path = tmp_path / "s40.pcap"
+    frames = [_frame("10.0.0.1", "10.0.0.2", 40000 + i % 2, 80) + b"x" * 1000
+              for i in range(50)]
+    with path.open("wb") as fh:
+        fh.write(struct.pack("<IHHiIII", 0xA1B2C3D4, 2, 4, 0, 0, 40, 1))
+        for i, f in enumerate(frames):
+            fh.write(struct.pack("<IIII", i, 0, 40, len(f)) + f[:40])
+    res = _cli(path, "--json")
+    assert res.exit_code == 0, res.output
+    doc = json.loads(res.stdout)
+    assert (doc["packets"], doc["flows_seen"]) == (50, 2)
+    assert (doc["truncated_packets"], doc["skipped_frames"]) == (50, 0)
+    res = _cli(path)
+    assert "50 packets had their TCP/UDP header cut by the snap length" in res.output
 
 
 def test_cli_lists_flows_and_prints_json(tmp_path):

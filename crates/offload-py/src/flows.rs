@@ -126,7 +126,8 @@ fn flows_detect<'py>(
 }
 
 /// Detect long-lived five-tuple flows in a pcap file; flows are named as text and the
-/// dict adds `skipped`, the frames that were not IP.
+/// dict adds `skipped`, the frames not read as packets, and `truncated`, the packets
+/// whose TCP or UDP header the snap length cut.
 #[pyfunction]
 fn flows_detect_pcap<'py>(
     py: Python<'py>,
@@ -134,15 +135,16 @@ fn flows_detect_pcap<'py>(
     settings: Vec<(String, f64)>,
 ) -> PyResult<Bound<'py, PyDict>> {
     let p = params(&settings).map_err(value_error)?;
-    let (s, seconds, skipped) = py
+    let (s, seconds, cap) = py
         .detach(|| {
             let cap = read_pcap(Path::new(&path))?;
             let (s, seconds) = detect(cap.packets.iter().map(|p| p.flow), p)?;
-            Ok::<_, String>((s, seconds, cap.skipped))
+            Ok::<_, String>((s, seconds, cap))
         })
         .map_err(value_error)?;
     let d = to_dict(py, &s, seconds, |k| k.to_string())?;
-    d.set_item("skipped", skipped)?;
+    d.set_item("skipped", cap.skipped)?;
+    d.set_item("truncated", cap.truncated)?;
     Ok(d)
 }
 

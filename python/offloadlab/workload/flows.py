@@ -41,7 +41,10 @@ class Flows:
 
     ``flows`` are the long-lived flows at the end (connection ids, or five-tuples as
     text for pcap), largest first; ``packets`` their estimated packets (exact counts
-    while unlisted plus ``sample_every`` per sampled packet after).
+    while unlisted plus ``sample_every`` per sampled packet after). For pcap,
+    ``skipped`` counts the frames not read as packets (not IP, or cut before the ports)
+    and ``truncated`` the packets whose TCP or UDP header the snap length cut after the
+    ports.
     """
 
     source: str
@@ -64,6 +67,7 @@ class Flows:
     epochs: int
     seconds: float
     skipped: int = 0
+    truncated: int = 0
     params: dict = field(default_factory=dict)
 
     @property
@@ -82,6 +86,7 @@ class Flows:
         return {
             "source": self.source, "params": self.params,
             "packets": self.total_packets, "skipped_frames": self.skipped,
+            "truncated_packets": self.truncated,
             "long_lived": [{"flow": f, "packets": float(p), "share": float(s)}
                            for f, p, s in zip(self.flows, self.packets, self.share,
                                               strict=True)],
