@@ -155,12 +155,37 @@ def test_connection_arrivals_are_checked_on_connection_openings():
         A.analyze_requests(df, arrivals="sessions")
 
 
-def test_out_of_order_times_are_counted_and_left_out():
+def test_out_of_order_times_are_sorted_before_the_gaps_are_taken():
     # a log written at completion: request 3 started before request 2 and the first
     a = A.analyze_requests(request_table([0.0, 1.0, 3.0, -0.5, 4.0, 6.0])).arrivals
-    assert a.out_of_order == 1 and a.early == 1
-    assert a.gaps == 4 and a.mean_gap_s == pytest.approx((1 + 2 + 4.5 + 2) / 4)
+    assert (a.out_of_order, a.late, a.early) == (1, 0, 1)
+    assert a.gaps == 5 and a.mean_gap_s == pytest.approx(6.5 / 5)
     assert a.counts.sum() == 6
+
+
+def test_a_log_shuffled_within_each_minute_has_the_gaps_of_the_sorted_log():
+    # several workers' logs merged: in order from minute to minute, not within one
+    rng = np.random.default_rng(5)
+    t = np.cumsum(rng.exponential(1 / 30, 20_000))
+    shuffled = np.concatenate([rng.permutation(t[(t // 60) == m])
+                               for m in np.unique(t // 60)])
+    truth = A.analyze_requests(request_table(t)).arrivals
+    got = A.analyze_requests(request_table(shuffled)).arrivals
+    assert got.out_of_order > 10_000 and got.late == 0 and truth.out_of_order == 0
+    assert got.rate == pytest.approx((t.size - 1) / (t[-1] - t[0]))
+    table = request_table(shuffled)
+    chunked = A.analyze_requests([table.iloc[i:i + 777] for i in range(0, t.size, 777)])
+    for name in ("gaps", "mean_gap_s", "cv", "ks_D", "lilliefors_p", "dispersion"):
+        assert getattr(got, name) == pytest.approx(getattr(truth, name)), name
+        assert getattr(chunked.arrivals, name) == pytest.approx(getattr(got, name)), name
+
+
+def test_times_listed_far_after_a_later_one_are_left_out_of_the_gaps():
+    t = [0.0, 1.0, 2.0, 1000.0, 1001.0, 3.0, 1002.0]      # 3.0 is late by 998 s
+    a = A.analyze_requests(request_table(t)).arrivals
+    assert (a.out_of_order, a.late, a.gaps) == (1, 1, 5)
+    assert a.mean_gap_s == pytest.approx(1002 / 5)
+    assert any("more than 300 s" in n for n in A.analyze_requests(request_table(t)).notes)
 
 
 def test_rate_over_time_bins_merge_on_long_traces():

@@ -77,6 +77,32 @@ def test_read_trace_tells_the_formats_apart(tmp_path):
         read_trace(tmp_path / "day.bin", format="ncsa")
 
 
+def test_a_log_with_a_nul_byte_is_still_a_log(tmp_path):
+    # a NUL in the first 4 KiB used to make any file a WC98 log
+    lines = [f'10.0.0.1 - - [10/Oct/2000:13:55:{s:02d} +0000] "GET /{s} HTTP/1.0" 200 9'
+             for s in range(40)]
+    lines[2] = lines[2].replace("GET /2", "GET /2\0x")
+    path = tmp_path / "access.log"
+    path.write_text("\n".join(lines) + "\n")
+    reader = read_trace(path)
+    assert reader.format == "clf" and len(reader.table()) == 40
+
+
+def test_a_file_that_is_neither_format_names_the_one_assumed_and_why(tmp_path):
+    path = tmp_path / "junk.log"
+    path.write_bytes(b"\0\1 not a log line\n" * 30)
+    with pytest.raises(InputError, match=r"junk.log:1: .*no request could be read, 30 "
+                                         r"skipped \(read as clf because it does not start "
+                                         r"with WC98 records \(the record at byte 0 has method"):
+        read_trace(path).table()
+    bad = tmp_path / "day.bin"              # WC98 records, the last one cut short
+    bad.write_bytes(records(*[(1000 + i, 1, 1, 1, 0, 2, 1, 0) for i in range(5)])[:-3])
+    with pytest.raises(InputError, match=r"partial record.*\(read as wc98 because its first "
+                                         r"4 records are valid WC98 records\)"):
+        read_trace(bad).table()
+    assert traces.detect_format(tmp_path / "junk.log")[0] == "clf"
+
+
 # ---------------------------------------------------------------- writers
 
 

@@ -13,13 +13,14 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
+from rich.markup import escape
 from rich.progress import BarColumn, DownloadColumn, Progress, TimeRemainingColumn
 from rich.table import Column, Table
 
 from offloadlab import units
 from offloadlab.cli.common import app, err, flag_time, note, out, user_errors
 from offloadlab.errors import InputError
-from offloadlab.results import write_json
+from offloadlab.results import figure_format, write_json
 
 workload_app = typer.Typer(
     help="Web workloads: file sets, request streams, traces, their analysis and replay.",
@@ -98,10 +99,10 @@ def fileset_cmd(
         size = f"{len(fs.sizes):,} files, {units.format_bytes(fs.total_bytes)}"
         if w.created:
             out.print(f"{w.name}: {size} written to {w.out_dir} "
-                      f"({w.rate_Bps / 2**20:.0f} MiB/s)")
+                      f"({w.rate_Bps / 2**20:.0f} MiB/s)", markup=False)
         else:
             out.print(f"{w.name}: {size} described by its manifest in {w.out_dir}; "
-                      "--create-large writes the files")
+                      "--create-large writes the files", markup=False)
 
 
 @workload_app.command("verify")
@@ -122,13 +123,13 @@ def verify_cmd(
                                                                        total=total))
     size = f"{result.files:,} files, {units.format_bytes(result.total_bytes)}"
     if result.ok:
-        out.print(f"{folder}: {size}: all match the manifest")
+        out.print(f"{folder}: {size}: all match the manifest", markup=False)
         return
     for path, problem in result.problems[:20]:
-        err.print(f"[red]{path}[/]: {problem}")
+        err.print(f"[red]{escape(str(path))}[/]: {escape(problem)}")
     more = len(result.problems) - 20
     err.print(f"{folder}: {len(result.problems):,} of {result.files:,} files do not match"
-              + (f" ({more:,} more not shown)" if more > 0 else ""))
+              + (f" ({more:,} more not shown)" if more > 0 else ""), markup=False)
     raise typer.Exit(1)
 
 
@@ -144,7 +145,8 @@ def db_cmd(
     from offloadlab.testbed import server
 
     server.fill_db(db, rows)
-    out.print(f"{db}: table {server.DB_TABLE} holds {rows:,} items", highlight=False)
+    out.print(f"{db}: table {server.DB_TABLE} holds {rows:,} items", highlight=False,
+              markup=False)
 
 
 @workload_app.command("stream")
@@ -243,7 +245,7 @@ def synth_cmd(
     if requests < 1:
         raise InputError(f"--requests {requests}: use at least 1")
     written = writers[fmt](out_file, requests, seed)
-    out.print(f"{written:,} requests written to {out_file} ({fmt})")
+    out.print(f"{written:,} requests written to {out_file} ({fmt})", markup=False)
 
 
 @workload_app.command("analyze")
@@ -262,7 +264,8 @@ def analyze_cmd(
     out_file: Annotated[Path | None, typer.Option(
         "--out", help="Also write the JSON analysis to this file (atomically).")] = None,
     plot: Annotated[Path | None, typer.Option(
-        help="Write figures (size CCDF, rank-frequency, ...) to this PNG.")] = None,
+        help="Write figures (size CCDF, rank-frequency, ...) to this .png, .svg or "
+             ".pdf.")] = None,
 ) -> None:
     """Fit sizes and popularity, and measure class shares, connection skew and arrivals."""
     from offloadlab.report.workload import analysis_tables, plot_analysis
@@ -270,6 +273,8 @@ def analyze_cmd(
 
     if fmt not in INPUT_FORMATS:
         raise InputError(f"--format {fmt!r}: use one of {', '.join(INPUT_FORMATS)}")
+    if plot is not None:
+        figure_format(plot)
     if not source.exists():
         raise InputError(f"{source}: no such file or folder")
     kind = _input_kind(source) if fmt == "auto" else fmt
@@ -280,7 +285,7 @@ def analyze_cmd(
         result = analyze.analyze_requests(stream.iter_batches(source), name=name,
                                           arrivals="connections")
     else:
-        reader = traces.read_trace(source, format=kind)
+        reader = traces.read_trace(source, format=None if fmt == "auto" else fmt)
         chunks = iter(reader)
         if connections != "none":
             chunks = traces.assign_connections(chunks, flag_time("--connections",
@@ -298,7 +303,7 @@ def analyze_cmd(
         write_json(out_file, doc)
     if plot is not None:
         plot_analysis(result, plot)
-        err.print(f"figure written to {plot}")
+        err.print(f"figure written to {plot}", markup=False)
 
 
 def _input_kind(path: Path) -> str:
@@ -306,9 +311,14 @@ def _input_kind(path: Path) -> str:
     if path.is_dir() or path.suffix == ".csv":
         return "manifest"
     if path.suffix == ".parquet":
+        import pyarrow as pa
         import pyarrow.parquet as pq
 
-        meta = pq.read_schema(path).metadata or {}
+        try:
+            meta = pq.read_schema(path).metadata or {}
+        except (OSError, pa.ArrowException) as exc:
+            raise InputError(f"{path}: not a readable Parquet file ({exc}); give a stream "
+                             "or a manifest written by offload, or a trace") from None
         return "stream" if any(k.startswith(b"offloadlab.stream") for k in meta) else "manifest"
     from offloadlab.workload import traces
 
@@ -424,12 +434,13 @@ def replay_cmd(
     stream_path = out_dir / replay.STREAM_FILE
     if written.created:
         out.print(f"{fs.name}: {size} written to {out_dir} ({written.rate_Bps / 2**20:.0f} "
-                  f"MiB/s); {len(result.stream):,} requests to {stream_path}")
+                  f"MiB/s); {len(result.stream):,} requests to {stream_path}", markup=False)
     else:
         out.print(f"{fs.name}: {size} described by its manifest in {out_dir} (--create-large "
-                  f"writes the files); {len(result.stream):,} requests to {stream_path}")
+                  f"writes the files); {len(result.stream):,} requests to {stream_path}",
+                  markup=False)
     out.print(f"replay with: offload load 127.0.0.1:PORT --objects {out_dir} "
-              f"--stream {stream_path}")
+              f"--stream {stream_path}", markup=False)
 
 
 # Detector parameters as flags (the API's names in its messages, then the flags).
@@ -484,10 +495,13 @@ def flows_cmd(
         print(json.dumps(doc, indent=2, allow_nan=False))
         return
     if r.skipped:
-        note(f"{r.skipped:,} frames were not IP and were skipped")
+        note(f"{r.skipped:,} frames were skipped: not IP, or cut before the ports")
+    if r.truncated:
+        note(f"{r.truncated:,} packets had their TCP/UDP header cut by the snap length; "
+             "their ports were read")
     out.print(f"{source}: {r.total_packets:,} packets, {r.flows_seen:,} flows; "
               f"{len(r.flows):,} long-lived at the end carry {r.llf_packet_share:.1%} of the "
-              "packets", highlight=False)
+              "packets", highlight=False, markup=False)
     table = Table("long-lived flow", Column("packets", justify="right"),
                   Column("share", justify="right"))
     for f, p, s in list(zip(r.flows, r.packets, r.share, strict=True))[:top]:

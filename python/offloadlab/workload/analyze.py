@@ -21,6 +21,7 @@ from offloadlab.errors import InputError, require
 from offloadlab.results import jsonable
 from offloadlab.workload.fits import SizeFits, fit_sizes
 from offloadlab.workload.stats import (
+    REORDER_S,
     ArrivalCounter,
     Arrivals,
     ClassShare,
@@ -114,10 +115,12 @@ def analyze_requests(chunks: Iterable[pd.DataFrame] | pd.DataFrame, *,
     """Analyse request tables (a trace reader's chunks, or a stream), one chunk at a time.
 
     Columns used: ``object`` and ``size_bytes`` (required; -1 = unknown size),
-    ``conn_id`` (>= 0; -1 = none) for connection skew, ``time_s`` (seconds, in order)
-    for arrivals. Memory grows with the distinct objects and connections (plus at most
-    ``reservoir`` inter-arrival times), not with the number of requests; the result does
-    not depend on how the requests are cut into chunks.
+    ``conn_id`` (>= 0; -1 = none) for connection skew, ``time_s`` (seconds) for
+    arrivals, put in time order where they are out of order by up to
+    ``stats.REORDER_S``. Memory grows with the distinct objects and connections (plus at
+    most ``reservoir`` inter-arrival times and the times of REORDER_S), not with the
+    number of requests; the result does not depend on how the requests are cut into
+    chunks.
 
     An object's size is the largest size_bytes seen for it (a 304 or a partial response
     moves fewer bytes than the object holds); sizes are fitted to one size per object,
@@ -269,8 +272,11 @@ def _size_notes(fits: SizeFits, what: str) -> list[str]:
 def _arrival_notes(a: Arrivals) -> list[str]:
     notes = []
     if a.out_of_order:
-        notes.append(f"{a.out_of_order:,} {a.of} arrive before the one listed above them "
-                     "(time_s not in order): those gaps are left out")
+        notes.append(f"{a.out_of_order:,} {a.of} are listed after a later one (time_s not "
+                     "in order): the times were sorted before taking the gaps")
+    if a.late:
+        notes.append(f"{a.late:,} of them are listed more than {REORDER_S:g} s after a later "
+                     "one: their gaps are left out; sort the input by time to use them")
     if a.early:
         notes.append(f"{a.early:,} {a.of} are stamped before the first one (time_s < 0): "
                      "counted in the first bin of the rate over time")

@@ -33,6 +33,11 @@ BIN_WIDTHS_MS = (1, 10, 100, 1_000, 10_000, 60_000, 600_000, 3_600_000, 86_400_0
 MAX_BINS = 2_000
 # Inter-arrival times the Lilliefors test uses at most.
 LILLIEFORS_N = 5_000
+# How far back in time a request may be listed and still be put in order before its gap
+# is taken. Logs written at completion, or merged from several workers, are out of order
+# by up to a request's duration or a flush interval; the times within this window are
+# held, so memory grows with the requests of 5 minutes, not of the whole log.
+REORDER_S = 300.0
 
 
 # ---------------------------------------------------------------------------------------
@@ -211,10 +216,14 @@ class Arrivals:
     distribution of D simulated with the rate re-fitted each time (Lilliefors'
     correction; on a sample of at most LILLIEFORS_N gaps).
 
-    ``ties`` is the share of zero gaps: timestamps rounded to seconds make many, and then
-    both tests reject on ties alone. ``out_of_order`` counts negative gaps (a log written
-    at completion is not quite in time order): they are left out. ``early`` counts
-    arrivals stamped before the first (time_s < 0), binned in the first bin.
+    The gaps are those between the times in time order, so for a log out of order by
+    REORDER_S at most, ``rate`` = (count - 1) / (last time - first time). ``out_of_order``
+    counts arrivals listed after a later one (a log written at completion, or merged from
+    several workers); they are put in order. ``late`` counts those listed more than
+    REORDER_S after a later one: their gaps are left out. ``ties`` is the share of zero
+    gaps: timestamps rounded to seconds make many, and then both tests reject on ties
+    alone. ``early`` counts arrivals stamped before the first (time_s < 0), binned in the
+    first bin.
     ``resolution_s`` is 1 when every time is a whole second (as in WC98 and Common Log
     Format traces), else 0.
 
@@ -239,6 +248,7 @@ class Arrivals:
     lilliefors_p: float
     ties: float
     out_of_order: int
+    late: int
     early: int
     resolution_s: float
     bin_s: float
@@ -256,15 +266,22 @@ class ArrivalCounter:
     """Streaming inter-arrival statistics: exact count, mean and variance of the gaps
     (Chan's pairwise update), a seeded reservoir sample of them (Vitter's algorithm R,
     one uniform per gap past the reservoir's size, so chunking does not change it), and
-    counts per time bin on the finest of BIN_WIDTHS_MS that keeps at most MAX_BINS."""
+    counts per time bin on the finest of BIN_WIDTHS_MS that keeps at most MAX_BINS.
+
+    Times are held until the latest time seen is REORDER_S past them, then taken in
+    order. A time is late when it is more than REORDER_S before one listed above it;
+    whether a time is late depends only on the times above it, so the gaps taken are
+    those of the sorted times that are not late, however the input is chunked."""
 
     def __init__(self, reservoir: int, seed: int) -> None:
         self.rng = np.random.default_rng(seed)
         self.cap = reservoir
         self.sample = np.empty(0)
         self.seen = 0
-        self.last: float | None = None
-        self.count = self.n = self.zeros = self.negative = 0
+        self.last: float | None = None              # the last time taken in order
+        self.latest = -math.inf                      # the latest time seen
+        self.held = np.empty(0)                      # times not yet taken, sorted
+        self.count = self.n = self.zeros = self.out_of_order = self.late = 0
         self.mean = self.m2 = 0.0
         self.level = 0
         self.counts = np.zeros(0, dtype=np.int64)
@@ -277,10 +294,22 @@ class ArrivalCounter:
         self.count += t.size
         self.whole_seconds = self.whole_seconds and bool(np.all(t == np.floor(t)))
         self._bin(t)
+        before = np.maximum.accumulate(np.r_[self.latest, t])[:-1]  # latest above each
+        self.out_of_order += int(np.count_nonzero(t < before))
+        late = t < before - REORDER_S
+        self.late += int(np.count_nonzero(late))
+        self.latest = max(self.latest, float(t.max()))
+        held = np.sort(np.r_[self.held, t[~late]])
+        ready = int(np.searchsorted(held, self.latest - REORDER_S, side="right"))
+        self.held = held[ready:]
+        self._gaps(held[:ready])
+
+    def _gaps(self, t: np.ndarray) -> None:
+        """Take the times ``t`` (in order, none before the last taken) into the gaps."""
+        if t.size == 0:
+            return
         gaps = np.diff(t) if self.last is None else np.diff(np.r_[self.last, t])
         self.last = float(t[-1])
-        self.negative += int(np.count_nonzero(gaps < 0))
-        gaps = gaps[gaps >= 0]
         if gaps.size == 0:
             return
         self.zeros += int(np.count_nonzero(gaps == 0))
@@ -328,6 +357,8 @@ class ArrivalCounter:
             self.level = level
 
     def result(self, seed: int, of: str) -> Arrivals | None:
+        self._gaps(self.held)
+        self.held = np.empty(0)
         if self.n < 2:
             return None
         if self.whole_seconds:                     # bins finer than the timestamps are empty
@@ -349,8 +380,9 @@ class ArrivalCounter:
             lf_p = _lilliefors_exp(self.sample, seed)
         return Arrivals(of, self.count, self.n, int(self.sample.size), 1 / mean if mean > 0
                         else math.inf, mean, cv, ks_D, ks_p, lf_p, self.zeros / self.n,
-                        self.negative, self.early, 1.0 if self.whole_seconds else 0.0, bin_s,
-                        self.counts.copy(), dispersion, dispersion_p)
+                        self.out_of_order, self.late, self.early,
+                        1.0 if self.whole_seconds else 0.0, bin_s, self.counts.copy(),
+                        dispersion, dispersion_p)
 
 
 def _lilliefors_exp(gaps: np.ndarray, seed: int) -> float:

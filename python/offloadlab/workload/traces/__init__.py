@@ -61,7 +61,7 @@ from offloadlab.workload.traces.table import (
     TraceReader,
     empty_table,
 )
-from offloadlab.workload.traces.wc98 import DEFAULT_EPOCH_S, read_wc98, write_wc98
+from offloadlab.workload.traces.wc98 import DEFAULT_EPOCH_S, head_problem, read_wc98, write_wc98
 
 __all__ = [
     "COLUMNS", "DEFAULT_EPOCH_S", "DTYPES", "ReadReport", "SynthSpec", "TraceReader",
@@ -75,27 +75,39 @@ _WC98_NAME = re.compile(r"wc_day\d+_\d+(\.gz)?$|\.wc98(\.gz)?$")
 
 
 def sniff_format(path) -> str:
-    """"wc98" or "clf": by the name (wc_dayX_Y[.gz], *.wc98[.gz]), else by the first
-    bytes (WC98 records are binary and hold NUL bytes; logs are text)."""
+    """"wc98" or "clf" (see :func:`detect_format`)."""
+    return detect_format(path)[0]
+
+
+def detect_format(path) -> tuple[str, str]:
+    """"wc98" or "clf", and why: by the name (wc_dayX_Y[.gz], *.wc98[.gz]), else WC98
+    when the first 4 KiB (decompressed) are plausible WC98 records
+    (:func:`~offloadlab.workload.traces.wc98.head_problem`), else an access log. A NUL
+    byte alone does not make a WC98 log: text logs can hold one."""
     p = trace_paths(path)[0]
     if _WC98_NAME.search(p.name):
-        return "wc98"
+        return "wc98", "its name is that of a WC98 log"
     with open_binary(p) as f:
         try:
             head = f.read(4096)
         except GZIP_ERRORS:
             head = b""
-    return "wc98" if b"\0" in head else "clf"
+    problem = head_problem(head)
+    if problem is None:
+        return "wc98", f"its first {len(head) // 20} records are valid WC98 records"
+    return "clf", f"it does not start with WC98 records ({problem})"
 
 
 def read_trace(path, *, format: str | None = None, **options) -> TraceReader:
     """Open a trace of either format (``format`` "wc98" or "clf", else sniffed);
     ``options`` go to :func:`read_wc98` or :func:`read_clf`."""
-    fmt = format or sniff_format(path)
+    fmt, why = (format, "") if format else detect_format(path)
     readers = {"wc98": read_wc98, "clf": read_clf}
     if fmt not in readers:
         raise InputError(f"trace format {fmt!r}: use 'wc98' or 'clf'")
-    return readers[fmt](path, **options)
+    reader = readers[fmt](path, **options)
+    reader.assumed = why
+    return reader
 
 
 # ------------------------------------------------------------------ connections

@@ -130,7 +130,9 @@ class TraceReader:
     one (possibly empty) DataFrame; ``report`` describes the latest iteration.
     ``table()`` reads everything into one DataFrame (for files that fit in memory).
     ``chunks(report)`` yields the tables of one read; its ``extra`` names the columns
-    beyond :data:`COLUMNS` it adds.
+    beyond :data:`COLUMNS` it adds. ``assumed`` says why the format was chosen when it
+    was guessed from the file (see ``traces.read_trace``): then a read that fails, or
+    finds no request but skips lines, is an InputError that names the format and why.
     """
 
     def __init__(self, fmt: str, paths: tuple[Path, ...],
@@ -139,6 +141,7 @@ class TraceReader:
         self.paths = paths
         self._chunks = chunks
         self._max_examples = max_examples
+        self.assumed = ""
         self.report = self._new_report()
 
     def _new_report(self) -> ReadReport:
@@ -151,11 +154,18 @@ class TraceReader:
 
     def _run(self, report: ReadReport) -> Iterator[pd.DataFrame]:
         yielded = False
-        for df in self._chunks(report):
-            report.records += len(df)
-            df.attrs["epoch_s"] = report.epoch_s
-            yielded = True
-            yield df
+        guess = f" (read as {self.format} because {self.assumed})" if self.assumed else ""
+        try:
+            for df in self._chunks(report):
+                report.records += len(df)
+                df.attrs["epoch_s"] = report.epoch_s
+                yielded = True
+                yield df
+        except InputError as exc:
+            raise InputError(f"{exc}{guess}") from None
+        if guess and not report.records and report.skipped:
+            raise InputError(f"{report.errors[0]}: no request could be read, "
+                             f"{report.skipped:,} skipped{guess}")
         report.done = True
         if not yielded:
             yield empty_table(extra=self._chunks.extra)

@@ -101,7 +101,35 @@ def wc98_table(records: np.ndarray, epoch_s: float | None = None, *,
     return df
 
 
+def head_problem(head: bytes) -> str | None:
+    """Why ``head``, a file's first bytes, is not the start of a WC98 log, or None when it
+    can be: whole records whose codes are all in the tables and whose timestamps lie
+    within a day (a file holds one day at most). Text fails at once: byte 16 of a record,
+    its method, would have to be 0-8, which no printable character is."""
+    n = len(head) // 20
+    if n == 0:
+        return f"{len(head)} bytes, less than one 20-byte record"
+    rec = np.frombuffer(head[:20 * n], WC98_RECORD)
+    bad = np.flatnonzero(_invalid(rec))
+    if bad.size:
+        return f"the record at byte {20 * int(bad[0]):,} has {_bad_fields(rec[bad[0]])}"
+    t = rec["timestamp"]
+    if int(t.max()) - int(t.min()) > 86_400:
+        return f"the timestamps of its first {n} records span more than a day"
+    return None
+
+
+def _invalid(rec: np.ndarray) -> np.ndarray:
+    """The records whose method, status code or type is outside the tools' tables."""
+    return ((rec["method"] > _LAST_METHOD) | (rec["status"] & 0x3F > OTHER_CODES)
+            | (rec["type"] > _LAST_TYPE))
+
+
 def _bad_record_text(path, offset: int, rec) -> str:
+    return f"{path}: byte offset {offset:,}: record has {_bad_fields(rec)}"
+
+
+def _bad_fields(rec) -> str:
     parts = []
     if rec["method"] > _LAST_METHOD:
         parts.append(f"method {rec['method']} (valid 0-{_LAST_METHOD})")
@@ -109,14 +137,13 @@ def _bad_record_text(path, offset: int, rec) -> str:
         parts.append(f"status code {rec['status'] & 0x3F} (low 6 bits; valid 0-{OTHER_CODES})")
     if rec["type"] > _LAST_TYPE:
         parts.append(f"type {rec['type']} (valid 0-{_LAST_TYPE})")
-    return f"{path}: byte offset {offset:,}: record has " + ", ".join(parts)
+    return ", ".join(parts)
 
 
 def _decode(rec: np.ndarray, path, offset0: int, report: ReadReport, extra: bool,
             epoch_s: float | None = None) -> pd.DataFrame:
     """Records -> request table; invalid records are dropped and counted in ``report``."""
-    bad = ((rec["method"] > _LAST_METHOD) | (rec["status"] & 0x3F > OTHER_CODES)
-           | (rec["type"] > _LAST_TYPE))
+    bad = _invalid(rec)
     if bad.any():
         idx = np.flatnonzero(bad)
         report.skip(len(idx), (_bad_record_text(path, offset0 + 20 * int(i), rec[i])
