@@ -11,6 +11,7 @@ import pytest
 
 from offloadlab.cli import study as study_cli
 from offloadlab.study import plan
+from offloadlab.testbed import handoff
 
 ROOT = Path(__file__).resolve().parents[1]
 PACKAGE = ROOT / "python" / "offloadlab"
@@ -54,7 +55,7 @@ def _demo_plan() -> plan.Plan:
     return plan.Plan(loads, plan.parse_modes(study_cli.DEMO_MODES),
                      plan.budget(study_cli.DEMO_BUDGET), None, 0, 1, 1, "demo",
                      {load.name: 1 / len(loads) for load in loads},
-                     plan.ClassLoad(plan.MIX, ROOT, None, None), study_cli.HANDOFF_SLOWDOWN)
+                     plan.ClassLoad(plan.MIX, ROOT, None, None), handoff.Experiment.slowdown)
 
 
 def test_the_readme_states_the_demos_planned_time():

@@ -189,9 +189,9 @@ def test_a_takeover_nobody_injected_invalidates_the_run(site, monkeypatch):
         return doc
 
     monkeypatch.setattr(server_module, "_serve_core", taken_over)
-    with pytest.raises(RunError, match=r"declared failed after 1\.5 s.*not measure engine"):
-        with running(options_for(site["root"], "engine")) as server:
-            assert _get_status(server, "/c0/one.bin") == 200
+    refused = pytest.raises(RunError, match=r"declared failed after 1\.5 s.*not measure engine")
+    with refused, running(options_for(site["root"], "engine")) as server:
+        assert _get_status(server, "/c0/one.bin") == 200
 
 
 def _get_status(server, path: str) -> int | None:

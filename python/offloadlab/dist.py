@@ -18,6 +18,7 @@ everything is in seconds.
 from __future__ import annotations
 
 import csv
+import io
 import math
 import re
 from dataclasses import dataclass, field
@@ -27,6 +28,7 @@ from typing import ClassVar
 import numpy as np
 
 from offloadlab.errors import InputError
+from offloadlab.inputs import read_text
 from offloadlab.units import NUMBER, format_time, parse_time
 
 _SPEC = re.compile(r"^\s*([A-Za-z_]\w*)\s*\((.*)\)\s*$", re.DOTALL)
@@ -237,10 +239,11 @@ class Empirical(Dist):
         """
         file = Path(path) if base_dir is None else Path(base_dir) / path
         try:
-            with open(file, newline="") as fh:
-                rows = [(n, row[0].strip()) for n, row in enumerate(csv.reader(fh), 1) if row]
+            text = read_text(file)
         except OSError as exc:
             raise InputError(f"empirical: cannot read {file}: {exc.strerror}") from exc
+        lines = csv.reader(io.StringIO(text, newline=""))
+        rows = [(n, row[0].strip()) for n, row in enumerate(lines, 1) if row]
         if rows and not re.fullmatch(NUMBER, rows[0][1]):
             rows = rows[1:]
         values = []

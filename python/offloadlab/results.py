@@ -35,6 +35,8 @@ VERDICTS = ("cpu_relieved", "beneficial")
 SATURATED_AT = 1 - 1e-12
 # Resolution of every figure written (PNG).
 DPI = 110
+# The formats a figure may be written in, named by the file's suffix.
+FIGURE_SUFFIXES = (".png", ".svg", ".pdf")
 
 
 @dataclass(frozen=True)
@@ -149,6 +151,21 @@ def write_atomic(path: str | Path, write: Callable[[Path], None]) -> None:
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
+
+
+def figure_format(path: str | Path) -> str:
+    """The format a figure's file name asks for; check it before drawing."""
+    suffix = Path(path).suffix.lower()
+    if suffix not in FIGURE_SUFFIXES:
+        raise InputError(f"{path}: a figure is written as {', '.join(FIGURE_SUFFIXES)}; "
+                         "name the file with one of these")
+    return suffix[1:]
+
+
+def write_figure(fig, path: str | Path) -> None:
+    """Write a matplotlib figure atomically, in the format its suffix names."""
+    fmt = figure_format(path)
+    write_atomic(path, lambda tmp: fig.savefig(tmp, dpi=DPI, format=fmt))
 
 
 def write_json(path: str | Path, obj) -> None:

@@ -8,7 +8,6 @@ and all problems of a file are reported at once. See ``docs/scenario.md``.
 from __future__ import annotations
 
 import math
-import tomllib
 from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 from typing import Literal
@@ -18,6 +17,7 @@ import tomli_w
 from offloadlab import dist, units
 from offloadlab.dist import Dist
 from offloadlab.errors import InputError
+from offloadlab.inputs import parse_toml, read_toml
 
 # The service-time fields of a class, with the seed's symbol and meaning.
 COST_FIELDS: dict[str, str] = {
@@ -155,19 +155,15 @@ def load(path: str | Path) -> Scenario:
     against the file's folder."""
     path = Path(path)
     try:
-        text = path.read_text()
+        data = read_toml(path)
     except OSError as exc:
         raise InputError(f"{path}: cannot read scenario: {exc.strerror}") from exc
-    return loads(text, source=str(path), base_dir=path.parent)
+    return from_dict(data, str(path), path.parent)
 
 
 def loads(text: str, source: str = "<scenario>", base_dir: Path | None = None) -> Scenario:
     """Parse and check scenario TOML text; ``source`` names it in error messages."""
-    try:
-        data = tomllib.loads(text)
-    except tomllib.TOMLDecodeError as exc:
-        raise InputError(f"{source}: invalid TOML: {exc}") from None
-    return from_dict(data, source, base_dir)
+    return from_dict(parse_toml(text, source), source, base_dir)
 
 
 def from_dict(data: dict, source: str = "<scenario>", base_dir: Path | None = None) -> Scenario:

@@ -20,7 +20,6 @@ import math
 import multiprocessing
 import os
 import re
-import tomllib
 from collections.abc import Callable, Iterable
 from concurrent.futures import ProcessPoolExecutor, as_completed
 from concurrent.futures.process import BrokenProcessPool
@@ -30,10 +29,12 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 from rich import box
+from rich.markup import escape
 from rich.table import Table
 
 from offloadlab import __version__, model, scenario
 from offloadlab.errors import InputError
+from offloadlab.inputs import read_toml
 from offloadlab.results import write_atomic
 from offloadlab.units import ms, parse_range, util
 
@@ -139,13 +140,9 @@ def load_grid(path: str | Path) -> Grid:
     grid file's folder."""
     path = Path(path)
     try:
-        text = path.read_text()
+        data = read_toml(path)
     except OSError as exc:
         raise InputError(f"{path}: cannot read grid: {exc.strerror}") from exc
-    try:
-        data = tomllib.loads(text)
-    except tomllib.TOMLDecodeError as exc:
-        raise InputError(f"{path}: invalid TOML: {exc}") from None
     return grid_from_dict(data, str(path), path.parent)
 
 
@@ -186,13 +183,13 @@ def _base_scenario(raw: object, base_dir: Path | None,
     elif isinstance(raw, str) and raw.strip():
         path = Path(raw) if base_dir is None else base_dir / raw
         try:
-            table = tomllib.loads(path.read_text())
+            table = read_toml(path)
         except OSError as exc:
             errors.append(f"scenario: cannot read '{raw}' ({path}): {exc.strerror}; the path "
                           "is relative to the grid file")
             return None, None
-        except tomllib.TOMLDecodeError as exc:
-            errors.append(f"scenario: {path}: invalid TOML: {exc}")
+        except InputError as exc:
+            errors.append(f"scenario: {exc}")
             return None, None
         where, folder = str(path), path.parent
     else:
@@ -541,7 +538,7 @@ def summary_table(frame: pd.DataFrame, limit: int = 40) -> Table:
     (ms) of the host alone and with the engine, host and engine utilisation."""
     axes = list(frame.attrs.get("axes", []))
     rows = frame[frame["class"] == "all"]
-    table = Table(box=box.SIMPLE_HEAD, title=f"[bold]{frame.attrs.get('scenario', '')}[/]: "
+    table = Table(box=box.SIMPLE_HEAD, title=f"[bold]{escape(frame.attrs.get('scenario', ''))}[/]: "
                   f"{frame.attrs.get('points', '?')} points, all classes, delays in ms")
     table.add_column("point", justify="right", no_wrap=True)
     for name in axes:  # long values (cost specs) wrap rather than being cut
@@ -558,4 +555,4 @@ def summary_table(frame: pd.DataFrame, limit: int = 40) -> Table:
 
 
 def _cell(value: object) -> str:
-    return f"{value:g}" if isinstance(value, float) else str(value)
+    return f"{value:g}" if isinstance(value, float) else escape(str(value))

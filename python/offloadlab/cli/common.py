@@ -1,6 +1,10 @@
 """What every ``offload`` command shares: the app, the consoles, error handling.
 
 Exit codes: 0 ok, 1 runtime failure, 2 bad input.
+
+The consoles read rich markup (``[bold]...[/]``), so text from outside (paths, names
+from files, log lines, messages that quote them) goes through :func:`escape` before it
+is printed: unescaped, ``[/b]`` stops the program and ``[x]`` vanishes.
 """
 
 from __future__ import annotations
@@ -10,6 +14,7 @@ from typing import Annotated
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 
 from offloadlab import __version__
 from offloadlab.errors import InputError, RunError
@@ -33,16 +38,16 @@ def user_errors(command):
         try:
             return command(*args, **kwargs)
         except InputError as exc:
-            _error(exc)
+            print_error(exc)
             raise typer.Exit(2) from None
         except (OSError, RunError) as exc:
-            _error(exc)
+            print_error(exc)
             raise typer.Exit(1) from None
     return wrapper
 
 
-def _error(exc: Exception) -> None:
-    err.print(f"[bold red]error:[/] {exc}", highlight=False, markup=True)
+def print_error(exc: Exception) -> None:
+    err.print(f"[bold red]error:[/] {escape(str(exc))}", highlight=False)
 
 
 def flag_time(flag: str, text: str | None) -> float | None:
@@ -56,7 +61,7 @@ def flag_time(flag: str, text: str | None) -> float | None:
 
 
 def note(text: str) -> None:
-    err.print(f"[yellow]note:[/] {text}")
+    err.print(f"[yellow]note:[/] {escape(text)}")
 
 
 def drawn(figures: dict) -> list[str]:
@@ -70,7 +75,7 @@ def write_folder(out_dir, files: dict) -> list[str]:
     from offloadlab.results import write_outputs
 
     names = write_outputs(out_dir, files)
-    out.print(f"wrote {out_dir}/: {', '.join(names)}", highlight=False)
+    out.print(f"wrote {escape(str(out_dir))}/: {', '.join(names)}", highlight=False)
     return names
 
 

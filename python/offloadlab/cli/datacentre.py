@@ -6,20 +6,17 @@ from __future__ import annotations
 
 from dataclasses import replace
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
-import pandas as pd
 import typer
 from rich.table import Table
 
 from offloadlab.cli.common import app, err, flag_time, out, user_errors, write_folder
-from offloadlab.datacentre import config, studies
 from offloadlab.errors import InputError
-from offloadlab.model import tiers
-from offloadlab.report import datacentre as figure
-from offloadlab.results import write_outputs
-from offloadlab.sim import closed
 from offloadlab.units import format_bytes, parse_bytes
+
+if TYPE_CHECKING:
+    from offloadlab.model import tiers
 
 datacentre_app = typer.Typer(
     help="Seed 003's multi-tier data centre (proxies, web servers, database, disks, "
@@ -49,6 +46,12 @@ def solve_cmd(file: File = None,
               requests: Annotated[int, typer.Option(
                   min=1000, help="Completions the --sim run measures.")] = 200_000) -> None:
     """Throughput, response time, cache hit ratios and the busiest stations, by MVA."""
+    import pandas as pd
+
+    from offloadlab.datacentre import config
+    from offloadlab.model import tiers
+    from offloadlab.sim import closed
+
     dc = config.load(file)
     solved = tiers.solve(dc)
     simulated = None
@@ -68,7 +71,8 @@ def solve_cmd(file: File = None,
 @datacentre_app.command("study")
 @user_errors
 def study_cmd(preset: Annotated[str, typer.Option(
-                  help=f"all, or some of {', '.join(studies.STUDIES)}, comma-separated.")
+                  help="all, or some of the studies, comma-separated (docs/datacentre.md; "
+                       "a name it does not know lists them).")
               ] = "all",
               file: Annotated[Path | None, typer.Option(
                   "--file", help="Base data centre (TOML); each study varies one thing "
@@ -78,6 +82,10 @@ def study_cmd(preset: Annotated[str, typer.Option(
                                 "(created; files in it are replaced).")] = Path("datacentre")
               ) -> None:
     """Seed 003's experiments on the model, each checked against the paper's claim."""
+    from offloadlab.datacentre import config, studies
+    from offloadlab.report import datacentre as figure
+    from offloadlab.results import write_outputs
+
     names = studies.parse(preset)
     base = config.load(file)
     summary = []
@@ -97,7 +105,7 @@ def study_cmd(preset: Annotated[str, typer.Option(
     held = sum(c["holds"] for s in summary for c in s["checks"])
     total = sum(len(s["checks"]) for s in summary)
     out.print(f"{held} of {total} of the paper's claims reproduced on the model; "
-              f"results in {out_dir}", highlight=False)
+              f"results in {out_dir}", highlight=False, markup=False)
 
 
 @datacentre_app.command("testbed")
@@ -123,6 +131,7 @@ def testbed_cmd(
 ) -> None:
     """Seed 003's hybrid placement on the real server: popular files in memory, the rest
     read from disk, against everything from disk, per working-set class."""
+    from offloadlab.report import datacentre as figure
     from offloadlab.study.plan import parse_classes
     from offloadlab.testbed import cores, hybrid
     from offloadlab.workload import fileset, presets
@@ -161,7 +170,7 @@ def testbed_cmd(
                   f"{r['hybrid_throughput']:,.0f}", f"{r['gain']:+.0%}",
                   f"{r['disk_mean_ms']:.2f}", f"{r['hybrid_mean_ms']:.2f}")
     out.print(t)
-    out.print(f"results in {out_dir}", highlight=False)
+    out.print(f"results in {out_dir}", highlight=False, markup=False)
 
 
 @datacentre_app.command("tiers")
@@ -230,7 +239,7 @@ def tiers_cmd(
                   f"{r['engine_cpu_us']:.1f}", f"{r['db_queries_per_request']:.2f}",
                   f"{r['db_us_per_query']:.1f}")
     out.print(t)
-    out.print(f"results in {out_dir}", highlight=False)
+    out.print(f"results in {out_dir}", highlight=False, markup=False)
 
 
 @datacentre_app.command("nic")
@@ -249,6 +258,7 @@ def nic_cmd(
     the server in a private network namespace behind a veth pair whose offloads are
     switched with ethtool (needs root)."""
     from offloadlab.model.protocol_costs import TABLE5
+    from offloadlab.report import datacentre as figure
     from offloadlab.testbed import nic
 
     try:

@@ -14,7 +14,7 @@ from rich.table import Table
 
 from offloadlab.cli.common import app, err, flag_time, out, user_errors, write_folder
 from offloadlab.errors import InputError
-from offloadlab.model import driver_tables, polling
+from offloadlab.model import polling
 from offloadlab.results import jsonable
 from offloadlab.units import ms, parse_bytes, us
 
@@ -103,6 +103,8 @@ def tables_cmd(
 ) -> None:
     """The thesis's six CPU tables: measured, the thesis's model and this model with its
     unpublished parameters fitted by least squares over all 72 cells."""
+    from offloadlab.model import driver_tables
+
     if modes not in ("curve", "mode"):
         raise InputError(f"--modes {modes!r}: use curve or mode")
     unswap = not as_published
@@ -239,7 +241,7 @@ def testbed_cmd(
               highlight=False)
     out.print(f"fitted t_int {us(fitted.t_int)} µs per wake-up, t_pkt {us(fitted.t_pkt)} µs "
               f"per request (rms {fitted.rms:.3f} of a core); results in {out_dir}",
-              highlight=False)
+              highlight=False, markup=False)
 
 
 def _signed_ms(seconds: float) -> str:

@@ -9,13 +9,12 @@ from typing import Annotated
 
 import numpy as np
 import typer
+from rich.markup import escape
 
-from offloadlab import model, scenario
-from offloadlab.cli.common import app, err, note, out, user_errors
+from offloadlab import scenario
+from offloadlab.cli.common import app, err, note, out, print_error, user_errors
 from offloadlab.errors import InputError
-from offloadlab.report.plots import plot_model
-from offloadlab.report.tables import model_table, sim_table
-from offloadlab.results import Result, write_json
+from offloadlab.results import Result, figure_format, write_json
 from offloadlab.units import parse_range
 
 _PLOT_POINTS = 200
@@ -41,6 +40,8 @@ def parse_rates(text: str) -> np.ndarray:
 
 def _plot_rates(sc: scenario.Scenario) -> np.ndarray:
     """A sweep from 0 to a little past the later of the two saturation points."""
+    from offloadlab import model
+
     o = model.evaluate(sc).overall
     stars = [o["lam_star_noe"][0], min(o["lam_star_cpu"][0], o["lam_star_oe"][0])]
     top = 1.1 * max((s for s in stars if np.isfinite(s)), default=sc.rate * 2)
@@ -84,8 +85,14 @@ def model_cmd(
              "without --rates it sweeps up to past saturation.")] = None,
 ) -> None:
     """Solve the queueing model: host alone (M/G/1) against host + offload engine."""
+    from offloadlab import model
+    from offloadlab.report.plots import plot_model
+    from offloadlab.report.tables import model_table
+
     if as_json and as_table:
         raise InputError("--json and --table exclude each other; pick one")
+    if plot is not None:
+        figure_format(plot)
     sc = scenario.load(scenario_file)
     rate_points = None if rates is None else parse_rates(rates)
     result = model.evaluate(sc, rate_points)
@@ -93,7 +100,7 @@ def model_cmd(
     if plot is not None:
         swept = result if rates is not None else model.evaluate(sc, _plot_rates(sc))
         plot_model(swept, plot)
-        err.print(f"figure written to {plot}")
+        err.print(f"figure written to {escape(str(plot))}")
 
 
 @app.command("sim")
@@ -126,6 +133,7 @@ def sim_cmd(
     from rich.progress import BarColumn, Progress, TimeElapsedColumn
 
     from offloadlab import sim
+    from offloadlab.report.tables import sim_table
 
     sc = scenario.load(scenario_file)
     rate_points = None if rates is None else parse_rates(rates)
@@ -177,7 +185,7 @@ def sweep_cmd(
             frame = sweep.run(grid, workers=workers, cluster=cluster,
                               progress=lambda done, _: bar.update(task, completed=done))
         except sweep.SweepError as exc:
-            err.print(f"[bold red]error:[/] {exc}", highlight=False)
+            print_error(exc)
             raise typer.Exit(1) from None
     if out_file is None:
         out.print(sweep.summary_table(frame))
@@ -185,4 +193,4 @@ def sweep_cmd(
                   "write them to Parquet with --out results.parquet")
     else:
         sweep.write(frame, out_file)
-        err.print(f"{len(frame):,} rows written to {out_file}")
+        err.print(f"{len(frame):,} rows written to {escape(str(out_file))}")

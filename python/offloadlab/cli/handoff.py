@@ -7,24 +7,19 @@ from __future__ import annotations
 
 from dataclasses import replace
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
-import pandas as pd
 import typer
 from rich.table import Column, Table
 
 from offloadlab.cli.common import app, drawn, err, flag_time, out, user_errors, write_folder
-from offloadlab.cli.serve import EngineCore, EngineSlowdown, HostCore, Work
+from offloadlab.cli.serve import EngineCore, HostCore, Work
 from offloadlab.errors import InputError
-from offloadlab.handoff import checks
-from offloadlab.handoff import run as handoff
-from offloadlab.online.control import Policy
-from offloadlab.report import handoff as figures
-from offloadlab.report import online as online_figure
 from offloadlab.results import Check
-from offloadlab.testbed import handoff as testbed
-from offloadlab.testbed import online
 from offloadlab.units import ms, us
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 handoff_app = typer.Typer(
     help="Connection handoff to an offload NIC (seed 004): its policies in packet-level "
@@ -43,6 +38,8 @@ OutDir = Annotated[Path, typer.Option(
 def sim_cmd(config: Annotated[Path, typer.Argument(help="Experiment TOML (see docs/handoff.md).")],
             out_dir: OutDir = Path("handoff")) -> None:
     """Run the configurations a TOML file lists, calibrated on W-0 unless it says not to."""
+    from offloadlab.handoff import run as handoff
+
     if not config.is_file():
         raise InputError(f"{config}: no such file")
     setups, settings, calibrate = handoff.load_config(config)
@@ -59,6 +56,8 @@ def matrix_cmd(out_dir: OutDir = Path("handoff-matrix"),
                    min=1000, help="Workload connections each client list holds.")] = 20_000,
                seed: Annotated[int, typer.Option(min=0)] = 0) -> None:
     """Reference 004 §7.2's matrix: Table 1, Figures 5-8, checked against the paper."""
+    from offloadlab.handoff import run as handoff
+
     setups = [handoff.parse_setup(s) for s in handoff.matrix(quick)]
     _run(setups, handoff.Settings(connections=connections, seed=seed), True, out_dir)
 
@@ -67,6 +66,8 @@ def matrix_cmd(out_dir: OutDir = Path("handoff-matrix"),
 @user_errors
 def defaults_cmd() -> None:
     """The model's settings and their defaults (override them in an experiment TOML)."""
+    from offloadlab.handoff import run as handoff
+
     t = Table("setting", "default")
     for k, v in handoff.defaults().items():
         t.add_row(k, f"{v:g}")
@@ -80,15 +81,17 @@ def testbed_cmd(
     out_dir: Annotated[Path, typer.Option(
         "--out", help="Folder for runs.csv, series.parquet, summary.json and the figure "
                       "(created; files in it are replaced).")] = Path("handoff-testbed"),
-    policies: Annotated[str, typer.Option(
-        help="inline and handoff policies (P|N-L|N-FCFS|Tn), comma-separated.")
-    ] = ",".join(p.removeprefix("handoff:") for p in testbed.POLICIES),
+    policies: Annotated[str | None, typer.Option(
+        help="inline and handoff policies (P|N-L|N-FCFS|Tn), comma-separated (default: "
+             "inline and four of the paper's).")] = None,
     size_class: Annotated[int | None, typer.Option(
         "--class", help="Only objects of this size class (0-4).")] = None,
     clients: Annotated[int, typer.Option(help="Closed-loop clients (zero think time).")] = 64,
     keep_alive: Annotated[int, typer.Option(help="Requests per connection.")] = 100,
-    work: Work = testbed.Experiment.work,
-    engine_slowdown: EngineSlowdown = testbed.Experiment.slowdown,
+    work: Work = None,
+    engine_slowdown: Annotated[float | None, typer.Option(
+        help="Extra engine CPU per unit of its own work: 3 emulates an engine 4 times "
+             "slower (default: 6).")] = None,
     run_length: Annotated[str, typer.Option(help="Length of each run.")] = "3s",
     repeats: Annotated[int, typer.Option(help="Runs per policy, interleaved.")] = 3,
     host_core: HostCore = None,
@@ -97,16 +100,19 @@ def testbed_cmd(
 ) -> None:
     """Seed 004's policies on the testbed: the same keep-alive load against inline mode
     and handoff mode under each policy, the engine slowed by --engine-slowdown."""
+    from offloadlab.report import handoff as figures
     from offloadlab.testbed import cores
+    from offloadlab.testbed import handoff as testbed
     from offloadlab.workload import fileset
 
     host, engine = cores.choose(host_core, engine_core)
     exp = testbed.Experiment(
         root=fileset_dir, manifest=fileset.read_manifest(fileset_dir), size_class=size_class,
-        clients=clients, keep_alive=keep_alive, work=work, slowdown=engine_slowdown,
+        clients=clients, keep_alive=keep_alive,
         run_s=flag_time("--run-length", run_length), repeats=repeats,
-        policies=testbed.parse_policies(policies),
-        host_core=host, engine_core=engine, seed=seed)
+        host_core=host, engine_core=engine, seed=seed,
+        **_given(work=work, slowdown=engine_slowdown,
+                 policies=None if policies is None else testbed.parse_policies(policies)))
     exp.check()
     out_dir.mkdir(parents=True, exist_ok=True)
     total_s = exp.run_s * exp.repeats * len(exp.policies)
@@ -135,11 +141,11 @@ def online_cmd(
     phase: Annotated[list[str] | None, typer.Option(
         "--phase", help="One phase of the workload, DURATION:cC=RATE[,cC=RATE]"
                         "[:slowdown=F] (HTTP/1.0 Poisson requests/s per size class; the "
-                        "engine's slowdown), repeated in order. Default: "
-                        + " ".join(p.label() for p in online.DEFAULT_PHASES))] = None,
-    fixed: Annotated[str, typer.Option(
-        help="Fixed offload fractions to compare with, comma-separated.")
-    ] = ",".join(f"{f:g}" for f in online.FIXED),
+                        "engine's slowdown), repeated in order. Default: class 3 at "
+                        "4000/s with the engine slowed in the middle phase.")] = None,
+    fixed: Annotated[str | None, typer.Option(
+        help="Fixed offload fractions to compare with, comma-separated (default: 0 to 1 "
+             "in steps of 0.25).")] = None,
     period: Annotated[str, typer.Option(help="Control period.")] = "250ms",
     window: Annotated[str, typer.Option(help="Estimation window.")] = "1s",
     dwell: Annotated[str, typer.Option(help="Least time between two changes.")] = "1s",
@@ -147,9 +153,9 @@ def online_cmd(
         help="Change only for a predicted mean delay this much lower (a share).")] = 0.05,
     probe: Annotated[float, typer.Option(
         help="Least share of each class kept on each side, so both stay measured.")] = 0.02,
-    work: Work = online.Experiment.work,
-    repeats: Annotated[int, typer.Option(help="Runs per policy, interleaved.")
-                       ] = online.Experiment.repeats,
+    work: Work = None,
+    repeats: Annotated[int | None, typer.Option(
+        help="Runs per policy, interleaved (default: 3).")] = None,
     host_core: HostCore = None,
     engine_core: EngineCore = None,
     generator_core: Annotated[int | None, typer.Option(
@@ -161,7 +167,9 @@ def online_cmd(
     the queueing model every period from the server's live per-class accounts and sets
     each size class's offload fraction; compared with fixed fractions on the same
     shifting workload."""
-    from offloadlab.testbed import cores
+    from offloadlab.online.control import Policy
+    from offloadlab.report import online as online_figure
+    from offloadlab.testbed import cores, online
     from offloadlab.workload import fileset
 
     host, engine = cores.choose(host_core, engine_core)
@@ -171,9 +179,10 @@ def online_cmd(
     exp = online.Experiment(
         root=fileset_dir, manifest=fileset.read_manifest(fileset_dir),
         phases=tuple(online.parse_phase(p) for p in phase) if phase else online.DEFAULT_PHASES,
-        fixed=online.parse_fractions(fixed), control=control, work=work, repeats=repeats,
-        host_core=host, engine_core=engine,
-        generator_core=generator_core, seed=seed)
+        control=control, host_core=host, engine_core=engine,
+        generator_core=generator_core, seed=seed,
+        **_given(work=work, repeats=repeats,
+                 fixed=None if fixed is None else online.parse_fractions(fixed)))
     if exp.generator_core is None:
         exp = replace(exp, generator_core=exp.host_core)
     exp.check()
@@ -194,6 +203,11 @@ def online_cmd(
         **figs,
         "summary.json": {"experiment": exp.describe(), "summary": summary.to_dict("records"),
                          "checks": [vars(c) for c in verdicts], "figures": drawn(figs)}})
+
+
+def _given(**values) -> dict:
+    """The options that were given; the experiment's own defaults stand for the rest."""
+    return {k: v for k, v in values.items() if v is not None}
 
 
 def _say_run(name: str, done: int, total: int) -> None:
@@ -235,6 +249,12 @@ def testbed_table(summary: pd.DataFrame, exp) -> Table:
 
 
 def _run(setups, settings, calibrate, out_dir: Path) -> None:
+    import pandas as pd
+
+    from offloadlab.handoff import checks
+    from offloadlab.handoff import run as handoff
+    from offloadlab.report import handoff as figures
+
     out_dir.mkdir(parents=True, exist_ok=True)
 
     def say(msg: str) -> None:
@@ -258,6 +278,8 @@ def _run(setups, settings, calibrate, out_dir: Path) -> None:
 
 
 def _print(table: pd.DataFrame, verdicts: pd.DataFrame) -> None:
+    import pandas as pd
+
     t = Table(*map(str, table.columns))
     for row in table.itertuples(index=False):
         t.add_row(*(str(v) for v in row))

@@ -17,10 +17,9 @@ from rich.progress import BarColumn, Progress, TextColumn, TimeRemainingColumn
 from rich.table import Table
 
 from offloadlab import dist, scenario
-from offloadlab.cli.common import app, err, flag_time, out, user_errors
+from offloadlab.cli.common import app, err, flag_time, note, out, user_errors
 from offloadlab.errors import InputError
 from offloadlab.results import jsonable, write_outputs
-from offloadlab.testbed import cores, handoff
 from offloadlab.units import ms, us
 
 DEFAULT_WORK = "exp(mean=100us)"
@@ -29,7 +28,6 @@ DEFAULT_WORK = "exp(mean=100us)"
 DEMO_CLASSES = (0, 3)
 DEMO_MODES = "inline,engine"
 DEMO_BUDGET = "quick"
-HANDOFF_SLOWDOWN = handoff.Experiment.slowdown
 HostCore = Annotated[int | None, typer.Option(
     help="Core of the host thread (default: the first core this process may use).")]
 EngineCore = Annotated[int | None, typer.Option(
@@ -69,9 +67,9 @@ def study_cmd(
         "--handoff/--no-handoff",
         help="Also run seed 004's handoff policies against inline on the smallest class, "
              "with the engine slowed by --handoff-slowdown.")] = True,
-    handoff_slowdown: Annotated[float, typer.Option(
-        help="The handoff experiment's engine slowdown (6: an engine 7 times slower).")
-    ] = HANDOFF_SLOWDOWN,
+    handoff_slowdown: Annotated[float | None, typer.Option(
+        help="The handoff experiment's engine slowdown (default: 6, an engine 7 times "
+             "slower).")] = None,
     preset: Annotated[str, typer.Option(
         help="toe-2009: protocol offload per size class (the default study); appcache: "
              "seed 001's object cache, set-ups A, B and C under SPECweb2005-like "
@@ -111,7 +109,7 @@ def study_cmd(
         raise InputError(f"--preset {preset!r}: use toe-2009 or appcache{renamed}")
     chosen = None if classes is None else _plan().parse_classes(classes)
     study(out_dir, fileset_dir, chosen, modes, budget, work, run_length, seed, host_core,
-          engine_core, mix, handoff_slowdown if with_handoff else None)
+          engine_core, mix, _handoff_slowdown(handoff_slowdown) if with_handoff else None)
 
 
 @app.command()
@@ -123,7 +121,14 @@ def demo(
     """A quick study on the embedded defaults: a small and a large file class (seed 000's
     classes 0 and 3), inline against engine mode, in a few minutes."""
     study(out_dir, None, DEMO_CLASSES, DEMO_MODES, DEMO_BUDGET, DEFAULT_WORK, None, 1, None,
-          None, True, HANDOFF_SLOWDOWN)
+          None, True, _handoff_slowdown(None))
+
+
+def _handoff_slowdown(given: float | None) -> float:
+    """--handoff-slowdown, or the handoff experiment's own."""
+    from offloadlab.testbed import handoff
+
+    return handoff.Experiment.slowdown if given is None else given
 
 
 def _plan():
@@ -136,6 +141,7 @@ def _appcache(out_dir, fileset_dir, budget, run_length, work, seed, host_core, e
               workload, think, sessions, cache_sizes, cache_policy, files_per_session,
               time_good, time_tolerable, search) -> None:
     from offloadlab.cli.appcache import study as appcache_study
+    from offloadlab.testbed import cores
 
     host, engine = cores.choose(host_core, engine_core)
     exp_args = dict(
@@ -153,6 +159,7 @@ def study(out_dir: Path, fileset_dir: Path | None, classes, modes: str, budget: 
           mixed: bool, handoff_slowdown: float | None) -> None:
     from offloadlab.report.html import write_report
     from offloadlab.study import compare, run
+    from offloadlab.testbed import cores
 
     plan = _plan()
     names = plan.parse_modes(modes)
@@ -220,12 +227,12 @@ def study(out_dir: Path, fileset_dir: Path | None, classes, modes: str, budget: 
     out.print(verdict_table(tables))
     out.print(accuracy_table(tables))
     for text in tables.meta["notes"]:
-        err.print(f"[yellow]note:[/] {text}", highlight=False)
+        note(text)
     if more := tables.meta.get("more_notes"):
         err.print(f"{len(more)} more notes in the report", highlight=False)
     out.print(f"report: {report}\nscenarios: "
               + ", ".join(str(out_dir / f) for f in meta["scenario_files"])
-              + f" (try: offload model {out_dir / meta['scenario_files'][0]})")
+              + f" (try: offload model {out_dir / meta['scenario_files'][0]})", markup=False)
 
 
 def _machine(host_core, engine_core, work) -> str:
@@ -263,6 +270,8 @@ def summary(tables) -> dict:
 
 def handoff_summary(tables) -> dict | None:
     """The handoff experiment's medians per policy and its checks (None if not run)."""
+    from offloadlab.testbed import handoff
+
     if tables.handoff.empty:
         return None
     summary = handoff.Result(tables.handoff, tables.handoff_series).summary()

@@ -12,8 +12,7 @@ from rich.table import Table
 
 from offloadlab.cli.common import app, err, flag_time, out, user_errors
 from offloadlab.errors import require
-from offloadlab.report.plots import DPI
-from offloadlab.results import jsonable, write_atomic, write_json
+from offloadlab.results import FIGURE_SUFFIXES, jsonable, write_figure, write_json
 from offloadlab.writeback import controllers, scenarios
 from offloadlab.writeback.sim import simulate
 
@@ -28,7 +27,6 @@ Duration = Annotated[str | None, typer.Option(
     help="Simulated time per run, 1s to 1h, e.g. 60s; the scenarios' own is 30s.")]
 Json = Annotated[bool, typer.Option("--json", help="Print JSON instead of a table.")]
 Out = Annotated[Path | None, typer.Option("--out", help="Also write the JSON to this file.")]
-PLOT_SUFFIXES = (".png", ".svg", ".pdf")
 
 
 def _one(flag: str, name: str, known) -> None:
@@ -68,7 +66,7 @@ def run_cmd(scenario: Annotated[str, typer.Option(
     _one("--controller", controller, controllers.CONTROLLERS)
     seconds = _duration(duration)
     _writable("--out", out_file)
-    _writable("--plot", plot, PLOT_SUFFIXES)
+    _writable("--plot", plot, FIGURE_SUFFIXES)
     setup = scenarios.setup(scenario, seconds)
     alone = scenarios.alone(setup, seed)
     none = simulate(setup, controllers.NoControl(), seed)
@@ -81,7 +79,7 @@ def run_cmd(scenario: Annotated[str, typer.Option(
     if plot is not None:
         from offloadlab.report.writeback import figure
         fig = figure(setup, run, none, scenario, alone)
-        write_atomic(plot, lambda p: fig.savefig(p, dpi=DPI, format=plot.suffix[1:].lower()))
+        write_figure(fig, plot)
     if as_json:
         out.print_json(data=jsonable(doc))
     else:

@@ -9,13 +9,13 @@ from __future__ import annotations
 
 import json
 import math
-import tomllib
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
 from offloadlab import units
 from offloadlab.errors import InputError
+from offloadlab.inputs import read_toml
 from offloadlab.model import protocol_costs, tiers
 from offloadlab.workload import fileset, presets
 
@@ -141,11 +141,9 @@ def load(path: str | Path | None) -> tiers.DataCentre:
         return from_dict({}, "<defaults>", None)
     path = Path(path)
     try:
-        data = tomllib.loads(path.read_text())
+        data = read_toml(path)
     except OSError as exc:
         raise InputError(f"{path}: cannot read the data-centre file: {exc.strerror}") from None
-    except tomllib.TOMLDecodeError as exc:
-        raise InputError(f"{path}: invalid TOML: {exc}") from None
     return from_dict(data, str(path), path.parent)
 
 

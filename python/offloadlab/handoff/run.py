@@ -14,10 +14,8 @@ from __future__ import annotations
 
 import functools
 import re
-import tomllib
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field, replace
-from pathlib import Path
 
 import pandas as pd
 
@@ -25,6 +23,7 @@ from offloadlab import _core
 from offloadlab.errors import InputError
 from offloadlab.handoff import policy
 from offloadlab.handoff import workloads as wl
+from offloadlab.inputs import read_toml
 
 SHORTHAND = re.compile(rf"^(?P<w>[A-Za-z])-(?P<limit>\d+)-{policy.PATTERN}-(?P<mips>\d+)$")
 # Reference 004 §6.1 and §7.3: what calibration on W-0 aims at.
@@ -239,10 +238,7 @@ def load_config(path) -> tuple[list[Setup], Settings, bool]:
     step_up) and tables ``[hardware] [host] [nic] [tcp] [run] [flows]`` over the
     defaults."""
     where = str(path)
-    try:
-        data = tomllib.loads(Path(path).read_text())
-    except tomllib.TOMLDecodeError as e:
-        raise InputError(f"{where}: not valid TOML: {e}") from None
+    data = read_toml(path)
     unknown = set(data) - CONFIG_KEYS
     if unknown:
         raise InputError(f"{where}: unknown keys {sorted(unknown)}; the known ones are "

@@ -46,7 +46,6 @@ from __future__ import annotations
 from dataclasses import dataclass, fields, replace
 
 import numpy as np
-from scipy import optimize, signal, special
 
 from offloadlab.errors import require
 
@@ -180,6 +179,8 @@ def bus_service_s(size_bytes, driver: Driver) -> np.ndarray:
 def bus_blocking(rho1, rho2, n1: int, n3: int, form: str = "thesis") -> np.ndarray:
     """b1 = sum_j P(n1, j) of the product form (T-3.8, T-3.9) on 0 <= i <= n1,
     0 <= j <= n3, in log space (the factorials of a 512-packet FIFO overflow floats)."""
+    from scipy import special  # scipy loads when solved, not when the CLI starts
+
     rho1 = np.asarray(rho1, float)[..., None, None]
     rho2 = np.asarray(rho2, float)[..., None, None]
     i = np.arange(n1 + 1)[:, None]
@@ -275,6 +276,8 @@ def bulk_pmf(mean: float, cap: int, kind: str = "constant") -> np.ndarray:
     distribution on 1..cap, X = min(max(ceil(R), 1), cap) with R Rayleigh(sigma), sigma
     chosen to give the mean (a poll takes at most ``cap``: the tail is folded there).
     """
+    from scipy import optimize
+
     mean = float(np.clip(mean, 1.0, cap))
     pmf = np.zeros(cap + 1)
     if kind == "constant":
@@ -318,6 +321,8 @@ def bulk_queue(load: float, pmf: np.ndarray, capacity: int) -> np.ndarray:
     normalised. When rho > 1 it grows like r^n; the filter runs on pi(n) / r^n, r the
     growth rate, so nothing overflows.
     """
+    from scipy import optimize, signal, special
+
     m1 = pmf @ np.arange(len(pmf))
     tail = 1 - np.cumsum(pmf)[:-1]            # P(X > j), j = 0..cap-1
     a = load / m1                             # lam_b / mu

@@ -6,6 +6,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from rich import box
+from rich.markup import escape
 from rich.table import Table
 
 from offloadlab.units import format_bytes
@@ -32,7 +33,7 @@ def describe(items: Spec | FileSet | Iterable[Spec | FileSet]) -> Table:
         # An explicit set (a trace's) has no Zipf exponent: its popularity is counted.
         alpha = (fs.spec.dir_alpha if isinstance(fs.spec, SpecWeb99Spec)
                  else getattr(fs.spec, "zipf_alpha", None))
-        table.add_row(fs.name, str(fs.n_files), format_bytes(s["total_bytes"]),
+        table.add_row(escape(fs.name), str(fs.n_files), format_bytes(s["total_bytes"]),
                       format_bytes(s["mean_bytes"]), *(str(k["files"]) for k in s["classes"]),
                       "–" if alpha is None else f"{alpha:g}",
                       "[yellow]no[/]" if fs.large else "yes")
@@ -43,7 +44,7 @@ def class_table(fileset: FileSet) -> Table:
     """Per size class: files, bytes, mean size, and the shares of requests and requested
     bytes that the set's popularity gives the class."""
     table = Table(box=box.SIMPLE_HEAD, padding=(0, 0, 0, 2), pad_edge=False, show_edge=False,
-                  title=f"[bold]{fileset.name}[/] by size class",
+                  title=f"[bold]{escape(fileset.name)}[/] by size class",
                   caption="shares of requests and of requested bytes under the set's popularity")
     for name in ("class", "range", "files", "bytes", "mean", "requests", "req. bytes"):
         table.add_column(name, justify="left" if name in ("class", "range") else "right",

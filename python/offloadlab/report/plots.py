@@ -9,7 +9,7 @@ import numpy as np
 import pandas as pd
 from matplotlib.figure import Figure
 
-from offloadlab.results import DPI, Result, write_atomic
+from offloadlab.results import Result, write_figure
 
 HOST_ALONE, HOST, ENGINE = "tab:red", "tab:blue", "tab:green"
 # Panels per line of a figure: more panels wrap onto further lines.
@@ -53,8 +53,7 @@ def plot_model(result: Result, path: str | Path) -> None:
     fig.suptitle(f"{s.name}: host alone vs host + offload engine (model)\n"
                  "dotted lines: saturation rates")
     fig.tight_layout()
-    fmt = Path(path).suffix.lstrip(".") or "png"
-    write_atomic(path, lambda tmp: fig.savefig(tmp, dpi=DPI, format=fmt))
+    write_figure(fig, path)
 
 
 def _ms(seconds: np.ndarray) -> np.ndarray:

@@ -24,7 +24,6 @@ from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter
 
 from offloadlab.report.handoff import testbed_figure
 from offloadlab.report.plots import (
-    DPI,
     ENGINE,
     HOST,
     HOST_ALONE,
@@ -33,7 +32,7 @@ from offloadlab.report.plots import (
     numeric,
     panel_grid,
 )
-from offloadlab.results import write_atomic
+from offloadlab.results import DPI, write_atomic
 from offloadlab.study.plan import STUDY_MODES
 from offloadlab.study.tables import StudyTables
 

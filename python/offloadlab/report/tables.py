@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from rich import box
+from rich.markup import escape
 from rich.table import Table
 
 from offloadlab.model import verdict
@@ -17,7 +18,7 @@ def model_table(result: Result) -> Table:
     """Every rate point: host alone against host + engine. Multi-class scenarios get
     a row for all classes together, then one per class."""
     s = result.scenario
-    table = _table(f"[bold]{s.name}[/]: host alone vs host + engine, delays in ms "
+    table = _table(f"[bold]{escape(s.name)}[/]: host alone vs host + engine, delays in ms "
                    f"(T = {s.options.system_delay}, CPU queue {s.options.cpu_queue})",
                    ("rate/s", "class", "f", "U alone", "U host", "U eng", "T alone", "T",
                     "T_sum", "offload"))
@@ -35,7 +36,7 @@ def _add_row(table: Table, row: dict, result: Result, style: str | None = None) 
     if row["class"] != "all":
         label, _ = _verdict_of(result.scenario, row)
         label = f"[{_STYLE[label]}]{label}[/]"
-    table.add_row(rate(row["rate"]), row["class"], f"{row['f']:.2f}", util(row["U_noe"]),
+    table.add_row(rate(row["rate"]), escape(row["class"]), f"{row['f']:.2f}", util(row["U_noe"]),
                   util(row["U_cpu"]), util(row["U_oe"]), ms(row["T_noe"]), ms(row["T"]),
                   ms(row["T_sum"]), label, style=style)
 
@@ -47,7 +48,7 @@ def sim_table(result: Result) -> Table:
     m = result.meta
     intervals = ("batch means" if m["replications"] == 1
                  else f"{m['replications']} replications")
-    table = _table(f"[bold]{s.name}[/]: simulated, delays in ms ± 95% half-width "
+    table = _table(f"[bold]{escape(s.name)}[/]: simulated, delays in ms ± 95% half-width "
                    f"(T = {s.options.system_delay})",
                    ("rate/s", "class", "f", "U alone", "U host", "U eng", "T alone", "T",
                     "T_sum"))
@@ -55,7 +56,8 @@ def sim_table(result: Result) -> Table:
     for row in result.rows():
         if row["class"] == "all" and not multi:
             continue
-        table.add_row(rate(row["rate"]), row["class"], f"{row['f']:.2f}", util(row["U_noe"]),
+        table.add_row(rate(row["rate"]), escape(row["class"]), f"{row['f']:.2f}",
+                      util(row["U_noe"]),
                       util(row["U_cpu"]), util(row["U_oe"]),
                       ms_ci(row["T_noe"], row["T_noe_hw"]), ms_ci(row["T"], row["T_hw"]),
                       ms_ci(row["T_sum"], row["T_sum_hw"]),

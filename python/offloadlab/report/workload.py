@@ -8,10 +8,10 @@ from pathlib import Path
 import numpy as np
 from matplotlib.figure import Figure
 from rich import box
+from rich.markup import escape
 from rich.table import Table
 
-from offloadlab.report.plots import DPI
-from offloadlab.results import write_atomic
+from offloadlab.results import write_figure
 from offloadlab.workload.analyze import Analysis
 from offloadlab.workload.fits import SizeFit, empirical_ccdf
 from offloadlab.workload.stats import Arrivals, ConnectionSkew
@@ -30,7 +30,8 @@ def analysis_tables(a: Analysis) -> list[Table]:
     if a.arrivals is not None:
         tables.append(_arrivals_table(a.arrivals))
     if a.notes:
-        tables[-1].caption = "\n".join(filter(None, [tables[-1].caption, *a.notes]))
+        tables[-1].caption = "\n".join(filter(None, [tables[-1].caption,
+                                                      *map(escape, a.notes)]))
     return tables
 
 
@@ -73,7 +74,8 @@ def _popularity_table(a: Analysis) -> Table:
         se = f" ± {z.se:.3f}" if math.isfinite(z.se) else ""
         lines.append(f"Zipf alpha = {z.alpha:.3f}{se} over {z.n_objects:,} objects")
     if a.top_objects:
-        lines.append("most requested: " + ", ".join(o for o, _, _ in a.top_objects[:3]))
+        lines.append("most requested: "
+                     + ", ".join(escape(o) for o, _, _ in a.top_objects[:3]))
     table.caption = "\n".join(lines)
     return table
 
@@ -159,8 +161,7 @@ def plot_analysis(a: Analysis, path: str | Path) -> None:
     for ax in axes[len(panels):]:
         ax.set_visible(False)
     fig.tight_layout()
-    fmt = Path(path).suffix.lstrip(".") or "png"
-    write_atomic(path, lambda tmp: fig.savefig(tmp, dpi=DPI, format=fmt))
+    write_figure(fig, path)
 
 
 def _plot_sizes(ax, a: Analysis) -> None:

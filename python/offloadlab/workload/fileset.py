@@ -47,7 +47,6 @@ import math
 import os
 import shutil
 import time
-import tomllib
 import zlib
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
@@ -57,6 +56,7 @@ import numpy as np
 import pandas as pd
 
 from offloadlab.errors import InputError
+from offloadlab.inputs import read_toml
 from offloadlab.results import write_atomic, write_json
 from offloadlab.units import format_bytes, parse_bytes
 from offloadlab.workload.checks import (
@@ -174,10 +174,10 @@ def load_spec(path: str | Path) -> Spec | list[Spec]:
     """Read a spec from a TOML file (see :func:`spec_from_dict`)."""
     path = Path(path)
     try:
-        data = tomllib.loads(path.read_text())
+        data = read_toml(path)
     except FileNotFoundError:
         raise InputError(f"{path}: no such file-set spec") from None
-    except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
+    except OSError as exc:
         raise InputError(f"{path}: cannot read the spec: {exc}") from None
     return spec_from_dict(data, str(path))
 

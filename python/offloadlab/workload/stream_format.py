@@ -161,7 +161,14 @@ def iter_batches(path: str | Path, rows: int = 65_536) -> Iterator[pd.DataFrame]
     rows = positive_int("rows", rows)
     _, pf = _parquet(path)
     start, last_time = 0, -math.inf
-    for batch in pf.iter_batches(batch_size=rows):
+    batches = pf.iter_batches(batch_size=rows)
+    while True:
+        try:  # a damaged page shows only when it is decoded
+            batch = next(batches, None)
+        except (OSError, pa.ArrowException) as exc:
+            raise InputError(f"{path}: cannot read as Parquet after row {start}: {exc}") from None
+        if batch is None:
+            return
         frame = _frame_from_arrow(pa.Table.from_batches([batch]), str(path), start,
                                   connections=False)
         if "time_s" in frame and len(frame):
