@@ -560,6 +560,82 @@ fn an_idle_uring_server_costs_no_cpu() {
     assert!(cpu < 0.03, "{cpu} s of CPU over 2 s idle: {threads:?}");
 }
 
+/// Requests every server should serve (any status but 400), written for this test in
+/// the spirit of llhttp's request vectors.
+const VALID: [&str; 12] = [
+    "GET /index.html HTTP/1.1\r\nHost: a\r\n\r\n",
+    "GET /index.html HTTP/1.0\r\n\r\n",
+    "HEAD /index.html HTTP/1.1\r\nHost: a\r\n\r\n",
+    "GET /index.html HTTP/1.1\r\nhost: a\r\nUser-Agent: a b c\r\nAccept: */*\r\n\r\n",
+    "GET /index.html HTTP/1.1\r\nHost: a\r\nX-Empty:\r\nX-Pad: \t v \t\r\n\r\n",
+    "GET /index.html HTTP/1.1\nHost: a\n\n",
+    "GET http://a/index.html HTTP/1.1\r\nHost: a\r\n\r\n",
+    "GET /index.html?x=1&y&query=shoes HTTP/1.1\r\nHost: a\r\n\r\n",
+    "GET /index%2Ehtml HTTP/1.1\r\nHost: a\r\n\r\n",
+    "GET /index.html HTTP/1.0\r\nConnection: keep-alive\r\n\r\n",
+    "GET /index.html HTTP/1.1\r\nHost: a\r\nContent-Length: 0\r\n\r\n",
+    "GET /missing HTTP/1.1\r\nHost: a\r\n\r\n",
+];
+
+/// Requests that must get exactly one answer (an error), then a close: bodies, framing
+/// conflicts, smuggling shapes and malformed heads.
+const INVALID: [&str; 12] = [
+    "GET / HTTP/1.1\r\nHost: a\r\nContent-Length: 5\r\n\r\nhello",
+    "GET / HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n",
+    "GET / HTTP/1.1\r\nHost: a\r\n Folded: x\r\n\r\n",
+    "GET / HTTP/1.1\r\nBad Name: x\r\nHost: a\r\n\r\n",
+    "GET / HTTP/1.1\r\nHost: a\r\nHost: b\r\n\r\n",
+    "GET /\x01 HTTP/1.1\r\nHost: a\r\n\r\n",
+    "GET / HTTP/1.1\rHost: a\r\n\r\n",
+    "GET / HTTP/1.1\r\nHost: a\r\nContent-Length: 1\r\nContent-Length: 2\r\n\r\n",
+    "GET / HTTP/1.1\r\nHost: a\r\nContent-Length: -1\r\n\r\n",
+    "POST / HTTP/1.1\r\nHost: a\r\nContent-Length: 30\r\n\r\nGET /index.html HTTP/1.1\r\nA: b\r\n\r\n",
+    "GET / HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: chunked\r\nContent-Length: 3\r\n\r\nabc",
+    "GET / HTTP/1.1\r\n\r\n",
+];
+
+/// Everything the server sends on one connection for `text`, until it closes (or 2 s).
+fn answers(server: &Server, text: &str) -> (Vec<u16>, bool) {
+    let mut s = server.connect();
+    s.set_read_timeout(Some(Duration::from_secs(2))).unwrap();
+    s.write_all(text.as_bytes()).unwrap();
+    let mut got = Vec::new();
+    let closed = loop {
+        let mut chunk = [0u8; 4096];
+        match s.read(&mut chunk) {
+            Ok(0) => break true,
+            Ok(n) => got.extend_from_slice(&chunk[..n]),
+            Err(e) if e.kind() == std::io::ErrorKind::ConnectionReset => break true,
+            Err(_) => break false,
+        }
+    };
+    let text = String::from_utf8_lossy(&got);
+    let statuses = text
+        .match_indices("HTTP/1.1 ")
+        .filter_map(|(at, _)| text[at + 9..at + 12].parse().ok())
+        .collect();
+    (statuses, closed)
+}
+
+#[test]
+fn request_vectors_get_one_fitting_answer_in_every_mode() {
+    for mode in MODES {
+        let server = Server::start(mode, |_| {});
+        for text in VALID {
+            let mut s = server.connect();
+            s.write_all(text.as_bytes()).unwrap();
+            let answer = read_response(&mut s, &mut Vec::new(), text.starts_with("HEAD"));
+            assert_ne!(answer.status, 400, "{mode:?}: {text:?}");
+        }
+        for text in INVALID {
+            let (statuses, closed) = answers(&server, text);
+            assert_eq!(statuses.len(), 1, "{mode:?}: {text:?} got {statuses:?}");
+            assert!(statuses[0] >= 400, "{mode:?}: {text:?} got {statuses:?}");
+            assert!(closed, "{mode:?}: {text:?} left open");
+        }
+    }
+}
+
 /// Host CPU seconds per request over `n` small requests on one connection, in all and
 /// as application work.
 fn host_cpu_per_request(mode: Mode, work: Option<Dist>, n: usize) -> (f64, f64) {
