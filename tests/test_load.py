@@ -8,9 +8,13 @@ import json
 import os
 import re
 import shutil
+import signal
+import subprocess
+import sys
 import threading
 import time
 from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -241,3 +245,32 @@ def test_cli_load_bad_flags_exit_2(site, args, fragment):
     res = runner.invoke(app, ["load", "127.0.0.1:9", "--objects", str(site), *args])
     assert res.exit_code == 2, res.output
     assert fragment in res.output
+
+
+def _installed(name: str) -> str:
+    """A console script of this environment (pip puts it beside the interpreter)."""
+    script = Path(sys.executable).with_name(name)
+    assert script.exists(), f"{name} is not installed beside {sys.executable}"
+    return str(script)
+
+
+def test_the_installed_offload_load_command_runs_refuses_bad_input_and_stops_on_ctrl_c(
+        server, site):
+    target, _ = server
+    first = next(p for p in sorted(site.rglob("*.bin")))
+    url = f"http://{target}/{first.relative_to(site).as_posix()}"
+    ran = subprocess.run([_installed("offload-load"), url, "--clients", "2", "--requests",
+                          "40", "--json"], capture_output=True, text=True, timeout=60)
+    assert ran.returncode == 0, ran.stderr
+    assert json.loads(ran.stdout)["completed"] == 40
+    bad = subprocess.run([_installed("offload-load"), "https://example.com/"],
+                         capture_output=True, text=True, timeout=60)
+    assert bad.returncode == 2 and "https is not supported" in bad.stderr
+    # A 60 s run interrupted after 1 s: it stops within seconds and still reports.
+    long = subprocess.Popen([_installed("offload-load"), url, "--clients", "2",
+                             "--duration", "60s"], stdout=subprocess.PIPE, text=True)
+    time.sleep(1.0)
+    long.send_signal(signal.SIGINT)
+    stdout, _ = long.communicate(timeout=10)
+    assert long.returncode == 130
+    assert "status" in stdout

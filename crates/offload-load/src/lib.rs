@@ -28,9 +28,11 @@
 //! - `http`, `body`: request bytes, response heads, body framing (chunked included);
 //! - `lanes`: a plan cut into per-thread sequences of requests;
 //! - `conn`: one connection's state machine; `timer`: a timerfd; `event_loop`: the loop;
-//! - [`raise_fd_limit`]: room for many connections.
+//! - [`raise_fd_limit`]: room for many connections;
+//! - [`cli`]: the `offload-load` command itself, for the binary and the Python script.
 
 mod body;
+pub mod cli;
 mod conn;
 pub mod error;
 mod event_loop;

@@ -201,7 +201,15 @@ fn load<'py>(
 }
 
 /// Add the load generator's names to the module.
+/// The `offload-load` command on `argv` (program name first), with the GIL released;
+/// Ctrl-C stops the run early and its report is still printed. Returns the exit code.
+#[pyfunction]
+fn load_cli(py: Python<'_>, argv: Vec<std::ffi::OsString>) -> u8 {
+    py.detach(|| offload_load::cli::main(argv, || Python::attach(|py| py.check_signals().is_err())))
+}
+
 pub(crate) fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add_function(wrap_pyfunction!(load_cli, m)?)?;
     m.add_class::<LoadControl>()?;
     m.add_function(wrap_pyfunction!(load, m)?)?;
     let kinds: Vec<(u8, &str)> = offload_load::ErrorKind::ALL

@@ -1,64 +1,11 @@
-//! `offload-load URL ...`: load one URL in open loop (Poisson or constant rate) or
-//! closed loop (N clients, wrk-like with keep-alive), and print a summary or JSON.
-//! Exit codes: 0 ran (whatever the error count), 1 runtime failure, 2 bad input.
+//! `offload-load URL ...`: see [`offload_load::cli`]. Ctrl-C ends it at once, as any
+//! program; the `offload-load` that pip installs stops early and reports instead.
 
-mod args;
-mod output;
-
-use std::io::IsTerminal;
 use std::process::ExitCode;
-use std::sync::atomic::Ordering;
-use std::time::{Duration, Instant};
-
-use clap::Parser;
-use offload_load::{raise_fd_limit, run, Control};
-
-use args::{Args, Setup};
 
 fn main() -> ExitCode {
-    let args = Args::parse();
-    let setup = match Setup::from_args(&args) {
-        Ok(s) => s,
-        Err(e) => {
-            eprintln!("offload-load: {e}");
-            return ExitCode::from(2);
-        }
-    };
-    raise_fd_limit();
-    let control = Control::new();
-    let live = !args.json && !args.quiet && std::io::stderr().is_terminal();
-    let result = std::thread::scope(|s| {
-        let runner = s.spawn(|| run(&setup.target, &setup.plan, &setup.options, &control));
-        let start = Instant::now();
-        let mut last = (0u64, 0.0f64);
-        while !runner.is_finished() {
-            std::thread::sleep(Duration::from_millis(50));
-            let t = start.elapsed().as_secs_f64();
-            if live && t - last.1 >= 1.0 {
-                let done = control.done.load(Ordering::Relaxed);
-                let rate = (done - last.0) as f64 / (t - last.1);
-                eprintln!(
-                    "{t:6.1} s  {rate:9.0} req/s  errors {:>6}  p99 {:.2} ms",
-                    control.errors.load(Ordering::Relaxed),
-                    control.p99_us.load(Ordering::Relaxed) as f64 / 1e3
-                );
-                last = (done, t);
-            }
-        }
-        runner.join().expect("load generator panicked")
-    });
-    match result {
-        Ok(report) => {
-            if args.json {
-                println!("{}", output::json(&setup, &report));
-            } else {
-                print!("{}", output::summary(&setup, &report));
-            }
-            ExitCode::SUCCESS
-        }
-        Err(e) => {
-            eprintln!("offload-load: {e}");
-            ExitCode::from(1)
-        }
-    }
+    ExitCode::from(offload_load::cli::main(
+        std::env::args_os().collect(),
+        || false,
+    ))
 }

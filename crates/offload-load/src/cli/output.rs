@@ -2,12 +2,12 @@
 
 use std::fmt::Write;
 
+use crate::report::{quantile_s, QUANTILES};
+use crate::{ErrorKind, Report};
 use hdrhistogram::Histogram;
-use offload_load::report::{quantile_s, QUANTILES};
-use offload_load::{ErrorKind, Report};
 use serde_json::json;
 
-use crate::args::Setup;
+use super::args::Setup;
 
 fn ms(s: f64) -> String {
     if s.is_nan() {

@@ -2,9 +2,9 @@
 
 use std::net::{SocketAddr, ToSocketAddrs};
 
+use crate::plan::{self, Object, Plan, UNLIMITED};
+use crate::{Method, Options, Target, Verify};
 use clap::{Parser, ValueEnum};
-use offload_load::plan::{self, Object, Plan, UNLIMITED};
-use offload_load::{Method, Options, Target, Verify};
 
 /// HTTP/1.x load generator: open loop without coordinated omission, or closed loop.
 ///
