@@ -542,6 +542,25 @@ fn a_refused_head_gets_its_answer_and_a_clean_close() {
 }
 
 #[test]
+fn a_fresh_server_answers_its_first_client_at_once() {
+    // uring once pushed its first accepts only after its first 100 ms wait.
+    for mode in MODES {
+        let server = Server::start(mode, |_| {});
+        let started = Instant::now();
+        let mut s = server.connect();
+        assert_eq!(
+            request(&mut s, "GET /f0.bin HTTP/1.1\r\nHost: t\r\n\r\n").status,
+            200
+        );
+        let took = started.elapsed();
+        assert!(
+            took < Duration::from_millis(50),
+            "{mode:?}: first answer after {took:?}"
+        );
+    }
+}
+
+#[test]
 fn an_idle_uring_server_costs_no_cpu() {
     let server = Server::start(Mode::Uring, |_| {});
     let mut s = server.connect();
