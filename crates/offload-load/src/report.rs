@@ -173,7 +173,7 @@ impl Records {
 
 /// Everything a run measured.
 #[derive(Clone, Debug)]
-#[allow(non_snake_case)] // goodput_Bps: bytes, not bits (CONVENTIONS.md)
+#[allow(non_snake_case)] // goodput_Bps: bytes, not bits (docs/design.md, "Names and units")
 pub struct Report {
     /// Requests in the plan (with `Options::repeat`, one cycle's worth).
     pub planned: u64,
