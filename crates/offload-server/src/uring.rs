@@ -102,6 +102,9 @@ fn untag(data: u64) -> (usize, u32, Option<Op>) {
 enum Phase {
     Reading,
     Answering,
+    /// A refused request's answer is written and our side shut down: what the client
+    /// still sends is read and dropped until it closes (as `proto`'s lingering close).
+    Lingering,
     Closing,
 }
 
@@ -124,6 +127,8 @@ struct Conn {
     filled: usize,
     sent: usize,
     keep_alive: bool,
+    /// Close by lingering: the request was refused unread.
+    linger: bool,
     served: u64,
     /// Reference point of the timeouts, as in `proto`.
     since: Instant,
@@ -387,7 +392,7 @@ impl Uring<'_> {
         let failed = match op {
             Some(Op::Recv | Op::Send) if res == -libc::EINTR || res == -libc::EAGAIN => false,
             Some(Op::Recv) if res > 0 => {
-                if conn.rbuf.len() == conn.start {
+                if conn.rbuf.len() == conn.start && conn.phase == Phase::Reading {
                     conn.since = self.now; // a request starts: header timeout
                 }
                 // SAFETY: the kernel initialised the first `res` bytes of the spare
@@ -489,6 +494,7 @@ impl Uring<'_> {
             filled: 0,
             sent: 0,
             keep_alive: false,
+            linger: false,
             served: 0,
             since: self.now,
         };
@@ -516,6 +522,10 @@ impl Uring<'_> {
                     if !self.parse(slot) {
                         return self.recv(slot);
                     }
+                }
+                Phase::Lingering => {
+                    conn.start = conn.rbuf.len(); // read only to be dropped
+                    return self.recv(slot);
                 }
                 Phase::Answering => {
                     let more = conn.file.as_ref().is_some_and(|f| f.len > 0);
@@ -566,6 +576,10 @@ impl Uring<'_> {
         if conn.keep_alive {
             (conn.phase, conn.since) = (Phase::Reading, self.now);
             conn.served += 1;
+        } else if conn.linger {
+            // SAFETY: shutdown takes any descriptor; this one is open until its close.
+            unsafe { libc::shutdown(conn.fd, libc::SHUT_WR) };
+            (conn.phase, conn.since) = (Phase::Lingering, self.now);
         } else {
             conn.phase = Phase::Closing;
         }
@@ -584,6 +598,7 @@ impl Uring<'_> {
                 let mut out = self.pool.take();
                 http::response::error(&mut out, status, false, false, self.date.now());
                 (conn.out, conn.keep_alive, conn.start) = (out, false, conn.rbuf.len());
+                conn.linger = true;
                 self.stats.count_status(status);
             }
             Parsed::Done(head) => {
@@ -639,6 +654,7 @@ impl Uring<'_> {
                     between: c.start == c.rbuf.len() && c.served > 0,
                 },
                 Phase::Answering => Awaiting::ClientRead,
+                Phase::Lingering => Awaiting::ClientClose,
             };
             let limit = limits.timeout(awaiting)?;
             (self.now.duration_since(c.since) > limit).then_some(slot)

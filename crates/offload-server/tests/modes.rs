@@ -509,7 +509,7 @@ fn a_stop_ends_page_work_in_progress() {
 
 #[test]
 fn a_refused_head_gets_its_answer_and_a_clean_close() {
-    for mode in [Mode::Inline, Mode::Engine, Mode::Handoff] {
+    for mode in MODES {
         let server = Server::start(mode, |_| {});
         for (head, status) in [
             (
