@@ -164,6 +164,39 @@ fn a_faster_nic_takes_more_connections_and_serves_more() {
 }
 
 #[test]
+fn a_full_transmit_ring_starves_the_hosts_connections_under_fcfs() {
+    // Naive handoff (Table 1's 1024-N-N): the busy NIC drains the host's transmit ring
+    // slowly; with a small ring the host drops its own packets, its connections stall on
+    // timeouts, new connections land on the NIC and the host goes idle.
+    let (w, mut cfg) = base();
+    cfg.run.warmup_packets = 100_000;
+    cfg.run.packets = 150_000;
+    cfg.hardware.tx_capacity = 1 << 20;
+    let roomy = run(&cfg, &w, paper(1024, Priority::Fcfs, false)).unwrap();
+    cfg.hardware.tx_capacity = 64;
+    let small = run(&cfg, &w, paper(1024, Priority::Fcfs, false)).unwrap();
+    show("roomy ring", &roomy);
+    show("small ring", &small);
+    assert_eq!(roomy.drops, 0);
+    assert!(small.drops > 0 && small.timeouts > roomy.timeouts);
+    assert!(small.host_idle > roomy.host_idle + 0.1);
+    assert!(small.offloaded_share > roomy.offloaded_share);
+    assert!(small.requests_per_s < roomy.requests_per_s);
+}
+
+#[test]
+fn the_nics_packets_cost_more_once_its_connections_overflow_its_memory() {
+    let nic = offload_sim::handoff::NicCosts {
+        miss: 100.0,
+        cache_conns: 1000.0,
+        ..Default::default()
+    };
+    assert_eq!(nic.packet_instructions(0), nic.packet);
+    assert_eq!(nic.packet_instructions(1000), nic.packet);
+    assert_eq!(nic.packet_instructions(2000), nic.packet + 50.0);
+}
+
+#[test]
 fn bad_configurations_are_refused_with_the_field_named() {
     let (w, mut cfg) = base();
     cfg.hardware.nic_ips = 0.0;

@@ -29,15 +29,16 @@ app.add_typer(handoff_app, name="handoff")
 FilesetDir = Annotated[Path, typer.Option(
     "--fileset", help="The file set to serve and request (offload workload fileset).")]
 OutDir = Annotated[Path, typer.Option(
-    "--out", help="Folder for results.csv, checks.csv, series.parquet, summary.json and "
-                  "the figures (created; files in it are replaced).")]
+    "--out", help="Folder for results.csv, checks.csv, paper.csv, series.parquet, "
+                  "summary.json and the figures (created; files in it are replaced).")]
 
 
 @handoff_app.command("sim")
 @user_errors
 def sim_cmd(config: Annotated[Path, typer.Argument(help="Experiment TOML (see docs/handoff.md).")],
             out_dir: OutDir = Path("handoff")) -> None:
-    """Run the configurations a TOML file lists, calibrated on W-0 unless it says not to."""
+    """Run the configurations a TOML file lists, calibrated on the paper's numbers unless
+    it says not to."""
     from offloadlab.handoff import run as handoff
 
     if not config.is_file():
@@ -54,12 +55,18 @@ def matrix_cmd(out_dir: OutDir = Path("handoff-matrix"),
                ] = False,
                connections: Annotated[int, typer.Option(
                    min=1000, help="Workload connections each client list holds.")] = 20_000,
-               seed: Annotated[int, typer.Option(min=0)] = 0) -> None:
+               seed: Annotated[int, typer.Option(min=0)] = 0,
+               trace: Annotated[Path | None, typer.Option(
+                   help="A WC98 or CLF log for W to replay instead of its synthetic trace "
+                        "(a client's requests within 15 s share a connection).")] = None
+               ) -> None:
     """Reference 004 §7.2's matrix: Table 1, Figures 5-8, checked against the paper."""
     from offloadlab.handoff import run as handoff
 
     setups = [handoff.parse_setup(s) for s in handoff.matrix(quick)]
-    _run(setups, handoff.Settings(connections=connections, seed=seed), True, out_dir)
+    settings = handoff.Settings(connections=connections, seed=seed,
+                                trace=None if trace is None else str(trace))
+    _run(setups, settings, True, out_dir)
 
 
 @handoff_app.command("defaults")
@@ -251,7 +258,7 @@ def testbed_table(summary: pd.DataFrame, exp) -> Table:
 def _run(setups, settings, calibrate, out_dir: Path) -> None:
     import pandas as pd
 
-    from offloadlab.handoff import checks
+    from offloadlab.handoff import checks, paper
     from offloadlab.handoff import run as handoff
     from offloadlab.report import handoff as figures
 
@@ -260,19 +267,31 @@ def _run(setups, settings, calibrate, out_dir: Path) -> None:
     def say(msg: str) -> None:
         err.print(f"[dim]{msg}[/]", highlight=False)
 
+    replayed = None
+    if settings.trace is not None:
+        replayed = handoff.replayed(settings.trace, settings.connections)[1]
+        say(f"W replays {replayed.summary()}")
     if calibrate:
         settings = handoff.calibrate(settings, progress=say)
     results, series = handoff.run_all(setups, settings, progress=say)
     verdicts = checks.evaluate(results)
+    fit = paper.compare(results)
     table = figures.table(results)
     long = pd.concat([s.assign(setup=k) for k, s in series.items()], ignore_index=True)
     figs = figures.figures(results, series, hiwat=settings.watermarks.hiwat)
     _print(table, verdicts)
+    for kind in ("fitted", "calibration", "held out"):
+        rows = fit[fit.set == kind]
+        if len(rows):
+            out.print(f"the paper's {kind} numbers within tolerance: "
+                      f"{int(rows.within.sum())} of {len(rows)} (paper.csv)", highlight=False)
     write_folder(out_dir, {
-        "results.csv": results, "checks.csv": verdicts, "series.parquet": long, **figs,
+        "results.csv": results, "checks.csv": verdicts, "paper.csv": fit,
+        "series.parquet": long, **figs,
         "summary.json": {"settings": settings.values,
                          "watermarks": settings.watermarks.as_tuple(),
                          "connections": settings.connections, "seed": settings.seed,
+                         "trace": None if replayed is None else vars(replayed),
                          "calibrated": calibrate, "checks": verdicts.to_dict("records"),
                          "figures": drawn(figs)}})
 

@@ -1,38 +1,39 @@
 """Run seed 004's packet-level handoff model: the paper's configuration shorthand,
-settings over the Rust defaults, calibration on the baseline, and the experiment matrix.
+settings over the Rust defaults, calibration on the paper's numbers, and the experiment
+matrix.
 
 A configuration is written as in the paper, ``Workload-NICconns-P|N-L|N-FCFS|Tn|LLF-MIPS``:
 ``W-4096-P-L-FCFS-400`` is World Cup-like clients, ``Hard_limit`` 4096, host-first
 priority, load control, FCFS selection, a 400 MIPS NIC. ``NICconns`` 0 is the baseline
-without handoff. Calibration follows reference 004 §7.3–7.4: on ``W-0`` only, the host's
-costs are scaled until it saturates at the paper's 23,031 requests/s and the NIC's
-host-packet cost until the NIC is 62 % idle; an offloaded packet costs the NIC
-``NIC_PACKET_RATIO`` (3.5) host packets. Every other configuration is then predicted.
+without handoff. Calibration (:func:`calibrate`) solves one cost knob on each number of
+:data:`offloadlab.handoff.paper.FITTED` (Table 1 and §6.2); the rest of the paper's
+numbers are predictions (:mod:`offloadlab.handoff.paper` says which are which).
 """
 
 from __future__ import annotations
 
 import functools
+import math
 import re
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field, replace
+from pathlib import Path
 
 import pandas as pd
 
 from offloadlab import _core
 from offloadlab.errors import InputError
-from offloadlab.handoff import policy
+from offloadlab.handoff import paper, policy
 from offloadlab.handoff import workloads as wl
 from offloadlab.inputs import read_toml
 
 SHORTHAND = re.compile(rf"^(?P<w>[A-Za-z])-(?P<limit>\d+)-{policy.PATTERN}-(?P<mips>\d+)$")
-# Reference 004 §6.1 and §7.3: what calibration on W-0 aims at.
-BASELINE_RATE = 23031.0
-BASELINE_NIC_IDLE = 0.62
-NIC_PACKET_RATIO = 3.5
-# Host-cost settings scaled together by calibration (the rest are ratios to these).
-HOST_COSTS = ("host.packet", "host.connection", "host.request", "host.dynamic",
-              "host.bypass", "host.handoff")
+# Host costs calibration scales together; the application's are also scaled against
+# the network stack's, to the paper's share of host cycles below the system calls.
+APP_COSTS = ("host.request", "host.copy_per_byte")
+HOST_COSTS = ("host.packet", "host.connection", "host.bypass", "host.handoff", *APP_COSTS)
+FIT_KEYS = (*HOST_COSTS, "host.dynamic", "nic.host_packet", "nic.packet",
+            "hardware.tx_capacity", "nic.miss")
 METRICS = ("requests_per_s", "packets_per_s", "connections_per_s", "http_bps", "host_idle",
            "host_stack", "nic_idle", "offloaded_share", "nic_packet_share",
            "host_rx_delay_median_s", "host_rx_delay_mean_s", "host_tx_delay_median_s",
@@ -101,12 +102,14 @@ class Watermarks:
 @dataclass(frozen=True)
 class Settings:
     """Overrides of the model's defaults (``section.name`` keys; see
-    :func:`defaults`), load control's watermarks and the workload's size."""
+    :func:`defaults`), load control's watermarks, the workload's size, and a WC98 or
+    CLF log that W replays instead of its synthetic trace."""
 
     values: dict[str, float] = field(default_factory=dict)
     watermarks: Watermarks = Watermarks()
     connections: int = 20_000
     seed: int = 0
+    trace: str | None = None
 
     def with_values(self, **more: float) -> Settings:
         return replace(self, values={**self.values, **more})
@@ -137,9 +140,23 @@ def connections(name: str, n: int, seed: int) -> wl.Connections:
     return wl.build(name, connections=n, seed=seed)
 
 
+@functools.lru_cache(maxsize=2)
+def replayed(path: str, n: int) -> tuple[wl.Connections, wl.Replayed]:
+    """A log's connections (:func:`workloads.replay`), read once per (path, n)."""
+    return wl.replay(path, n)
+
+
+def workload(name: str, settings: Settings) -> wl.Connections:
+    """The connections a configuration's clients replay: W's come from the log when
+    the settings name one."""
+    if name == "W" and settings.trace is not None:
+        return replayed(settings.trace, settings.connections)[0]
+    return connections(name, settings.connections, settings.seed)
+
+
 def run_setup(setup: Setup, settings: Settings = Settings()) -> dict:
     """Simulate one configuration; returns the metrics and the time series."""
-    work = connections(setup.workload, settings.connections, settings.seed)
+    work = workload(setup.workload, settings)
     values = {"run.clients": work.clients, "run.seed": settings.seed, **settings.values,
               "hardware.nic_ips": setup.mips * 1e6}
     try:
@@ -154,32 +171,103 @@ def run_setup(setup: Setup, settings: Settings = Settings()) -> dict:
     return out
 
 
-def calibrate(settings: Settings = Settings(), rounds: int = 3,
+def _solve(f: Callable[[float], float], target: float, x: float, rising: bool,
+           tol: float = 0.01, tries: int = 5) -> float:
+    """``x`` > 0 where the monotone ``f`` (one simulation per call) meets ``target``
+    within ``tol``: a secant on log x from a first step of a factor 1.5 the right way."""
+    y = f(x)
+    if abs(y - target) <= tol:
+        return x
+    prev = (x, y)
+    x *= 1.5 if (y < target) == rising else 1 / 1.5
+    for _ in range(tries):
+        y = f(x)
+        if abs(y - target) <= tol:
+            break
+        (x0, y0), prev = prev, (x, y)
+        if y == y0:  # flat here: keep stepping the right way
+            x *= 1.5 if (y < target) == rising else 1 / 1.5
+            continue
+        step = (math.log(x) - math.log(x0)) * (target - y) / (y - y0)
+        x *= math.exp(max(-1.0, min(1.0, step)))  # at most a factor e per step
+    return x
+
+
+def calibrate(settings: Settings = Settings(), rounds: int = 2,
               progress: Callable[[str], None] | None = None) -> Settings:
-    """Scale host and NIC costs so that W-0-N-N-FCFS-400 matches the paper's baseline:
-    the host saturated at 23,031 requests/s and the NIC 62 % idle."""
-    base = parse_setup("W-0-N-N-FCFS-400")
-    start = {**defaults(), **settings.values}
-    # Only the costs calibration moves go into the settings (not, e.g., run.clients,
-    # which each workload sets).
-    values = {**settings.values,
-              **{k: start[k] for k in (*HOST_COSTS, "nic.host_packet", "nic.packet")}}
-    for i in range(rounds):
-        r = run_setup(base, replace(settings, values=values))
+    """Fit the cost model's knobs, each on one of the paper's numbers
+    (:data:`paper.FITTED`, in :data:`paper.KNOBS`' order), starting from the last
+    fit at the defaults (:data:`paper.FIT`): W-0's rate, NIC idle share and
+    network-stack share set the host's and the NIC's per-packet costs and the host's
+    split between stack and application; Table 1's host-first and naive rows set the
+    NIC's cost of an offloaded packet and the host's transmit ring; W-4096-P-N's host
+    idle share the NIC's cost growth with connections; D-4096-P-L's HTTP rate the
+    host's cost of a dynamic page. Settings the experiment gives itself are not moved."""
+    fixed = set(settings.values)
+    values = {**defaults(), **paper.FIT, **settings.values}
+    values = {k: v for k, v in values.items() if k in FIT_KEYS or k in fixed}
+
+    def say(msg: str) -> None:
         if progress:
-            progress(f"calibration {i + 1}/{rounds}: {r['requests_per_s']:.0f} req/s, "
-                     f"NIC idle {r['nic_idle']:.0%}")
-        if r["host_idle"] > 0.02:
-            raise InputError("calibration: the host is not saturated in W-0 "
-                             f"(idle {r['host_idle']:.0%}); raise host costs or clients")
-        # The host is the bottleneck: its rate scales with the inverse of its costs.
-        k = r["requests_per_s"] / BASELINE_RATE
-        for key in HOST_COSTS:
-            values[key] *= k
-        # At the calibrated rate the NIC's busy share scales with its per-packet cost.
-        nic_busy = (1 - r["nic_idle"]) / k
-        values["nic.host_packet"] *= (1 - BASELINE_NIC_IDLE) / nic_busy
-        values["nic.packet"] = NIC_PACKET_RATIO * values["nic.host_packet"]
+            progress(msg)
+
+    def run(label: str, **change: float) -> dict:
+        return run_setup(parse_setup(label), replace(settings, values={**values, **change}))
+
+    def gain(label: str, base: float, **change: float) -> float:
+        return run(label, **change)["requests_per_s"] / base - 1
+
+    def knob(key: str, f: Callable[[float], float], target: float, rising: bool,
+             scale: float = 1.0, tol: float = 0.01, least: float = 0.0) -> None:
+        """Solve ``values[key] / scale`` unless the experiment fixed it, from its current
+        value or ``least`` if that is more."""
+        if key in fixed:
+            return
+        # A knob at 0 (the NIC's cache term is off by default) starts from a small value.
+        start = max(values[key] / scale, least) or 0.25
+        x = _solve(lambda x: f(x * scale), target, start, rising, tol)
+        values[key] = max(1, round(x)) if key == "hardware.tx_capacity" else x * scale
+        say(f"  {key} = {values[key]:.4g}")
+
+    (rate, nic_idle, stack, pn, nn, pn_idle, d_bps) = (n.paper for n in paper.FITTED)
+    for i in range(rounds):
+        say(f"calibration round {i + 1}/{rounds}")
+        for _ in range(3):  # W-0: the host saturated at the paper's rate, its split, the NIC
+            r = run("W-0-N-N-FCFS-400")
+            if r["host_idle"] > 0.02:
+                raise InputError("calibration: the host is not saturated in W-0 (idle "
+                                 f"{r['host_idle']:.0%}); raise host costs or clients")
+            k = r["requests_per_s"] / rate  # the host is the bottleneck: rate ~ 1 / cost
+            app = (r["host_stack"] / (1 - r["host_stack"])) * ((1 - stack) / stack)
+            for key in HOST_COSTS:
+                if key not in fixed:
+                    values[key] *= k * (app if key in APP_COSTS else 1.0)
+            if "nic.host_packet" not in fixed:
+                # The NIC's busy share scales with its costs; an offloaded packet keeps
+                # its ratio to a host packet (fitted below).
+                scale = (1 - nic_idle) / ((1 - r["nic_idle"]) / k)
+                values["nic.host_packet"] *= scale
+                if "nic.packet" not in fixed:
+                    values["nic.packet"] *= scale
+        base = run("W-0-N-N-FCFS-400")
+        say(f"  W-0: {base['requests_per_s']:,.0f} req/s, NIC idle {base['nic_idle']:.0%}, "
+            f"stack {base['host_stack']:.0%}")
+        w0 = base["requests_per_s"]
+        knob("nic.packet",
+             lambda x, w0=w0: gain("W-1024-P-N-FCFS-400", w0, **{"nic.packet": x}),
+             pn, rising=False, scale=values["nic.host_packet"])
+        knob("hardware.tx_capacity",
+             lambda x, w0=w0: gain("W-1024-N-N-FCFS-400", w0,
+                                   **{"hardware.tx_capacity": max(1, round(x))}),
+             nn, rising=True)
+        knob("nic.miss", lambda x: run("W-4096-P-N-FCFS-400", **{"nic.miss": x})["host_idle"],
+             pn_idle, rising=True, scale=values["nic.packet"])
+        # The dearest dynamic page at which D-4096-P-L still makes the paper's "about
+        # 1 Gb/s" (±3 %): cheaper ones leave it at its clients' cap whatever the cost, so
+        # the search comes down from a page too dear for it.
+        knob("host.dynamic",
+             lambda x: run("D-4096-P-L-FCFS-400", **{"host.dynamic": x})["http_bps"] / d_bps,
+             1.0, rising=False, tol=0.03, least=1e6)
     return replace(settings, values=values)
 
 
@@ -229,12 +317,13 @@ def run_all(setups: Iterable[Setup], settings: Settings,
 
 # Tables of model settings in an experiment file (`flows` is the LLF selection's detector).
 SECTIONS = ("hardware", "host", "nic", "tcp", "run", "flows")
-CONFIG_KEYS = {"runs", "calibrate", "connections", "seed", "load_control", *SECTIONS}
+CONFIG_KEYS = {"runs", "calibrate", "connections", "seed", "trace", "load_control", *SECTIONS}
 
 
 def load_config(path) -> tuple[list[Setup], Settings, bool]:
     """A TOML experiment: ``runs`` (shorthands), optional ``calibrate`` (default true),
-    ``connections``, ``seed``, a ``[load_control]`` table (hiwat, lowat, step_down,
+    ``connections``, ``seed``, ``trace`` (a WC98 or CLF log for W, relative to the
+    file), a ``[load_control]`` table (hiwat, lowat, step_down,
     step_up) and tables ``[hardware] [host] [nic] [tcp] [run] [flows]`` over the
     defaults."""
     where = str(path)
@@ -265,4 +354,10 @@ def load_config(path) -> tuple[list[Setup], Settings, bool]:
     calibrate_first = data.get("calibrate", True)
     if not isinstance(calibrate_first, bool):
         raise InputError(f"{where}: calibrate must be true or false")
-    return setups, Settings(values, marks, connections, seed), calibrate_first
+    trace = data.get("trace")
+    if trace is not None:
+        if not isinstance(trace, str) or not trace:
+            raise InputError(f'{where}: trace must be the path of a WC98 or CLF log, e.g. '
+                             f'trace = "wc_day46_1.gz", got {trace!r}')
+        trace = str(Path(path).parent / trace)
+    return setups, Settings(values, marks, connections, seed, trace), calibrate_first

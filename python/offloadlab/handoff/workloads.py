@@ -79,7 +79,12 @@ from offloadlab.errors import InputError, RunError
 from offloadlab.workload.counts import UniformInt
 from offloadlab.workload.fileset import zipf_probabilities
 from offloadlab.workload.specs import SPECWEB99_FILE_RANKS, SPECWEB99_SIZES, SpecWeb99Spec
-from offloadlab.workload.traces import SynthSpec, assign_connections, synthetic_chunks
+from offloadlab.workload.traces import (
+    SynthSpec,
+    assign_connections,
+    read_trace,
+    synthetic_chunks,
+)
 from offloadlab.workload.traces.synth import BLOCK
 
 MSS = 1460  # bytes of payload per segment (1518-byte Ethernet frames)
@@ -361,6 +366,63 @@ def build(name: str, *, connections: int = 20_000, seed: int = 0) -> Connections
         offsets, sizes, dynamic = specweb99_connections(n, np.random.default_rng(key), share)
     clients, kbps = _CLIENTS[code]
     return Connections(code, WORKLOADS[code], offsets, sizes, dynamic, clients, kbps)
+
+
+@dataclass(frozen=True)
+class Replayed:
+    """What :func:`replay` read: requests parsed, lines or records skipped as malformed
+    (with the first problems), requests kept (GET, status 200, known size) and the
+    connections they made."""
+
+    path: str
+    format: str
+    records: int
+    skipped: int
+    kept: int
+    connections: int
+    problems: tuple[str, ...]
+
+    def summary(self) -> str:
+        text = (f"{self.path} ({self.format}): {self.records:,} requests read, "
+                f"{self.skipped:,} malformed lines or records skipped, {self.kept:,} static "
+                f"GETs kept in {self.connections:,} connections")
+        return text + "".join(f"\n  {p}" for p in self.problems)
+
+
+def replay(path, connections: int = MAX_CONNECTIONS, window_s: float = WINDOW_S
+           ) -> tuple[Connections, Replayed]:
+    """A real log as W's connections: any WC98 or CLF file the trace readers accept
+    (:func:`offloadlab.workload.traces.read_trace`). As the paper's replayer: GETs with
+    status 200 (and a known size) only, a client's request at most ``window_s`` after
+    its previous one on the same connection; the first ``connections`` connections,
+    each with its requests in time order. Malformed lines are skipped and counted."""
+    n = _whole("connections", connections, 1, MAX_CONNECTIONS, "e.g. connections=20000")
+    reader = read_trace(path)
+    df = reader.table()
+    report = reader.report
+    keep = ((df["method"] == "GET").to_numpy() & (df["status"].to_numpy() == 200)
+            & (df["size_bytes"].to_numpy() >= 0))
+    gets = df.loc[keep, ["time_s", "client", "size_bytes"]]
+    if gets.empty:
+        raise InputError(f"{path}: no GET with status 200 and a known size among "
+                         f"{report.records:,} requests read ({report.skipped:,} lines "
+                         "skipped); the replayer needs a log of static requests")
+    # A log written at completion is not quite in time order; the grouping needs it.
+    gets = gets.sort_values("time_s", kind="stable").reset_index(drop=True)
+    grouped = next(assign_connections([gets], window_s))
+    conn = grouped["conn_id"].to_numpy()
+    first = conn < n
+    conn, sizes = conn[first], grouped["size_bytes"].to_numpy()[first]
+    order = np.argsort(conn, kind="stable")  # rows are in time order: stable keeps it
+    count = int(conn.max()) + 1
+    offsets = np.concatenate(([0], np.cumsum(np.bincount(conn, minlength=count))))
+    clients, kbps = _CLIENTS["W"]
+    name = str(path)
+    work = Connections("W", f"the log {name}, GET 200 only, {window_s:g} s persistent "
+                       "connections", offsets, sizes[order], np.zeros(len(sizes), bool),
+                       clients, kbps)
+    return work, Replayed(name, report.format, report.records, report.skipped,
+                          int(keep.sum()), count, tuple(report.errors[:3]))
 
 
 def _static_gets(spec: SynthSpec, seed: int, limit: int) -> Iterator[pd.DataFrame]:

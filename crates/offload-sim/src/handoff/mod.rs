@@ -2,13 +2,16 @@
 //! take whole TCP connections (connection handoff), under closed-loop web clients.
 //!
 //! What is modelled (reference 004 §7.1, at the granularity it proposes):
-//! - **host**: one CPU serving tasks in arrival order; per-packet TCP/IP cost plus a
+//! - **host**: one CPU serving tasks in arrival order (the NIC's bookkeeping notes first,
+//!   as the driver's interrupt handler takes them); per-packet TCP/IP cost plus a
 //!   cache-miss term that grows with the connections resident on the host (their ~1 KB
 //!   of state overflows the L2), per-connection, per-request, dynamic-content and copy
 //!   costs, and the bypass path's cost per socket operation for offloaded connections;
+//!   a bounded transmit ring to the NIC whose overflow the driver drops;
 //! - **NIC**: one processor with the queues RxHost, TxHost, RxNIC, Cmd (and a timer queue
 //!   for offloaded connections' retransmissions), served in the order a [`Policy`] picks;
-//!   bounded receive queues that drop when full; `Cnum`, `Soft_limit`, `Hard_limit`;
+//!   bounded receive queues that drop when full; a per-packet cost that grows once its
+//!   connections' state overflows its fast memory; `Cnum`, `Soft_limit`, `Hard_limit`;
 //! - **handoff**: every connection is born on the host; the host offers it once (at
 //!   establishment, at the n-th send-buffer enqueue, or once its long-lived flow
 //!   detector lists it); the NIC accepts while `Cnum < Soft_limit`. Packets that reach
@@ -22,10 +25,11 @@
 //!   workload connection, zero think time or a bandwidth cap (SPECweb99).
 //!
 //! Not modelled: fast retransmit and SACK (the only losses are the server NIC's receive
-//! drops: ACKs, requests, SYNs and FINs, which fast retransmit would not repair either);
+//! drops, ACKs, requests, SYNs and FINs, which fast retransmit would not repair either,
+//! and the host's transmit-ring drops, which here wait for the timeout);
 //! RTT estimation (RTTs here are far below the minimum RTO, so RTO = its minimum);
-//! delayed-ACK timers (an ACK with nothing to ride on goes at once); the I/O bus; interrupt coalescing; active restore (the paper did
-//! not need it).
+//! delayed-ACK timers (an ACK with nothing to ride on goes at once); the I/O bus;
+//! interrupt coalescing; active restore (the paper did not need it).
 
 pub mod policy;
 mod report;
@@ -45,8 +49,13 @@ pub struct Hardware {
     pub nic_ips: f64,
     pub link_bps: f64,
     pub link_delay_s: f64,
-    /// Capacity of each NIC receive queue (RxHost and RxNIC), packets.
+    /// Capacity of the NIC's receive buffer (RxHost and RxNIC together), packets.
     pub rx_capacity: u32,
+    /// The host driver's transmit ring (TxHost), packets. A host packet that finds it
+    /// full is dropped by the driver (FreeBSD's ENOBUFS) and TCP resends it on its
+    /// timeout: under FCFS a busy NIC drains the ring slowly, and this is how its TCP
+    /// work starves the host's connections (reference 004 Table 1).
+    pub tx_capacity: u32,
     pub mss: u32,
     /// HTTP response header bytes sent before each body.
     pub header_bytes: u32,
@@ -62,6 +71,7 @@ impl Default for Hardware {
             link_bps: 10e9,
             link_delay_s: 1e-6,
             rx_capacity: 4096,
+            tx_capacity: 256,
             mss: 1460,
             header_bytes: 250,
             request_bytes: 300,
@@ -135,6 +145,21 @@ pub struct NicCosts {
     pub command: f64,
     /// Installing a handed-off connection.
     pub handoff: f64,
+    /// Extra instructions per offloaded packet whose connection's state is not in the
+    /// NIC processor's fast memory: the paper's overloaded NIC takes "much longer" per
+    /// packet with all 2048 connections (W-4096-P-N).
+    pub miss: f64,
+    /// Offloaded connections whose state the NIC's fast memory holds.
+    pub cache_conns: f64,
+}
+
+impl NicCosts {
+    /// Instructions per offloaded packet with `cnum` connections on the NIC: the ones
+    /// beyond what its fast memory holds miss, in proportion (as the host's).
+    pub fn packet_instructions(&self, cnum: u32) -> f64 {
+        let missing = (1.0 - self.cache_conns / f64::from(cnum.max(1))).max(0.0);
+        self.packet + self.miss * missing
+    }
 }
 
 impl Default for NicCosts {
@@ -144,6 +169,8 @@ impl Default for NicCosts {
             packet: 1750.0,
             command: 500.0,
             handoff: 2000.0,
+            miss: 0.0,
+            cache_conns: 1024.0,
         }
     }
 }
@@ -279,6 +306,8 @@ impl Config {
             ("nic.packet", n.packet),
             ("nic.command", n.command),
             ("nic.handoff", n.handoff),
+            ("nic.miss", n.miss),
+            ("nic.cache_conns", n.cache_conns),
         ];
         for (name, v) in positive {
             if !(v > 0.0 && v.is_finite()) {
@@ -292,6 +321,7 @@ impl Config {
         }
         let counts = [
             ("hardware.rx_capacity", h.rx_capacity),
+            ("hardware.tx_capacity", h.tx_capacity),
             ("hardware.mss", h.mss),
             ("tcp.initial_cwnd", self.tcp.initial_cwnd),
             ("tcp.window", self.tcp.window),

@@ -41,7 +41,8 @@ pub struct Report {
     pub offloaded_share: f64,
     /// Packets of connections on the NIC, share of all server packets.
     pub nic_packet_share: f64,
-    /// Received packets dropped because RxNIC or RxHost was full.
+    /// Packets dropped: received ones when the receive buffer was full, and the host's
+    /// when its transmit ring was full.
     pub drops: u64,
     /// Retransmission timeouts, server and clients.
     pub timeouts: u64,

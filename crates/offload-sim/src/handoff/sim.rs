@@ -159,7 +159,10 @@ enum Ev {
 /// What the server's TCP made of a packet.
 #[derive(Default)]
 struct Input {
+    /// A new connection.
     syn: bool,
+    /// The SYN needs a SYN-ACK: a new one, or a repeat after ours was dropped.
+    syn_ack: bool,
     established: bool,
     request: Option<u32>,
     all_acked: bool,
@@ -179,6 +182,9 @@ struct Nic {
 
 struct Host {
     tasks: VecDeque<Task>,
+    /// The NIC's bookkeeping notes (handoff replies, closes, limits, acknowledged data),
+    /// which the driver handles in its interrupt handler, ahead of the queued work.
+    driver: VecDeque<Task>,
     busy: bool,
     /// Connections whose TCP state lives on the host (the cache-pressure term).
     resident: u32,
@@ -259,6 +265,7 @@ impl<'a, P: Policy> World<'a, P> {
             },
             host: Host {
                 tasks: VecDeque::new(),
+                driver: VecDeque::new(),
                 busy: false,
                 resident: 0,
                 soft_view,
@@ -506,10 +513,11 @@ impl<'a, P: Policy> World<'a, P> {
         let mut inp = Input::default();
         let c = &mut self.conns[p.conn as usize];
         if p.kind == Kind::Syn {
-            // A repeated SYN for a connection already under way changes nothing.
-            if c.server == Server::Listen {
+            // A repeated SYN gets the SYN-ACK again and changes nothing else.
+            inp.syn = c.server == Server::Listen;
+            inp.syn_ack = matches!(c.server, Server::Listen | Server::SynRcvd);
+            if inp.syn {
                 c.server = Server::SynRcvd;
-                inp.syn = true;
             }
             return inp;
         }
@@ -712,9 +720,9 @@ impl<'a, P: Policy> World<'a, P> {
             }
             Item::Packet(p) => {
                 self.meter.packets_received += 1;
-                cost.packet + self.nic_input(p)
+                self.nic_packet() + self.nic_input(p)
             }
-            Item::Forward(p) => cost.packet + self.nic_input(p),
+            Item::Forward(p) => self.nic_packet() + self.nic_input(p),
             Item::Handoff(id) => cost.handoff + self.nic_accept(id),
             Item::Send { conn, segments } => {
                 self.conns[conn as usize].snd.end += segments;
@@ -741,7 +749,7 @@ impl<'a, P: Policy> World<'a, P> {
         }
         if inp.fin {
             self.nic_wire(bare(p.conn, Kind::FinAck, 0));
-            extra += cost.packet;
+            extra += self.nic_packet();
         }
         if inp.closed {
             self.nic.cnum -= 1;
@@ -760,7 +768,12 @@ impl<'a, P: Policy> World<'a, P> {
             let pkt = self.data(id, seq);
             self.nic_wire(pkt);
         }
-        n * self.cfg.nic.packet
+        n * self.nic_packet()
+    }
+
+    /// Instructions per packet of the NIC's own connections at its current `Cnum`.
+    fn nic_packet(&self) -> f64 {
+        self.cfg.nic.packet_instructions(self.nic.cnum)
     }
 
     fn nic_wire(&mut self, pkt: Pkt) {
@@ -796,7 +809,7 @@ impl<'a, P: Policy> World<'a, P> {
         if c.server == Server::LastAck {
             self.arm_server(id);
             self.nic_wire(bare(id, Kind::FinAck, 0));
-            self.cfg.nic.packet
+            self.nic_packet()
         } else {
             c.snd.on_timeout();
             self.nic_output(id)
@@ -806,7 +819,12 @@ impl<'a, P: Policy> World<'a, P> {
     // ---- host --------------------------------------------------------------------
 
     fn host_push(&mut self, task: Task) {
-        self.host.tasks.push_back(task);
+        match task {
+            Task::Note(Note::Request { .. }) | Task::Packet(_) | Task::Timeout(_) => {
+                self.host.tasks.push_back(task)
+            }
+            Task::Note(_) => self.host.driver.push_back(task),
+        }
         self.host_kick();
     }
 
@@ -814,7 +832,8 @@ impl<'a, P: Policy> World<'a, P> {
         if self.host.busy {
             return;
         }
-        let Some(task) = self.host.tasks.pop_front() else {
+        let host = &mut self.host;
+        let Some(task) = host.driver.pop_front().or_else(|| host.tasks.pop_front()) else {
             return;
         };
         self.host.app_cycles = 0.0;
@@ -865,6 +884,8 @@ impl<'a, P: Policy> World<'a, P> {
         let inp = self.server_input(p);
         if inp.syn {
             self.host.resident += 1;
+        }
+        if inp.syn_ack {
             cycles += self.host_send(bare(id, Kind::SynAck, 0));
         }
         if inp.established {
@@ -946,9 +967,19 @@ impl<'a, P: Policy> World<'a, P> {
         self.cfg.host.handoff
     }
 
+    /// Hand a packet to the driver; returns cycles. A full transmit ring drops it, and
+    /// the connection's timer resends it (a SYN-ACK: the client's repeated SYN).
     fn host_send(&mut self, pkt: Pkt) -> f64 {
         self.detect(pkt.conn);
-        self.host.out.push(Out::Nic(TX_HOST, Item::Packet(pkt)));
+        // The ring holds what the NIC has yet to send and what this task has queued.
+        let mine = self.host.out.iter();
+        let queued = self.nic.queues[TX_HOST].len()
+            + mine.filter(|o| matches!(o, Out::Nic(TX_HOST, _))).count();
+        if queued >= self.cfg.hardware.tx_capacity as usize {
+            self.meter.drops += 1;
+        } else {
+            self.host.out.push(Out::Nic(TX_HOST, Item::Packet(pkt)));
+        }
         self.packet_cycles()
     }
 
