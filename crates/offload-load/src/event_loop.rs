@@ -82,9 +82,13 @@ pub fn run(
                 let shared = &shared;
                 let core =
                     (!options.cores.is_empty()).then(|| options.cores[i % options.cores.len()]);
+                let nice = options.nice;
                 s.spawn(move || {
                     if let Some(core) = core {
                         pin(core)?;
+                    }
+                    if nice != 0 {
+                        renice(nice)?;
                     }
                     Worker::new(shared, lanes)?.run()
                 })
@@ -508,6 +512,23 @@ fn io_of<'a>(sh: &'a Shared<'a>, registry: &'a mio::Registry, scratch: &'a mut [
         rcvlowat: sh.options.rcvlowat,
         scratch,
     }
+}
+
+/// Sets the calling thread's niceness (on Linux a thread has its own).
+fn renice(nice: i32) -> io::Result<()> {
+    // SAFETY: gettid and setpriority have no memory preconditions.
+    let done = unsafe {
+        let tid = libc::gettid() as libc::id_t;
+        libc::setpriority(libc::PRIO_PROCESS, tid, nice)
+    };
+    if done != 0 {
+        let err = io::Error::last_os_error();
+        return Err(io::Error::other(format!(
+            "cannot set the load thread's nice to {nice}: {err} (a negative one needs root \
+             or CAP_SYS_NICE; give 0)"
+        )));
+    }
+    Ok(())
 }
 
 /// Pins the calling thread to `core`.

@@ -83,7 +83,8 @@ fn sha256(hex: &str) -> PyResult<Option<[u8; 32]>> {
 #[pyfunction]
 #[pyo3(signature = (addr, host, allow_remote, objects, at_s, object, conn, keep_alive, client,
                     closed, threads, timeout_s, max_duration_s, method, verify, records,
-                    busy_poll_s, repeat=false, cores=Vec::new(), rcvlowat=0, control=None))]
+                    busy_poll_s, repeat=false, cores=Vec::new(), nice=0, rcvlowat=0,
+                    control=None))]
 #[allow(clippy::too_many_arguments)]
 fn load<'py>(
     py: Python<'py>,
@@ -106,6 +107,7 @@ fn load<'py>(
     busy_poll_s: f64,
     repeat: bool,
     cores: Vec<usize>,
+    nice: i32,
     rcvlowat: u32,
     control: Option<&LoadControl>,
 ) -> PyResult<Bound<'py, PyDict>> {
@@ -163,6 +165,7 @@ fn load<'py>(
         busy_poll_s,
         repeat,
         cores,
+        nice,
         rcvlowat,
         ..Options::default()
     };

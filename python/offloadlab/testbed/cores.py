@@ -1,7 +1,8 @@
 """Which cores a testbed run pins its threads to. On a small machine every experiment
 makes the same choice: the host on the first core this process may use, the engine (or
 SQPOLL thread) on the second, and nothing pinned on a single core; a user's
---host-core or --engine-core overrides its half."""
+--host-core or --engine-core overrides its half. The load generator shares the
+engine's core, and runs ahead of the server's threads there (:func:`generator_nice`)."""
 
 from __future__ import annotations
 
@@ -13,3 +14,18 @@ def choose(host: int | None = None, engine: int | None = None) -> tuple[int | No
     allowed = sorted(os.sched_getaffinity(0))
     default = (allowed[0], allowed[1]) if len(allowed) >= 2 else (None, None)
     return (default[0] if host is None else host, default[1] if engine is None else engine)
+
+
+# Nice -20 puts a woken load thread ahead of a server thread that spins on the shared
+# core: the SQPOLL thread spins a jiffy after each submission, and at nice 0 the kernel
+# let it finish its time slice first, which added 1-2 ms to uring's measured delays at
+# half load (docs/testbed.md, "The shared core"). The server's threads then see the
+# generator as work of higher priority, as the model's background class assumes.
+SHARED_CORE_NICE = -20
+
+
+def generator_nice(pinned: bool) -> int:
+    """The niceness of the load generator's threads: :data:`SHARED_CORE_NICE` when they
+    are pinned beside the server's and the process may raise its priority (root), else
+    0."""
+    return SHARED_CORE_NICE if pinned and os.geteuid() == 0 else 0

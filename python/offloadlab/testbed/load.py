@@ -29,6 +29,7 @@ from offloadlab import _core
 from offloadlab.background import watched
 from offloadlab.errors import InputError
 from offloadlab.results import write_atomic
+from offloadlab.testbed import cores as cores_policy
 from offloadlab.workload import fileset
 from offloadlab.workload.stream_format import Stream
 
@@ -90,7 +91,7 @@ def run(target: str | Target, requests: Stream, objects, *, threads: int | None 
         timeout_s: float = 5.0, max_duration_s: float | None = None, method: str = "GET",
         verify: str = "checksum", records: bool = False, allow_remote: bool = False,
         busy_poll_s: float = 0.0, repeat: bool = False, cores: Sequence[int] = (),
-        rcvlowat: int = 0,
+        nice: int | None = None, rcvlowat: int = 0,
         progress: Callable[[_core.LoadControl], None] | None = None) -> LoadResult:
     """Send ``requests`` to ``target`` and measure them.
 
@@ -101,7 +102,9 @@ def run(target: str | Target, requests: Stream, objects, *, threads: int | None 
     twice the timeout, or 600 s for a closed stream of unknown length). With ``repeat``
     (closed streams), each client starts its requests over until ``max_duration_s``:
     a saturation run bounded by time alone, as wrk does. ``cores`` pins the generator's
-    threads (round robin) to keep it off the cores being measured. Loopback only unless
+    threads (round robin) to keep it off the cores being measured; ``nice`` is their
+    niceness (default: :func:`offloadlab.testbed.cores.generator_nice`, ahead of the
+    server's threads when pinned beside them). Loopback only unless
     ``allow_remote``. ``rcvlowat`` (bytes, 0: off) has the kernel report an answer
     only once that many of its bytes, at most its object's size, are there: one wake-up
     and read per small answer, at the price of a first-byte time that reads as the time
@@ -116,6 +119,10 @@ def run(target: str | Target, requests: Stream, objects, *, threads: int | None 
         raise InputError(f"timeout {timeout_s!r}: use a time > 0, e.g. 5s")
     if not (isinstance(rcvlowat, int) and 0 <= rcvlowat < 2**31):
         raise InputError(f"rcvlowat {rcvlowat!r}: give 0 (off) or a number of bytes, e.g. 4096")
+    if nice is None:
+        nice = cores_policy.generator_nice(bool(cores))
+    if not (isinstance(nice, int) and -20 <= nice <= 19):
+        raise InputError(f"nice {nice!r}: give a niceness from -20 to 19")
     allowed = os.sched_getaffinity(0)
     if any(c not in allowed for c in cores):
         raise InputError(f"cores {list(cores)}: this process may run on cores "
@@ -146,7 +153,7 @@ def run(target: str | Target, requests: Stream, objects, *, threads: int | None 
         threads=threads or os.cpu_count() or 1, timeout_s=float(timeout_s),
         max_duration_s=float(max_duration_s), method=method.upper(), verify=verify,
         records=records, busy_poll_s=float(busy_poll_s), repeat=repeat,
-        cores=[int(c) for c in cores], rcvlowat=rcvlowat)
+        cores=[int(c) for c in cores], nice=nice, rcvlowat=rcvlowat)
     try:
         out = watched(_core.load, args, _core.LoadControl(), progress, _POLL_S)
     except ValueError as exc:  # the generator's own checks (e.g. a remote target)
