@@ -139,9 +139,9 @@ def test_a_corrupt_file_is_caught_by_its_checksum(site, tmp_path):
         assert load.run(corrupt, s, one, verify="length")["failed"] == 0
 
 
-def _pinned_threads(target, site, **options) -> dict[int, int]:
-    """Run a short load pinned to the last core; the new threads found on that core
-    alone while it ran, with their niceness."""
+def _pinned_threads(target, site, requests=None, **options) -> dict[int, int]:
+    """Run a short load (default: Poisson) pinned to the last core; the new threads
+    found on that core alone while it ran, with their niceness."""
     core = max(os.sched_getaffinity(0))
     others = {int(t) for t in os.listdir("/proc/self/task")}
     pinned = {}
@@ -152,7 +152,7 @@ def _pinned_threads(target, site, **options) -> dict[int, int]:
                 if os.sched_getaffinity(tid) == {core}:
                     pinned[tid] = os.getpriority(os.PRIO_PROCESS, tid)
 
-    s = stream.poisson(site, 200, duration_s=1.0, seed=2)
+    s = requests or stream.poisson(site, 200, duration_s=1.0, seed=2)
     r = load.run(target, s, site, threads=2, cores=[core], progress=look, **options)
     assert r["failed"] == 0
     return pinned
@@ -167,11 +167,14 @@ def test_generator_threads_run_on_the_cores_given(server, site):
 
 def test_pinned_generator_threads_run_ahead_of_the_servers(server, site):
     # Beside a spinning SQPOLL thread a generator at nice 0 waited for its time slice
-    # (docs/testbed.md); pinned, it takes the shared-core niceness, or the one given.
+    # (docs/testbed.md); pinned in an open loop it takes the shared-core niceness, in a
+    # closed loop 0, or the one given.
     target, _ = server
     expected = cores.SHARED_CORE_NICE if os.geteuid() == 0 else 0
     assert set(_pinned_threads(target, site).values()) == {expected}
     assert set(_pinned_threads(target, site, nice=7).values()) == {7}
+    closed = stream.closed(site, 4, think="exp(mean=10ms)", requests=50, seed=2)
+    assert set(_pinned_threads(target, site, requests=closed).values()) == {0}
     s = stream.poisson(site, 200, count=5, seed=2)
     for bad in (-21, 20, 1.5):
         with pytest.raises(InputError, match="nice"):

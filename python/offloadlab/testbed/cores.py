@@ -20,12 +20,16 @@ def choose(host: int | None = None, engine: int | None = None) -> tuple[int | No
 # core: the SQPOLL thread spins a jiffy after each submission, and at nice 0 the kernel
 # let it finish its time slice first, which added 1-2 ms to uring's measured delays at
 # half load (docs/testbed.md, "The shared core"). The server's threads then see the
-# generator as work of higher priority, as the model's background class assumes.
+# generator as work of higher priority, as the model's background class assumes. Only
+# for open loops, where the generator keeps a schedule and its lateness is counted in
+# every delay: a closed loop of many clients at -20 held the core whenever any answer
+# came, and the engine ran in the gaps (class 3's engine-mode capacity fell to 5,755
+# req/s, below the 5,951 an open loop reached).
 SHARED_CORE_NICE = -20
 
 
-def generator_nice(pinned: bool) -> int:
+def generator_nice(pinned: bool, open_loop: bool) -> int:
     """The niceness of the load generator's threads: :data:`SHARED_CORE_NICE` when they
-    are pinned beside the server's and the process may raise its priority (root), else
-    0."""
-    return SHARED_CORE_NICE if pinned and os.geteuid() == 0 else 0
+    are pinned beside the server's, keep an open-loop schedule, and the process may
+    raise its priority (root); else 0."""
+    return SHARED_CORE_NICE if pinned and open_loop and os.geteuid() == 0 else 0

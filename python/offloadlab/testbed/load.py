@@ -104,7 +104,7 @@ def run(target: str | Target, requests: Stream, objects, *, threads: int | None 
     a saturation run bounded by time alone, as wrk does. ``cores`` pins the generator's
     threads (round robin) to keep it off the cores being measured; ``nice`` is their
     niceness (default: :func:`offloadlab.testbed.cores.generator_nice`, ahead of the
-    server's threads when pinned beside them). Loopback only unless
+    server's threads when pinned beside them in an open loop). Loopback only unless
     ``allow_remote``. ``rcvlowat`` (bytes, 0: off) has the kernel report an answer
     only once that many of its bytes, at most its object's size, are there: one wake-up
     and read per small answer, at the price of a first-byte time that reads as the time
@@ -119,10 +119,6 @@ def run(target: str | Target, requests: Stream, objects, *, threads: int | None 
         raise InputError(f"timeout {timeout_s!r}: use a time > 0, e.g. 5s")
     if not (isinstance(rcvlowat, int) and 0 <= rcvlowat < 2**31):
         raise InputError(f"rcvlowat {rcvlowat!r}: give 0 (off) or a number of bytes, e.g. 4096")
-    if nice is None:
-        nice = cores_policy.generator_nice(bool(cores))
-    if not (isinstance(nice, int) and -20 <= nice <= 19):
-        raise InputError(f"nice {nice!r}: give a niceness from -20 to 19")
     allowed = os.sched_getaffinity(0)
     if any(c not in allowed for c in cores):
         raise InputError(f"cores {list(cores)}: this process may run on cores "
@@ -135,6 +131,10 @@ def run(target: str | Target, requests: Stream, objects, *, threads: int | None 
         raise InputError(f"stream object {missing!r} is not in the manifest; generate the "
                          "stream from the same file set")
     closed = requests.kind == "closed"
+    if nice is None:
+        nice = cores_policy.generator_nice(pinned=bool(cores), open_loop=not closed)
+    if not (isinstance(nice, int) and -20 <= nice <= 19):
+        raise InputError(f"nice {nice!r}: give a niceness from -20 to 19")
     if repeat and not closed:
         raise InputError("repeat applies to closed-loop streams (clients with think times)")
     times = frame["think_s" if closed else "time_s"].to_numpy(float)
