@@ -40,6 +40,10 @@ SCOPES = {
     "full": ["--classes", "0,1,2,3", "--modes", "inline,engine,uring", "--budget", "standard"],
 }
 ACCURACY_GOAL = 0.9
+# Before each study: warn when the machine was more than this busy (a quiet one idles
+# at 1-2%).
+QUIET_BUSY = 0.10
+QUIET_WINDOW_S = 2.0
 SATURATION_TOLERANCE = 0.10
 
 
@@ -61,6 +65,12 @@ def main() -> None:
 def run_study(scope: str, out: Path, i: int, runs: int) -> tuple[dict, dict]:
     """One study; its summary and, per offload mode, ``offload model``'s class rows on
     the scenario it exported."""
+    busy = busy_share()
+    if busy > QUIET_BUSY:
+        print(f"warning: before {scope} study {i + 1} the machine was {busy:.0%} busy over "
+              f"{QUIET_WINDOW_S:g} s; other work on the cores disturbs the testbed "
+              "(a nice-19 build on the other core gave uring runs p99s of 40-1,000 ms)",
+              file=sys.stderr)
     started = time.monotonic()
     subprocess.run([str(OFFLOAD), "study", *SCOPES[scope], "--no-handoff", "--out", str(out)],
                    check=True, stdout=subprocess.DEVNULL)
@@ -74,6 +84,18 @@ def run_study(scope: str, out: Path, i: int, runs: int) -> tuple[dict, dict]:
     print(f"{scope} study {i + 1}/{runs}: {time.monotonic() - started:.0f} s",
           file=sys.stderr)
     return summary, exported
+
+
+def busy_share(window_s: float = QUIET_WINDOW_S) -> float:
+    """The machine's busy share of all cores' time over ``window_s`` (/proc/stat)."""
+    def times() -> tuple[int, int]:
+        fields = [int(x) for x in Path("/proc/stat").read_text().split("\n")[0].split()[1:]]
+        idle = fields[3] + fields[4]  # idle + iowait
+        return sum(fields[:8]) - idle, sum(fields[:8])
+    busy0, all0 = times()
+    time.sleep(window_s)
+    busy1, all1 = times()
+    return (busy1 - busy0) / max(all1 - all0, 1)
 
 
 def report(scope: str, studies: list[tuple[dict, dict]]) -> None:
