@@ -179,7 +179,7 @@ def test_pinned_generator_threads_run_ahead_of_the_servers(server, site):
     for bad in (-21, 20, 1.5):
         with pytest.raises(InputError, match="nice"):
             load.run(target, s, site, nice=bad)
-    with pytest.raises(ValueError, match="busy_poll_s"):
+    with pytest.raises(InputError, match="busy_poll_s"):
         load.run(target, s, site, nice=-1, busy_poll_s=0.001)
 
 

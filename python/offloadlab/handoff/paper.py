@@ -131,6 +131,14 @@ SIGNS = (
 )
 
 
+def stated(setup: str, metric: str = "gain") -> float:
+    """The paper's value of ``metric`` for ``setup``, from the three sets."""
+    for n in (*FITTED, *CALIBRATION, *HELD_OUT):
+        if n.setup == setup and n.metric == metric:
+            return n.paper
+    raise KeyError(f"the paper states no {metric} for {setup}")
+
+
 def setups() -> list[str]:
     """Every configuration the three sets and the headline table need."""
     names = [s for n in (*FITTED, *CALIBRATION, *HELD_OUT) for s in n.setups]

@@ -133,8 +133,8 @@ def run(target: str | Target, requests: Stream, objects, *, threads: int | None 
     closed = requests.kind == "closed"
     if nice is None:
         nice = cores_policy.generator_nice(pinned=bool(cores), open_loop=not closed)
-    if not (isinstance(nice, int) and -20 <= nice <= 19):
-        raise InputError(f"nice {nice!r}: give a niceness from -20 to 19")
+    if not isinstance(nice, int):  # the generator checks the range
+        raise InputError(f"nice {nice!r}: give a whole niceness from -20 to 19")
     if repeat and not closed:
         raise InputError("repeat applies to closed-loop streams (clients with think times)")
     times = frame["think_s" if closed else "time_s"].to_numpy(float)
