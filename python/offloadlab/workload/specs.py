@@ -165,11 +165,10 @@ class SpecWeb2005Spec:
         need_name(self.name)
         where = f"file set {self.name!r}: "
         need(self.workload in MIXES, "workload", self.workload, " or ".join(MIXES), where)
-        for name, lo, example in (("sessions", 1, "sessions=100"), ("shared", 0, "shared=15"),
-                                  ("own", 0, "own=4"), ("items_per_session", 1,
-                                                        "items_per_session=50"),
-                                  ("downloads_per_session", 0, "downloads_per_session=1")):
-            need_int(getattr(self, name), name, lo, MAX_FILES, f"e.g. {example}", where)
+        for name, lo in (("sessions", 1), ("shared", 0), ("own", 0), ("items_per_session", 1),
+                         ("downloads_per_session", 0)):
+            need_int(getattr(self, name), name, lo, MAX_FILES,
+                     f"e.g. {name}={getattr(SpecWeb2005Spec, name)}", where)
         need_alpha(self.item_alpha, "item_alpha", where)
         need_int(self.seed, "seed", 0, 2**63 - 1, "e.g. seed=0", where)
         files = (len(MIXES[self.workload].pages) * (1 + self.own) + self.shared
