@@ -14,13 +14,14 @@ from typer.testing import CliRunner
 from offloadlab.cli import app
 from offloadlab.testbed import appcache
 from offloadlab.workload import fileset
-from offloadlab.workload.specs import FileSetSpec
+from offloadlab.workload.specs import FileSetSpec, SpecWeb2005Spec
 
 
 @pytest.fixture(scope="module")
 def small_set(tmp_path_factory):
     root = tmp_path_factory.mktemp("appcache-set")
-    spec = FileSetSpec(name="s", n_files=120, max_bytes=300_000, zipf_alpha=0.9, seed=4)
+    spec = SpecWeb2005Spec(name="s", sessions=6, shared=12, own=6, items_per_session=10,
+                           seed=4)
     fileset.materialise(fileset.generate(spec), root)
     return root
 
@@ -30,7 +31,7 @@ def test_a_short_study_runs_a_b_and_c_and_the_cache_spares_the_host(small_set, t
     result = CliRunner().invoke(app, [
         "study", "--preset", "appcache", "--fileset", str(small_set), "--out", str(out),
         "--sessions", "3,6", "--cache-sizes", "0.05,8", "--run-length", "2s",
-        "--think", "det(20ms)", "--files-per-session", "20", "--no-search",
+        "--think", "det(20ms)", "--no-search",
         "--work", "exp(mean=100us)"])
     assert result.exit_code == 0, result.output
     points = pd.read_csv(out / "points.csv")
@@ -43,8 +44,8 @@ def test_a_short_study_runs_a_b_and_c_and_the_cache_spares_the_host(small_set, t
     for setup in ("B", "C"):
         big = points[(points["setup"] == setup) & (points["cache_mib"] == 8)]
         big = big.set_index("sessions")
-        # Only the dynamic pages (1 in 20 requests) and first requests miss a cache that
-        # holds the whole set; every hit spares the host its 100 µs of work.
+        # Only the dynamic pages (1 in 20 requests), downloads and first requests miss a
+        # cache that holds the whole site; every hit spares the host its 100 µs of work.
         assert (big["hit_rate"] > 0.6).all() and (big["hit_rate"] < 0.96).all(), big
         assert (big["host_cpu_us"] < 0.6 * a["host_cpu_us"]).all(), (big, a)
     small = points[(points["setup"] == "C") & (points["cache_mib"] == 0.05)]
@@ -62,7 +63,7 @@ def test_a_short_study_runs_a_b_and_c_and_the_cache_spares_the_host(small_set, t
 
 
 def test_the_search_doubles_then_bisects_to_the_last_compliant_count(small_set, monkeypatch):
-    exp = appcache.Experiment(small_set, appcache.read_fileset(small_set),
+    exp = appcache.Experiment(small_set, appcache.read_site(small_set),
                               replace(appcache.budget("quick"), sessions=(4,),
                                       search_steps=6))
     tried = []
@@ -92,6 +93,18 @@ def test_bad_appcache_flags_exit_2_naming_them(small_set, tmp_path, args, fragme
     result = CliRunner().invoke(app, ["study", "--fileset", str(small_set), "--out",
                                       str(tmp_path / "o"), *args])
     assert result.exit_code == 2 and fragment in result.output, result.output
+
+
+def test_a_file_set_that_is_not_a_site_or_another_workload_s_is_refused(small_set,
+                                                                         tmp_path):
+    flat = tmp_path / "flat"
+    fileset.materialise(fileset.generate(FileSetSpec(name="f", n_files=5)), flat)
+    for given, args, fragment in ((flat, [], "not a SPECweb2005-like site"),
+                                  (small_set, ["--workload", "banking"], "support workload")):
+        result = CliRunner().invoke(app, ["study", "--preset", "appcache", "--fileset",
+                                          str(given), "--out", str(tmp_path / "o"), *args])
+        said = " ".join(result.output.split())  # the terminal wraps lines
+        assert result.exit_code == 2 and fragment in said, result.output
 
 
 def test_the_fit_recovers_known_costs_and_the_model_then_matches_every_run():

@@ -3,28 +3,31 @@ the dynamic pages of session streams, which it must never store.
 
 A Zipf-popular request trace goes through the real server, with the cache on the engine
 (set-up C) and on the host thread (set-up B). Every body must be byte-exact, and the
-server's hits, misses, evictions and bytes must equal those of a plain LRU written here
-from the cache's stated rules: key = path, charge = path length + body length, bodies
-above the largest object never stored.
+server's hits, misses, evictions and bytes must equal those of the replayed LRU
+(:func:`offloadlab.model.cache.replay`, which the hit-rate benchmark uses) under the
+cache's stated rules: key = path, charge = path length + body length, bodies above the
+largest object never stored.
 """
 
 from __future__ import annotations
 
 import http.client
-from collections import OrderedDict
 
 import numpy as np
 import pytest
 
+from offloadlab.model import cache as lru
 from offloadlab.testbed import load
 from offloadlab.testbed.server import ServerOptions, running
+from offloadlab.units import parse_bytes
 from offloadlab.workload import fileset, stream
-from offloadlab.workload.specs import FileSetSpec
+from offloadlab.workload.specs import FileSetSpec, SpecWeb2005Spec
 
 N_FILES = 60
 REQUESTS = 1500
 BUDGET = 256 * 1024
 LARGEST = 48 * 1024
+LARGEST_DEFAULT = parse_bytes(ServerOptions.cache_max_object)
 
 
 @pytest.fixture(scope="module")
@@ -43,30 +46,8 @@ def trace(tmp_path_factory):
     return root, files, [f"/o{i}.bin" for i in picks]
 
 
-def lru(paths, sizes, budget, largest):
-    """Which requests an LRU cache over ``paths`` answers, and its evictions, entries
-    and bytes used at the end."""
-    entries: OrderedDict[str, int] = OrderedDict()
-    used = evictions = 0
-    hit = []
-    for path in paths:
-        hit.append(path in entries)
-        if hit[-1]:
-            entries.move_to_end(path)
-            continue
-        charge = len(path) + sizes[path]
-        if sizes[path] > largest or charge > budget:
-            continue
-        while used + charge > budget:
-            used -= entries.popitem(last=False)[1]
-            evictions += 1
-        entries[path] = charge
-        used += charge
-    return hit, dict(evictions=evictions, entries=len(entries), used_bytes=used)
-
-
 @pytest.mark.parametrize("mode", ["engine", "inline"], ids=["set-up C", "set-up B"])
-def test_the_live_cache_matches_an_independent_lru_and_serves_exact_bytes(trace, mode):
+def test_the_live_cache_matches_the_replayed_lru_and_serves_exact_bytes(trace, mode):
     root, files, paths = trace
     options = ServerOptions(root, mode=mode, app_offload="cache", cache_size=BUDGET,
                             cache_max_object=LARGEST, cache_policy="lru")
@@ -80,11 +61,13 @@ def test_the_live_cache_matches_an_independent_lru_and_serves_exact_bytes(trace,
         conn.close()
     cache = server.final["cache"]
     sizes = {p: len(b) for p, b in files.items()}
-    hit, expected = lru(paths, sizes, BUDGET, LARGEST)
-    hits = sum(hit)
-    expected |= dict(hits=hits, misses=REQUESTS - hits,
-                     bytes_from_cache=sum(sizes[p] for p, h in zip(paths, hit, strict=True) if h),
-                     too_large=sum(sizes[p] > LARGEST for p in paths))
+    replayed = lru.replay(paths, [len(p) + sizes[p] for p in paths], BUDGET,
+                          [sizes[p] <= LARGEST for p in paths])
+    hit, hits = replayed.hits, int(replayed.hits.sum())
+    expected = dict(evictions=replayed.evictions, entries=replayed.entries,
+                    used_bytes=replayed.used, hits=hits, misses=REQUESTS - hits,
+                    bytes_from_cache=sum(sizes[p] for p, h in zip(paths, hit, strict=True) if h),
+                    too_large=sum(sizes[p] > LARGEST for p in paths))
     got = {k: cache[k] for k in expected if k in cache}
     got["hits"] += cache["revalidated"]
     got["too_large"] = cache["refused"]["too_large"]
@@ -112,3 +95,23 @@ def test_session_pages_reach_the_application_as_dynamic_work_and_are_never_cache
     assert cache["hits"] + cache["misses"] == len(s)
     app_s = doc["per_request"]["app_cpu_s"] * doc["requests"]
     assert app_s == pytest.approx(pages * 300e-6, rel=0.1)
+
+
+def test_a_site_s_sessions_hit_the_live_cache_as_the_replay_says(tmp_path):
+    spec = SpecWeb2005Spec(sessions=2, shared=3, own=2, items_per_session=20, seed=5)
+    fileset.materialise(fileset.generate(spec), tmp_path / "site")
+    s = stream.sessions(tmp_path / "site", "support", clients=1, sessions=6,
+                        think="det(1ms)", seed=4)
+    budget = 48 * 1024
+    options = ServerOptions(tmp_path / "site", mode="engine", app_offload="cache",
+                            cache_size=budget)
+    with running(options) as server:
+        result = load.run(server.url, s, tmp_path / "site")
+    assert (result["completed"], result["failed"]) == (len(s), 0)
+    cache = server.final["cache"]
+    replayed = lru.replay_stream(s.frame, budget, LARGEST_DEFAULT)
+    assert cache["hits"] + cache["revalidated"] == replayed.hits.sum() > 0
+    assert cache["evictions"] == replayed.evictions > 0
+    f = s.frame
+    assert cache["refused"]["uncacheable"] == f["dynamic"].sum()
+    assert cache["refused"]["too_large"] == f["object"].str.startswith("download/").sum() > 0

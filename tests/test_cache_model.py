@@ -1,7 +1,6 @@
-"""Che's approximation of an LRU cache's hit ratio against a simulated LRU fed the same
-independent Zipf requests, with equal and with spread sizes."""
-
-from collections import OrderedDict
+"""Che's approximation of an LRU cache's hit ratio against the replayed LRU
+(:func:`offloadlab.model.cache.replay`) fed the same independent Zipf requests, with
+equal and with spread sizes."""
 
 import numpy as np
 import pytest
@@ -11,29 +10,14 @@ from offloadlab.model import cache
 
 
 def simulated_lru(p, sizes, capacity, n_requests, seed):
-    """Hit ratio and byte hit ratio of an LRU cache over IRM requests (the first half
-    warms it up)."""
+    """Hit ratio and byte hit ratio of an LRU cache replayed over IRM requests (the
+    first half warms it up)."""
     rng = np.random.default_rng(seed)
     picks = rng.choice(len(p), n_requests, p=p)
-    entries: OrderedDict[int, int] = OrderedDict()
-    used = hits = hit_bytes = all_bytes = 0
-    for i, obj in enumerate(picks):
-        counted = i >= n_requests // 2
-        size = int(sizes[obj])
-        all_bytes += size * counted
-        if obj in entries:
-            entries.move_to_end(obj)
-            hits += counted
-            hit_bytes += size * counted
-            continue
-        if size > capacity:
-            continue
-        while used + size > capacity:
-            used -= entries.popitem(last=False)[1]
-        entries[obj] = size
-        used += size
-    measured = n_requests - n_requests // 2
-    return hits / measured, hit_bytes / all_bytes
+    size = sizes[picks]
+    hits = cache.replay(picks.tolist(), size.tolist(), capacity, [True] * n_requests).hits
+    measured = slice(n_requests // 2, None)
+    return hits[measured].mean(), size[measured][hits[measured]].sum() / size[measured].sum()
 
 
 @pytest.mark.parametrize(("alpha", "cached"), [(0.6, 0.05), (0.8, 0.1), (1.0, 0.02),

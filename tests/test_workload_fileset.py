@@ -400,7 +400,7 @@ def test_load_spec_from_toml(tmp_path):
 
 @pytest.mark.parametrize("data, hint", [
     ({"n_files": 10, "bogus": 1}, "bogus"),
-    ({"kind": "specweb2005"}, "specweb99"),
+    ({"kind": "specweb2009"}, "specweb2005"),
     ({"sizes": "pareto"}, "uniform"),
     ({"sizes": {"kind": "surge", "beta": 2}}, "beta"),
     ({"sizes": {"kind": "surge", "mu": "big"}}, "numbers"),

@@ -48,11 +48,10 @@ def study(out_dir: Path, fileset_dir: Path | None, exp_args: dict, budget: str,
         chosen = replace(chosen, cache_mib=sizes)
     out_dir.mkdir(parents=True, exist_ok=True)
     if fileset_dir is None:
-        err.print("writing the scaling file set …")
-        fileset_dir = appcache.generated_fileset(
-            out_dir / "fileset", chosen.sessions, exp_args["files_per_session"],
-            exp_args["seed"])
-    exp = appcache.Experiment(root=fileset_dir, manifest=appcache.read_fileset(fileset_dir),
+        err.print("writing the site …")
+        fileset_dir = appcache.generated_site(out_dir / "fileset", chosen.sessions,
+                                              exp_args["workload"], exp_args["seed"])
+    exp = appcache.Experiment(root=fileset_dir, site=appcache.read_site(fileset_dir),
                               budget=chosen, **exp_args)
     exp.check()
     runs = len(chosen.sessions) * (1 + 2 * len(chosen.cache_mib))

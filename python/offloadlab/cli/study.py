@@ -44,7 +44,8 @@ def study_cmd(
     ] = Path("study"),
     fileset_dir: Annotated[Path | None, typer.Option(
         "--fileset", help="Serve and request this file set (offload workload fileset); "
-                          "default: seed 000's classes, written under OUT/fileset.")] = None,
+                          "default: seed 000's classes (appcache: a SPECweb2005-like "
+                          "site), written under OUT/fileset.")] = None,
     classes: Annotated[str | None, typer.Option(
         help="Size classes to study, one run each as in seed 000, e.g. 0,3 "
              "(default: 0,1,2,3,4, or every class the --fileset has).")] = None,
@@ -85,8 +86,6 @@ def study_cmd(
     ] = None,
     cache_policy: Annotated[str, typer.Option(
         help="appcache: replacement policy, lru, lfu or gdsf.")] = "lru",
-    files_per_session: Annotated[int, typer.Option(
-        help="appcache: files the sessions draw from, per session (the set scales).")] = 25,
     time_good: Annotated[str, typer.Option(
         help="appcache: SPECweb2005's Time_Good (95 % of pages within it).")] = "3s",
     time_tolerable: Annotated[str, typer.Option(
@@ -101,7 +100,7 @@ def study_cmd(
     if preset == "appcache":
         return _appcache(out_dir, fileset_dir, budget, run_length, work, seed, host_core,
                          engine_core, workload, think, sessions, cache_sizes, cache_policy,
-                         files_per_session, time_good, time_tolerable, search)
+                         time_good, time_tolerable, search)
     if preset != "toe-2009":
         from offloadlab.workload.presets import RENAMED
 
@@ -138,14 +137,14 @@ def _plan():
 
 
 def _appcache(out_dir, fileset_dir, budget, run_length, work, seed, host_core, engine_core,
-              workload, think, sessions, cache_sizes, cache_policy, files_per_session,
-              time_good, time_tolerable, search) -> None:
+              workload, think, sessions, cache_sizes, cache_policy, time_good,
+              time_tolerable, search) -> None:
     from offloadlab.cli.appcache import study as appcache_study
     from offloadlab.testbed import cores
 
     host, engine = cores.choose(host_core, engine_core)
     exp_args = dict(
-        workload=workload, think=think, files_per_session=files_per_session,
+        workload=workload, think=think,
         cache_policy=cache_policy, time_good_s=flag_time("--time-good", time_good),
         time_tolerable_s=flag_time("--time-tolerable", time_tolerable), work=work,
         host_core=host, engine_core=engine,

@@ -7,12 +7,14 @@ cache in front of the application, under SPECweb2005-like sessions, in three set
 
 **The matrix.** Each point is one set-up, one number of sessions and one cache size (A
 has none). The sessions are closed-loop clients walking the page mix, with think times
-(:func:`offloadlab.workload.sessions.sessions`). Each page is one dynamic request (never
-cached) and its embedded static files.
+(:func:`offloadlab.workload.sessions.sessions`), over a SPECweb2005-like site
+(:mod:`offloadlab.workload.site`): each page is one dynamic request (never cached) and
+its embedded files, some shared by every page, some its own, one item of the scaling
+part and, on download pages, a large download.
 
-**The file set scales with the sessions**, as SPECweb2005's does. A run with ``n``
-sessions draws from the ``files_per_session × n`` most popular files of the file set,
-with their Zipf popularity.
+**The site scales with the sessions**, as SPECweb2005's file set does. A run with ``n``
+sessions requests the site for ``n`` sessions: the first files of the site served,
+which is built for the largest count (beyond it, runs share the whole site).
 
 **Each run has two parts:**
 
@@ -42,7 +44,7 @@ from __future__ import annotations
 import json
 import math
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import numpy as np
@@ -51,10 +53,10 @@ import pandas as pd
 from offloadlab.errors import InputError, require
 from offloadlab.testbed import load
 from offloadlab.testbed.server import ServerOptions, running
-from offloadlab.workload import fileset, stream
+from offloadlab.workload import fileset, site, stream
 from offloadlab.workload.classes import MiB
 from offloadlab.workload.page_mixes import MIXES
-from offloadlab.workload.sessions import SESSION_EMBEDDED
+from offloadlab.workload.specs import SpecWeb2005Spec
 
 SETUPS = ("A", "B", "C")
 SETUP_NAMES = {"A": "server alone", "B": "cache on the host", "C": "cache on the engine"}
@@ -100,14 +102,14 @@ def budget(name: str) -> Budget:
 
 @dataclass(frozen=True)
 class Experiment:
-    """Seed 001's experiment on a file set (see the module notes)."""
+    """Seed 001's experiment on a site served from ``root``, whose spec is ``site``
+    (see the module notes and :func:`read_site`)."""
 
     root: Path
-    manifest: pd.DataFrame
+    site: SpecWeb2005Spec
     budget: Budget
     workload: str = "support"
     think: str = "exp(mean=10s)"
-    files_per_session: int = 25
     warm_requests_per_file: float = 3.0
     #: Seed 001's 10 MB (see :attr:`operating`).
     operating_mib: float = 10.0
@@ -124,8 +126,11 @@ class Experiment:
     def check(self) -> None:
         require(self.workload in MIXES,
                 f"workload {self.workload!r}: use one of {', '.join(MIXES)}")
-        require(self.files_per_session >= 1,
-                f"files per session {self.files_per_session!r}: use a whole number >= 1")
+        require(self.site.workload == self.workload,
+                f"workload {self.workload!r}: the site in {self.root} is built for the "
+                f"{self.site.workload} workload; use that workload, or write a site from "
+                f"a spec with kind = \"specweb2005\" and workload = \"{self.workload}\" "
+                "('offload workload fileset --spec FILE')")
         require(self.warm_requests_per_file >= 0, "warm-up requests per file: use >= 0")
         require(0 < self.time_good_s <= self.time_tolerable_s,
                 f"time good {self.time_good_s} s and tolerable {self.time_tolerable_s} s: "
@@ -143,10 +148,15 @@ class Experiment:
         are compared with A, and searched."""
         return min(self.budget.cache_mib, key=lambda m: abs(math.log(m / self.operating_mib)))
 
+    @property
+    def manifest(self) -> pd.DataFrame:
+        """The served site's manifest."""
+        return self.objects(self.site.sessions)
+
     def objects(self, sessions: int) -> pd.DataFrame:
-        """The files ``sessions`` sessions draw from: the most popular ones."""
-        n = min(len(self.manifest), self.files_per_session * sessions)
-        return self.manifest.sort_values("rank").head(n)
+        """The site for ``sessions`` sessions (at most the served site's)."""
+        return fileset.generate(replace(self.site, sessions=min(sessions, self.site.sessions))
+                                ).frame()
 
     def options(self, setup: str, cache_mib: float | None) -> ServerOptions:
         mode = "engine" if setup == "C" else "inline"
@@ -165,7 +175,7 @@ class Experiment:
         wanted = math.ceil(self.warm_requests_per_file * len(objects))
         if wanted == 0:
             return None
-        pages = wanted / (1 + SESSION_EMBEDDED)
+        pages = wanted / site.requests_per_page(self.site)
         clients = min(sessions, 16)
         per_client = math.ceil(pages / clients / MIXES[self.workload].mean_pages)
         return stream.sessions(objects, self.workload, clients=clients,
@@ -179,7 +189,7 @@ class Experiment:
 
     def describe(self) -> dict:
         return {"workload": self.workload, "think": self.think,
-                "files_per_session": self.files_per_session,
+                "site": fileset.spec_to_dict(self.site),
                 "warm_requests_per_file": self.warm_requests_per_file,
                 "operating_mib": self.operating, "cache_policy": self.cache_policy,
                 "time_good_s": self.time_good_s, "time_tolerable_s": self.time_tolerable_s,
@@ -357,23 +367,19 @@ def _label(setup: str, sessions: int, mib: float | None) -> str:
     return f"{setup} ({SETUP_NAMES[setup]}), {sessions} sessions{cache}"
 
 
-def generated_fileset(folder: Path, sessions: Sequence[int], files_per_session: int,
-                      seed: int) -> Path:
-    """Writes the default file set: SURGE sizes, Zipf(0.9) popularity, enough files for
-    the largest session count. Returns its folder."""
-    from offloadlab.workload.specs import FileSetSpec
-
-    n = files_per_session * max(sessions)
-    spec = FileSetSpec(name="appcache", n_files=n, zipf_alpha=0.9, seed=seed,
-                       description="seed 001's scaling file set, SURGE-like")
+def generated_site(folder: Path, sessions: Sequence[int], workload: str, seed: int) -> Path:
+    """Writes the default site of ``workload`` for the largest session count. Returns
+    its folder."""
+    spec = SpecWeb2005Spec(name="appcache", workload=workload, sessions=max(sessions),
+                           seed=seed, description="seed 001's SPECweb2005-like site")
     fileset.materialise(fileset.generate(spec), folder)
     return folder
 
 
-def read_fileset(folder: Path) -> pd.DataFrame:
-    manifest = fileset.read_manifest(folder)
-    if "rank" not in manifest:
-        raise InputError(f"{folder}: the manifest has no popularity rank; use a file set "
-                         "from 'offload workload fileset'")
-    return manifest
-
+def read_site(folder: Path) -> SpecWeb2005Spec:
+    """The spec of the site materialised in ``folder``."""
+    spec = fileset.spec_from_dict(fileset.read_info(folder).get("spec", {}), str(folder))
+    if not isinstance(spec, SpecWeb2005Spec):
+        raise InputError(f"{folder}: not a SPECweb2005-like site; write one with "
+                         "'offload workload fileset --preset specweb2005'")
+    return spec

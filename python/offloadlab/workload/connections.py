@@ -77,16 +77,17 @@ def client_starts(n: int, per_conn: Count | None, rng) -> np.ndarray:
 
 
 def closed_frame(cols: dict, client: np.ndarray, n: np.ndarray, starts: np.ndarray,
-                 table: ObjectTable, rng_obj) -> pd.DataFrame:
+                 table: ObjectTable, rng_obj, rows: np.ndarray | None = None) -> pd.DataFrame:
     """Rows given client by client (``n`` per client) -> interleaved rows (by position in
     the client's sequence, then client) with objects, connection ids and keep-alive flags.
-    ``cols`` holds ``think_s`` and any further columns, in client-by-client order."""
+    ``cols`` holds ``think_s`` and any further columns, in client-by-client order. The
+    objects are ``table``'s ``rows`` (client by client), or else drawn by popularity."""
     seq = np.arange(len(client)) - np.repeat(np.cumsum(n) - n, n)
     order = np.lexsort((client, seq))
     keep = keep_alive_flags(starts)
     conn = np.cumsum(starts) - 1
     out = {k: (v[order] if isinstance(v, np.ndarray) else v.take(order)) for k, v in cols.items()}
-    obj, size = table.draw(rng_obj, len(order))
+    obj, size = table.draw(rng_obj, len(order)) if rows is None else table.take(rows[order])
     frame = pd.DataFrame({"think_s": out.pop("think_s"), "object": obj, "size_bytes": size,
                           "conn_id": _first_seen(conn[order]), "keep_alive": keep[order],
                           "client": client[order], **out})

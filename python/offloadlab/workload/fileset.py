@@ -29,8 +29,10 @@ Content
 
 On disk
     ``c{class}/f{file_id:06d}.bin`` for SURGE-like sets, ``dir{d:05d}/class{c}_{j}`` for
-    SPECweb99; ``manifest.csv`` and ``manifest.parquet`` (columns
-    :data:`MANIFEST_COLUMNS`) and ``fileset.json`` (the spec, totals, status) at the top.
+    SPECweb99, ``page/``, ``shared/``, ``own/``, ``item/`` and ``download/`` for a
+    SPECweb2005-like site (:mod:`~offloadlab.workload.site`); ``manifest.csv`` and
+    ``manifest.parquet`` (columns :data:`MANIFEST_COLUMNS`) and ``fileset.json`` (the
+    spec, totals, status) at the top.
     Every file is written to a temporary name and renamed, so an interrupted run never
     leaves a partial file; the manifests are written last.
 
@@ -76,6 +78,7 @@ from offloadlab.workload.specs import (
     FileSetSpec,
     Spec,
     SpecWeb99Spec,
+    SpecWeb2005Spec,
     one_target,
 )
 
@@ -93,12 +96,12 @@ FORMAT = 1
 # 000's class 0; for SURGE-like sets the same as ``class``); ``set`` the set's name.
 # ``checksum`` is the SHA-256 (hex) of the content, empty if the set was only described.
 # A set may add columns after these (a trace's set: ``object``, the trace's name for the
-# file); ``object`` is read back as text.
+# file; a SPECweb2005-like site's: ``role`` and ``page``); these are read back as text.
 MANIFEST_COLUMNS = ("file_id", "path", "size_bytes", "class", "set_class", "rank",
                     "probability", "checksum", "set")
 REQUIRED_COLUMNS = ("path", "size_bytes", "class", "rank", "probability", "checksum")
 _INT_COLUMNS = ("file_id", "size_bytes", "class", "set_class", "rank")
-_STR_COLUMNS = ("path", "checksum", "set", "object")
+_STR_COLUMNS = ("path", "checksum", "set", "object", "role", "page")
 
 # Sets this large are only described (manifest, no files) unless create_large=True.
 LARGE_BYTES = 2 * GiB
@@ -125,7 +128,7 @@ def spec_to_dict(spec: Spec) -> dict:
 def spec_from_dict(data: dict, where: str = "file-set spec") -> Spec | list[Spec]:
     """A spec from plain data (a TOML table, ``fileset.json``'s ``spec``)::
 
-        kind = "surge"                 # default; or "specweb99"
+        kind = "surge"                 # default; or "specweb99", "specweb2005"
         name = "site"
         n_files = 10000                # or working_set_bytes = "450MiB"
         sizes = {kind = "surge", mu = 9.357, sigma = 1.318, alpha = 1.1, k = 133000,
@@ -146,9 +149,11 @@ def spec_from_dict(data: dict, where: str = "file-set spec") -> Spec | list[Spec
             name = data.pop("preset")
             return preset(name, data.pop("seed", 0), **_convert(data))
         kind = data.pop("kind", "surge")
-        cls = {"surge": FileSetSpec, "specweb99": SpecWeb99Spec}.get(kind)
+        kinds = {k.kind: k for k in (FileSetSpec, SpecWeb99Spec, SpecWeb2005Spec)}
+        cls = kinds.get(kind)
         if cls is None:
-            raise InputError(f"{where}: kind={kind!r}; use \"surge\" or \"specweb99\"")
+            raise InputError(f"{where}: kind={kind!r}; use "
+                             + " or ".join(f'"{k}"' for k in kinds))
         need_fields(cls, data, f"{where}: ", "field", f"a {kind} set has")
         fields_ = _convert(data)
         return cls(**(one_target(fields_) if cls is FileSetSpec else fields_))
@@ -244,11 +249,15 @@ def generate(spec: Spec) -> FileSet:
         return _specweb99(spec)
     if isinstance(spec, FileSetSpec):
         return _surge(spec)
+    if isinstance(spec, SpecWeb2005Spec):
+        from offloadlab.workload import site  # site builds on this module
+
+        return site.generate(spec)
     if isinstance(spec, ExplicitSpec):
         raise InputError(f"file set {spec.name!r}: an explicit set's sizes are not in its "
                          "spec; build it with explicit(spec, sizes, weights, paths)")
     raise InputError(f"cannot generate a file set from {type(spec).__name__}; "
-                     "use a FileSetSpec, a SpecWeb99Spec or preset(name)")
+                     "use a FileSetSpec, a SpecWeb99Spec, a SpecWeb2005Spec or preset(name)")
 
 
 def explicit(spec: ExplicitSpec, sizes, weights, paths: Sequence[str],

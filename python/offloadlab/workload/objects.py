@@ -24,6 +24,9 @@ class ObjectTable:
     cdf: np.ndarray
     params: dict
     size_class: int | None = None
+    #: A site's ``role`` and ``page`` per object (:mod:`~offloadlab.workload.site`), else
+    #: None.
+    site: tuple[np.ndarray, np.ndarray] | None = None
 
     @classmethod
     def of(cls, objects, size_class: int | None = None) -> ObjectTable:
@@ -31,7 +34,8 @@ class ObjectTable:
         scale, normalised here) and optionally ``class`` (else computed from the size by
         :func:`offloadlab.workload.classes.size_class`); or from a file set (anything with
         a ``frame()`` manifest), a manifest file (.parquet, .csv) or a materialised set's
-        folder. ``size_class`` keeps only the objects of that class."""
+        folder. ``size_class`` keeps only the objects of that class. A site's ``role``
+        and ``page`` columns are kept in :attr:`site`."""
         where = "objects"
         if isinstance(objects, str | Path):
             where = str(objects)
@@ -82,15 +86,30 @@ class ObjectTable:
         digest = hashlib.sha256()
         for part in (uniq[codes].astype("U"), sizes.astype(np.int64), prob):
             digest.update(np.ascontiguousarray(part).tobytes())
+        site = None
+        if "role" in frame and "page" in frame:
+            site = tuple(frame[c].to_numpy(dtype=object).astype(str) for c in ("role", "page"))
         return cls(pd.Index(list(uniq)), codes, sizes.astype(np.int64), cdf,
                    {"objects": len(frame), "objects_sha256": digest.hexdigest()[:16]},
-                   None if size_class is None else int(size_class))
+                   None if size_class is None else int(size_class), site)
 
     def draw(self, rng: np.random.Generator, n: int) -> tuple[pd.Categorical, np.ndarray]:
         """``n`` independent draws by popularity: the object column and the sizes."""
-        i = np.minimum(np.searchsorted(self.cdf, rng.random(n), side="right"),
-                       len(self.cdf) - 1)
-        return pd.Categorical.from_codes(self.codes[i], self.paths), self.sizes[i]
+        return self.take(pick(self.cdf, rng, n))
+
+    def take(self, rows: np.ndarray) -> tuple[pd.Categorical, np.ndarray]:
+        """The object column and the sizes of the objects at ``rows``."""
+        return pd.Categorical.from_codes(self.codes[rows], self.paths), self.sizes[rows]
+
+    def cdf_of(self, rows: np.ndarray) -> np.ndarray:
+        """The popularity CDF among the objects at ``rows`` alone (empty: none)."""
+        cdf = np.cumsum(np.diff(self.cdf, prepend=0.0)[rows])
+        return cdf / cdf[-1] if len(cdf) and cdf[-1] > 0 else cdf
+
+
+def pick(cdf: np.ndarray, rng: np.random.Generator, n: int) -> np.ndarray:
+    """``n`` independent positions drawn by ``cdf``."""
+    return np.minimum(np.searchsorted(cdf, rng.random(n), side="right"), len(cdf) - 1)
 
 
 def _read_objects(path: Path) -> pd.DataFrame:

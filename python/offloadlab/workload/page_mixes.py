@@ -23,12 +23,16 @@ class PageMix:
     drawn from the other pages in proportion to their shares. Session length is then
     geometric with mean 1/p_entry pages, every page of the concatenated walk is an
     entry page with probability p_entry, and the long-run page shares equal the table.
+
+    ``downloads`` are the pages that end with a large download (a SPECweb2005-like site
+    gives them one, :mod:`~offloadlab.workload.site`).
     """
 
     name: str
     pages: tuple[str, ...]
     percent: tuple[float, ...]
     entry: str
+    downloads: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         require(len(self.pages) == len(self.percent) and len(set(self.pages)) == len(self.pages),
@@ -37,6 +41,8 @@ class PageMix:
                 f"page mix {self.name}: shares must be > 0")
         require(self.entry in self.pages, f"page mix {self.name}: entry page '{self.entry}' "
                                           "is not one of its pages")
+        require(set(self.downloads) <= set(self.pages),
+                f"page mix {self.name}: download pages must be among its pages")
         require(self.p_entry < 1,
                 f"page mix {self.name}: needs a page other than the entry page")
 
@@ -70,5 +76,8 @@ MIXES: dict[str, PageMix] = {
         entry="index"),
     "support": PageMix("support", (
         "catalog", "download", "file", "file_catalog", "home", "product", "search"),
-        (11.71, 6.76, 13.51, 22.52, 8.11, 24.78, 12.61), entry="home"),
+        (11.71, 6.76, 13.51, 22.52, 8.11, 24.78, 12.61), entry="home",
+        # Support's users "download files" (reference 001 §4.1); which page fetches the
+        # file is not said [gap]: we take the page named for it.
+        downloads=("download",)),
 }

@@ -13,7 +13,13 @@ from offloadlab.units import format_bytes
 from offloadlab.workload.checks import need_fields
 from offloadlab.workload.classes import CLASSES, GiB, KiB, MiB, class_label, class_range
 from offloadlab.workload.sizes import Surge
-from offloadlab.workload.specs import FileSetSpec, Spec, SpecWeb99Spec, one_target
+from offloadlab.workload.specs import (
+    FileSetSpec,
+    Spec,
+    SpecWeb99Spec,
+    SpecWeb2005Spec,
+    one_target,
+)
 
 
 @dataclass(frozen=True)
@@ -68,6 +74,9 @@ PRESETS: dict[str, Preset] = {p.name: p for p in (
            _seed000),
     Preset("specweb99", "SPECweb99's static layout: directories of 36 files in 4 classes",
            lambda seed: SpecWeb99Spec(seed=seed, description="SPECweb99-like static set")),
+    Preset("specweb2005", "a SPECweb2005-like support site whose pages embed its files, "
+           "scaling with sessions (10 by default)",
+           lambda seed: SpecWeb2005Spec(seed=seed, description="SPECweb2005-like site")),
     *(Preset(f"dc-2004-{i + 1}", f"seed 003 class {i}: {format_bytes(ws)} working set, "
              f"files 1 KiB–{format_bytes(mx)}, Zipf 0.9", _seed003(i))
       for i, (mx, ws) in enumerate(SEED003)),

@@ -14,6 +14,7 @@ from offloadlab.workload import connections as conns
 from offloadlab.workload.counts import Count, parse_count
 from offloadlab.workload.objects import ObjectTable
 from offloadlab.workload.page_mixes import MIXES, PageMix
+from offloadlab.workload.site import Pages
 from offloadlab.workload.stream_args import (
     closed_bound,
     distribution,
@@ -34,7 +35,7 @@ SESSION_APP_WORK = "exp(mean=1ms)"
 def sessions(objects, workload: str | PageMix = "support", *, clients: int,
              sessions: int | None = None, duration_s: float | str | None = None,
              think: str | dist.Dist = SESSION_THINK,
-             embedded: int | str | Count | Mapping[str, int | str | Count] = SESSION_EMBEDDED,
+             embedded: int | str | Count | Mapping[str, int | str | Count] | None = None,
              app_work: str | dist.Dist | Mapping[str, str | dist.Dist] = SESSION_APP_WORK,
              keep_alive: bool | str | int | Count = "page", size_class: int | None = None,
              seed: int | np.random.Generator = 1) -> Stream:
@@ -45,13 +46,17 @@ def sessions(objects, workload: str | PageMix = "support", *, clients: int,
 
     A page is one dynamic request (``dynamic`` true, ``app_work_s`` drawn from
     ``app_work``, a spec or a {page: spec} mapping; pages not named get the default)
-    preceded by a ``think`` time, then ``embedded`` static files (a count or {page:
-    count}) with no think time. The page walk is described at :class:`PageMix`.
-    ``keep_alive``: ``"page"`` (one connection per page, the default), ``"session"``,
-    False (HTTP/1.0) or requests per connection as in
-    :func:`~offloadlab.workload.stream.open_loop`. Every request's object, dynamic ones
-    included, is drawn from the objects table by popularity; the server emulates a
-    dynamic page by spending ``app_work_s`` of CPU before sending it.
+    preceded by a ``think`` time, then its embedded static files with no think time.
+    The page walk is described at :class:`PageMix`. ``keep_alive``: ``"page"`` (one
+    connection per page, the default), ``"session"``, False (HTTP/1.0) or requests per
+    connection as in :func:`~offloadlab.workload.stream.open_loop`. The server emulates
+    a dynamic page by spending ``app_work_s`` of CPU before sending its object.
+
+    The objects: from a SPECweb2005-like site (a manifest with ``role`` and ``page``,
+    :mod:`~offloadlab.workload.site`), each page requests its own body, the shared
+    files, its own files, an item and on download pages a download. From any other
+    table, every request's object is drawn by popularity, with ``embedded`` static files
+    per page (a count or {page: count}; default :data:`SESSION_EMBEDDED`).
     """
     mix = _mix(workload)
     table = ObjectTable.of(objects, size_class)
@@ -60,7 +65,10 @@ def sessions(objects, workload: str | PageMix = "support", *, clients: int,
     duration = optional_seconds("duration_s", duration_s)
     think_d = distribution(think, "think")
     closed_bound("sessions", n_sessions, duration, think_d)
-    emb = _per_page("embedded", embedded, SESSION_EMBEDDED, mix, parse_count)
+    site = _site(table, mix, embedded, size_class)
+    emb = (_per_page("embedded", SESSION_EMBEDDED if embedded is None else embedded,
+                     SESSION_EMBEDDED, mix, parse_count) if site is None
+           else [parse_count(int(c) - 1, "embedded") for c in site.counts()])
     work = _per_page("app_work", app_work, SESSION_APP_WORK, mix, distribution)
     group, per_conn = _grouping(keep_alive)
     rng_walk, rng_think, rng_emb, rng_work, rng_conn, rng_obj = rngs(seed, 6)
@@ -77,9 +85,14 @@ def sessions(objects, workload: str | PageMix = "support", *, clients: int,
     page_sess = np.concatenate(sess).astype(np.int64)
     page_think = np.concatenate(thinks)
     page_client = np.concatenate(clients_of)
-    # One draw for every page when they share a count (the default).
-    n_emb = (emb[0].sample(rng_emb, len(page)) if len(set(map(str, emb))) == 1
-             else _draw_per_page(emb, page, rng_emb, np.int64))
+    if site is None:
+        rows = None
+        # One draw for every page when they share a count (the default).
+        n_emb = (emb[0].sample(rng_emb, len(page)) if len(set(map(str, emb))) == 1
+                 else _draw_per_page(emb, page, rng_emb, np.int64))
+    else:
+        rows = site.requests(page, rng_obj, rng_emb)
+        n_emb = site.counts()[page] - 1
     work_s = _draw_per_page(work, page, rng_work, np.float64)
 
     reps = 1 + n_emb
@@ -98,7 +111,7 @@ def sessions(objects, workload: str | PageMix = "support", *, clients: int,
             "session": session,
             "page": pd.Categorical.from_codes(np.repeat(page, reps), list(mix.pages)),
             "dynamic": first, "app_work_s": np.where(first, np.repeat(work_s, reps), 0.0)}
-    frame = conns.closed_frame(cols, client, n, starts, table, rng_obj)
+    frame = conns.closed_frame(cols, client, n, starts, table, rng_obj, rows)
     params = {"workload": mix.name, "clients": n_clients, "sessions": n_sessions,
               "duration_s": duration, "think": str(think_d),
               "embedded": {p: str(e) for p, e in zip(mix.pages, emb, strict=True)},
@@ -140,6 +153,18 @@ def _walk(mix: PageMix, think: dist.Dist, rng_walk, rng_think, n_sessions, durat
             break
     _, dense = np.unique(np.concatenate(sess), return_inverse=True)
     return np.concatenate(pages), dense.astype(np.int64), np.concatenate(thinks)
+
+
+def _site(table: ObjectTable, mix: PageMix, embedded, size_class) -> Pages | None:
+    """The pages of a site's objects table (None for any other table)."""
+    if table.site is None:
+        return None
+    for name, value in (("embedded", embedded), ("size_class", size_class)):
+        if value is not None:
+            raise InputError(f"{name}={value!r}: a site's pages request the files its "
+                             "manifest gives them (columns role and page); leave "
+                             f"{name} out")
+    return Pages.of(table, mix)
 
 
 def _mix(workload) -> PageMix:

@@ -1,6 +1,7 @@
 """File-set specs: how to build a set, checked when made. :class:`FileSetSpec` for
-SURGE-like sets, :class:`SpecWeb99Spec` for SPECweb99's fixed layout;
-:func:`offloadlab.workload.fileset.generate` builds either. :class:`ExplicitSpec` names
+SURGE-like sets, :class:`SpecWeb99Spec` for SPECweb99's fixed layout,
+:class:`SpecWeb2005Spec` for a SPECweb2005-like site whose pages embed its files;
+:func:`offloadlab.workload.fileset.generate` builds any of them. :class:`ExplicitSpec` names
 a set whose sizes are given rather than drawn (a trace's objects);
 :func:`offloadlab.workload.fileset.explicit` builds it."""
 
@@ -21,6 +22,7 @@ from offloadlab.workload.checks import (
     need_name,
 )
 from offloadlab.workload.classes import MiB
+from offloadlab.workload.page_mixes import MIXES
 from offloadlab.workload.sizes import SIZE_MODELS, SizeModel, Surge
 
 
@@ -135,6 +137,48 @@ class SpecWeb99Spec:
 
 
 @dataclass(frozen=True)
+class SpecWeb2005Spec:
+    """A SPECweb2005-like site of a ``workload``'s page mix, for ``sessions``
+    simultaneous sessions (:mod:`~offloadlab.workload.site` builds it and says which
+    files a page requests). Every page type has a dynamic page and ``own`` embedded
+    files; ``shared`` files are embedded in every page. The scaling part grows with the
+    sessions, as SPECweb2005's scaling file set does: ``items_per_session`` files per
+    session, of which each page embeds one, with Zipf(``item_alpha``) popularity, and
+    ``downloads_per_session`` large files per session for the mix's download pages.
+    Reference 001 gives none of these numbers [gap]; docs/workload.md says where each
+    comes from."""
+
+    name: str = "specweb2005"
+    workload: str = "support"
+    sessions: int = 10
+    # Calibrated on seed 001's Table 4.4 (bench/appcache_hits.py --calibrate).
+    shared: int = 14
+    own: int = 5                 # our choice: each page type has a few files of its own
+    items_per_session: int = 53  # calibrated
+    item_alpha: float = 0.81     # calibrated
+    downloads_per_session: int = 1  # our choice: downloads never hit, so any count does
+    seed: int = 0
+    description: str = ""
+    kind: ClassVar[str] = "specweb2005"
+
+    def __post_init__(self) -> None:
+        need_name(self.name)
+        where = f"file set {self.name!r}: "
+        need(self.workload in MIXES, "workload", self.workload, " or ".join(MIXES), where)
+        for name, lo in (("sessions", 1), ("shared", 0), ("own", 0), ("items_per_session", 1),
+                         ("downloads_per_session", 0)):
+            need_int(getattr(self, name), name, lo, MAX_FILES,
+                     f"e.g. {name}={getattr(SpecWeb2005Spec, name)}", where)
+        need_alpha(self.item_alpha, "item_alpha", where)
+        need_int(self.seed, "seed", 0, 2**63 - 1, "e.g. seed=0", where)
+        files = (len(MIXES[self.workload].pages) * (1 + self.own) + self.shared
+                 + self.sessions * (self.items_per_session + self.downloads_per_session))
+        need(files <= MAX_FILES, "sessions", self.sessions,
+             f"fewer sessions or files per session: the site would have {files:,} files, "
+             f"more than {MAX_FILES:,}", where)
+
+
+@dataclass(frozen=True)
 class ExplicitSpec:
     """A set whose files, sizes and popularity are given, not drawn: e.g. the objects a
     trace requested (:mod:`~offloadlab.workload.replay`). The spec holds only the name,
@@ -153,4 +197,4 @@ class ExplicitSpec:
         need_int(self.seed, "seed", 0, 2**63 - 1, "e.g. seed=0", f"file set {self.name!r}: ")
 
 
-Spec = FileSetSpec | SpecWeb99Spec | ExplicitSpec
+Spec = FileSetSpec | SpecWeb99Spec | SpecWeb2005Spec | ExplicitSpec
