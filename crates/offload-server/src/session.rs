@@ -109,6 +109,10 @@ impl Session {
         }
     }
 
+    pub fn phase(&self) -> Phase {
+        self.phase
+    }
+
     /// What the loop is to do next. A refusal's answer is made here, in a buffer from
     /// `pool`, and its status counted in `stats`.
     pub fn next(&mut self, codec: &mut Codec, pool: &mut Pool, stats: &Stats) -> Next {
