@@ -497,7 +497,7 @@ impl Proto {
                         Err(_) => return self.drop_conn(slot),
                     }
                 }
-                Next::Answer(reply) => queue(conn, reply),
+                Next::Refuse(buf) => conn.out.push_back(Segment::Bytes { buf, pos: 0 }),
                 Next::Request(head) => {
                     let path = &self.codec.path;
                     if !app.keep_request(path, conn.session.served, &mut conn.class) {

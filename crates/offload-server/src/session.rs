@@ -19,7 +19,6 @@ use std::time::Instant;
 use crate::config::{Awaiting, Limits};
 use crate::http::{self, Head, Parsed, Status};
 use crate::pool::Pool;
-use crate::proto::{Body, Reply};
 use crate::stats::Stats;
 
 /// Bytes a lingering connection reads (and drops) per read at most.
@@ -68,9 +67,8 @@ pub enum Next {
     Read(usize),
     /// A request to hand to the application, after [`Session::begin`].
     Request(Head),
-    /// The answer to a refused request: queue it as the application's answers are
-    /// queued ([`Session::answer`]).
-    Answer(Reply),
+    /// The answer to a refused request, to queue and write; then the connection closes.
+    Refuse(Vec<u8>),
     /// Write the queued answer, then call [`Session::answered`].
     Write,
     /// The application's answer has not all come yet.
@@ -140,11 +138,8 @@ impl Session {
                     // dropped, and so is whatever the client still sends.
                     self.start = self.rbuf.len();
                     self.linger = true;
-                    return Next::Answer(Reply {
-                        bytes: refusal(status, &mut codec.date, pool, stats),
-                        body: Body::None,
-                        keep_alive: false,
-                    });
+                    self.answer(false);
+                    return Next::Refuse(refusal(status, &mut codec.date, pool, stats));
                 }
             }
         }
@@ -314,10 +309,10 @@ mod tests {
         };
         assert_eq!(want, 65 - 20);
         feed(&mut s, &[b'a'; 45], Instant::now());
-        let Next::Answer(reply) = s.next(&mut codec, &mut pool, &stats) else {
+        let Next::Refuse(answer) = s.next(&mut codec, &mut pool, &stats) else {
             panic!("a head past the limit is refused");
         };
-        assert!(reply.bytes.starts_with(b"HTTP/1.1 431 "));
+        assert!(answer.starts_with(b"HTTP/1.1 431 "));
     }
 
     #[test]
@@ -330,13 +325,12 @@ mod tests {
             Instant::now(),
         );
         feed(&mut s, GET, Instant::now()); // never parsed: it follows a refused request
-        let Next::Answer(reply) = s.next(&mut codec, &mut pool, &stats) else {
+        let Next::Refuse(answer) = s.next(&mut codec, &mut pool, &stats) else {
             panic!("refused");
         };
-        assert!(reply.bytes.starts_with(b"HTTP/1.1 405 ") && !reply.keep_alive);
-        assert!(matches!(reply.body, Body::None));
+        assert!(answer.starts_with(b"HTTP/1.1 405 "));
         assert_eq!(stats.document(false)["statuses"]["405"], 1);
-        s.answer(reply.keep_alive);
+        assert!(matches!(s.next(&mut codec, &mut pool, &stats), Next::Write));
         assert_eq!(s.answered(Instant::now()), Phase::Lingering);
         for _ in 0..2 {
             let next = s.next(&mut codec, &mut pool, &stats);
@@ -355,10 +349,9 @@ mod tests {
         let mut s = Session::new(Vec::new(), Instant::now());
         feed(&mut s, b"GET /a HTTP/2.0\r\n\r\n", Instant::now());
         end(&mut s);
-        let Next::Answer(reply) = s.next(&mut codec, &mut pool, &stats) else {
+        let Next::Refuse(_) = s.next(&mut codec, &mut pool, &stats) else {
             panic!("refused");
         };
-        s.answer(reply.keep_alive);
         assert_eq!(s.answered(Instant::now()), Phase::Closing);
     }
 
@@ -413,10 +406,9 @@ mod tests {
         assert!(!s.expired(limits, at(1000)));
         let mut refused = Session::new(Vec::new(), t0);
         feed(&mut refused, b"BAD\r\n\r\n", t0);
-        let Next::Answer(reply) = refused.next(&mut codec, &mut pool, &stats) else {
+        let Next::Refuse(_) = refused.next(&mut codec, &mut pool, &stats) else {
             panic!("refused");
         };
-        refused.answer(reply.keep_alive);
         refused.answered(t0);
         assert!(!refused.expired(limits, t0 + LINGER) && refused.expired(limits, at(3)));
     }

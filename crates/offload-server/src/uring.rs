@@ -500,7 +500,7 @@ impl Uring<'_> {
                     return self.push(&[close.user_data(data(Op::Close))]);
                 }
                 Next::Read(want) => return self.recv(slot, want),
-                Next::Answer(reply) => conn.queue(reply),
+                Next::Refuse(answer) => conn.out = answer,
                 Next::Request(head) => {
                     conn.session.begin(&head);
                     let reply = self
