@@ -13,9 +13,10 @@
 //! (or a read+send pair) while it writes an answer, then its close. A connection's
 //! buffers are touched only when nothing is in flight on it, its slot is freed only by
 //! the completion of its close, and `user_data` holds slot, generation and operation,
-//! so a completion always finds its own connection. A connection that times out is shut down, which ends whatever it has in flight, and
-//! then closed. Two rare socket calls stay on the host: that shutdown, and the 503 (a
-//! non-blocking send and a close) for a client beyond `max_conns`, as `proto` sends it.
+//! so a completion always finds its own connection. A connection that times out is
+//! shut down, which ends whatever it has in flight, and then closed. Two rare socket
+//! calls stay on the host: that shutdown, and the 503 (a non-blocking send and a
+//! close) for a client beyond `max_conns`, as `proto` sends it.
 //! Sixteen single accepts are kept in flight, so at most that many connections are taken
 //! per turn, as in `proto`.
 //!
