@@ -1,6 +1,7 @@
-//! One client connection: the bytes read and not yet parsed, the response bytes and
-//! file ranges waiting to be written, and where the connection is in its life. The
-//! event loop (`proto`) decides; this module only does the socket calls.
+//! One client connection of the epoll loop: its socket, its HTTP session (`session`:
+//! the bytes read and not yet parsed, where it is between requests), and the response
+//! bytes and file ranges waiting to be written. The session and the loop (`proto`)
+//! decide; this module only does the socket calls.
 
 use std::collections::VecDeque;
 use std::fs::File;
@@ -13,6 +14,7 @@ use mio::net::TcpStream;
 
 use crate::placement::UNCLASSED;
 use crate::pool::Pool;
+use crate::session::Session;
 
 /// A byte range of an open file, sent with sendfile. It holds the file open until the
 /// range is sent, even if the table of open files lets the file go meanwhile.
@@ -60,22 +62,6 @@ fn send(fd: RawFd, buf: &[u8], pos: &mut usize, more: bool) -> isize {
     n
 }
 
-/// Where a connection is between requests.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum State {
-    /// Reading and parsing the next request.
-    Reading,
-    /// A request went to the application; its answer has not all come yet.
-    Waiting,
-    /// The answer is queued; once written, read the next request or close.
-    Draining { keep_alive: bool },
-    /// A refused request's answer is written and our side shut down; what the client
-    /// still sends is read and dropped until it closes, so the close is clean (closing
-    /// with unread bytes would reset the connection, and could destroy the answer
-    /// before the client reads it).
-    Lingering,
-}
-
 /// Outcome of a flush.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Flushed {
@@ -89,10 +75,7 @@ pub struct Conn {
     pub stream: TcpStream,
     /// Generation, so late answers for a closed connection in the same slot are dropped.
     pub gen: u32,
-    pub state: State,
-    /// Bytes read; `rbuf[start..]` are not parsed yet.
-    pub rbuf: Vec<u8>,
-    pub start: usize,
+    pub session: Session,
     pub out: VecDeque<Segment>,
     /// Edge-triggered readiness not yet consumed to WouldBlock.
     pub readable: bool,
@@ -100,15 +83,6 @@ pub struct Conn {
     /// The peer's FIN has arrived (epoll said so): reads go on to the end of stream,
     /// since no further edge will come.
     pub read_closed: bool,
-    /// A read returned the end of stream: every byte the client will send is in `rbuf`.
-    pub eof: bool,
-    /// Close by lingering (see `State::Lingering`): the request was refused unread.
-    pub linger: bool,
-    /// Requests answered on this connection.
-    pub served: u64,
-    /// When the current phase began (accept, end of the last response, first byte of a
-    /// request, last write progress): the reference point of the timeouts.
-    pub since: Instant,
     /// Placement: the size class of the connection's first request, and the loop's work
     /// for it not yet charged to an answer (see `Proto::account`).
     pub class: u8,
@@ -120,17 +94,11 @@ impl Conn {
         Conn {
             stream,
             gen,
-            state: State::Reading,
-            rbuf,
-            start: 0,
+            session: Session::new(rbuf, now),
             out: VecDeque::new(),
             readable: false,
             writable: true,
             read_closed: false,
-            eof: false,
-            linger: false,
-            served: 0,
-            since: now,
             class: UNCLASSED,
             work: Duration::ZERO,
         }
@@ -140,54 +108,43 @@ impl Conn {
         self.stream.as_raw_fd()
     }
 
-    /// The unparsed bytes.
-    pub fn pending(&self) -> &[u8] {
-        &self.rbuf[self.start..]
-    }
-
-    /// Reads until the socket is drained, the stream has ended (`eof`), or `cap`
-    /// unparsed bytes are buffered.
-    pub fn fill(&mut self, cap: usize) -> io::Result<()> {
-        if self.start > 0 {
-            self.rbuf.drain(..self.start);
-            self.start = 0;
-        }
+    /// Reads until the socket is drained, the stream has ended, or `want` bytes are
+    /// read, into the session; says whether anything came (bytes or the end).
+    pub fn fill(&mut self, want: usize, now: Instant) -> io::Result<bool> {
         let fd = self.fd();
-        while self.rbuf.len() < cap {
-            let len = self.rbuf.len();
-            let want = cap - len;
-            self.rbuf.reserve(want);
-            let spare = &mut self.rbuf.spare_capacity_mut()[..want];
-            // SAFETY: recv writes at most `want` bytes into the reserved spare capacity,
-            // and only the bytes it reports are then marked initialised.
-            let n = unsafe { libc::recv(fd, spare.as_mut_ptr().cast(), want, 0) };
-            if n == 0 {
-                self.eof = true;
-                self.readable = false;
-                return Ok(());
-            }
+        let mut got = 0;
+        while got < want {
+            let spare = self.session.spare(want - got);
+            let asked = spare.len();
+            // SAFETY: recv writes at most `asked` bytes into the session's spare room.
+            let n = unsafe { libc::recv(fd, spare.as_mut_ptr().cast(), asked, 0) };
             if n < 0 {
                 let e = io::Error::last_os_error();
                 match e.kind() {
                     io::ErrorKind::WouldBlock => {
                         self.readable = false;
-                        return Ok(());
+                        return Ok(got > 0);
                     }
                     io::ErrorKind::Interrupted => continue,
                     _ => return Err(e),
                 }
             }
-            // SAFETY: recv initialised the first n spare bytes.
-            unsafe { self.rbuf.set_len(len + n as usize) };
-            if (n as usize) < want && !self.read_closed {
+            // SAFETY: recv initialised the first n bytes of the room, just given.
+            unsafe { self.session.filled(n as usize, now) };
+            if n == 0 {
+                self.readable = false;
+                return Ok(true);
+            }
+            got += n as usize;
+            if (n as usize) < asked && !self.read_closed {
                 // A short read emptied the socket; anything arriving later is a new
                 // edge, so this saves the read that would only say WouldBlock. Not
                 // after a FIN: it came with this edge, and only a read sees it.
                 self.readable = false;
-                return Ok(());
+                break;
             }
         }
-        Ok(())
+        Ok(true)
     }
 
     /// Writes queued segments until done or the socket is full; spent byte buffers go
@@ -248,7 +205,7 @@ impl Conn {
 
     /// Gives back every buffer this connection holds.
     pub fn release(self, spent: &mut Pool) {
-        spent.give(self.rbuf);
+        self.session.release(spent);
         for segment in self.out {
             if let Segment::Bytes { buf, .. } = segment {
                 spent.give(buf);

@@ -12,7 +12,9 @@
 //! - `app`: the host's application: a parsed request in, a response out, X_a burned;
 //! - [`cache`]: the reverse-proxy object cache of seed 001, on the engine or the host;
 //! - [`db`]: the database tier of dynamic pages (SQLite or PostgreSQL, seed 003);
-//! - `conn`: one client connection: read buffer, output queue, deadlines;
+//! - `conn`: one client connection of the epoll loop: socket, session, output queue;
+//! - `session`: the HTTP side of one connection without its socket calls (parsing,
+//!   refusals, keep-alive, closes, timeouts), shared by the `proto` and `uring` loops;
 //! - `proto`: the epoll loop that makes the socket calls (the host's in `inline`, the
 //!   engine's in `engine`);
 //! - `pool`: recycled byte buffers;
@@ -41,6 +43,7 @@ mod pool;
 mod proto;
 mod ring;
 mod server;
+mod session;
 mod stats;
 mod uring;
 

@@ -1,11 +1,9 @@
 //! The socket side of the server: one epoll loop (mio, edge-triggered) that accepts,
-//! reads, parses, enforces the limits and timeouts, and writes answers with send and
-//! sendfile. In `inline` mode the host thread runs it and answers each request itself;
-//! in `engine` mode the engine thread runs it and hands requests to the host, whose
-//! answers come back as commands.
-//!
-//! A connection has at most one request with the application at a time; pipelined
-//! requests wait, parsed in order as each answer is written, so answers keep their order.
+//! reads, checks the timeouts, and writes answers with send and sendfile, for what each
+//! connection's `Session` asks (parsing, refusals, keep-alive and closes are the
+//! session's, shared with `uring`). In `inline` mode the host thread runs it and
+//! answers each request itself; in `engine` mode the engine thread runs it and hands
+//! requests to the host, whose answers come back as commands.
 //!
 //! In `handoff` mode connections move between two loops, the engine's and the host's:
 //! a loop lets a connection go (`Dispatch::hand_over`) at accept or between two
@@ -22,10 +20,11 @@ use mio::net::TcpListener;
 use mio::{Events, Interest, Poll, Token, Waker};
 use slab::Slab;
 
-use crate::config::{Awaiting, Limits};
-use crate::conn::{Conn, FileRange, Flushed, Segment, State};
-use crate::http::{self, Head, Parsed, Status};
+use crate::config::Limits;
+use crate::conn::{Conn, FileRange, Flushed, Segment};
+use crate::http::{self, Head, Status};
 use crate::pool::Pool;
+use crate::session::{self, Codec, Next, Phase};
 use crate::stats::Stats;
 
 const LISTENER: Token = Token(usize::MAX - 1);
@@ -37,8 +36,6 @@ pub(crate) const ACCEPT_BATCH: usize = 16;
 const HOST_FIRST_CHUNK: usize = 16;
 /// How often timeouts are checked; also the longest a `turn` sleeps.
 pub const TICK: Duration = Duration::from_millis(100);
-/// Bytes a lingering connection reads and drops per read.
-const LINGER_READ: usize = 64 * 1024;
 
 /// One socket event, copied out of mio's buffer.
 #[derive(Clone, Copy)]
@@ -181,9 +178,7 @@ pub struct Proto {
     mark: Instant,
     next_gen: u32,
     pub pool: Pool,
-    limits: Limits,
-    date: http::Date,
-    path: Vec<u8>,
+    codec: Codec,
     stats: Arc<Stats>,
     /// Descriptor of each slot's connection (-1: none), for a host that must shut down
     /// an engine's connections after taking over from it.
@@ -216,9 +211,7 @@ impl Proto {
             mark: now,
             next_gen: 0,
             pool: Pool::default(),
-            limits,
-            date: http::Date::new(),
-            path: Vec::new(),
+            codec: Codec::new(limits),
             stats,
             open_fds,
             now,
@@ -327,22 +320,12 @@ impl Proto {
 
     /// Queues a whole answer on `id`.
     pub fn reply<D: Dispatch>(&mut self, app: &mut D, id: ConnId, reply: Reply) {
-        let then = if reply.keep_alive {
-            Then::KeepAlive
-        } else {
-            Then::Close
-        };
-        let head = Segment::Bytes {
-            buf: reply.bytes,
-            pos: 0,
-        };
-        match body_segment(reply.body) {
-            None => self.answer(app, id, head, then),
-            Some(body) => {
-                self.answer(app, id, head, Then::More);
-                self.answer(app, id, body, then);
-            }
+        if !self.live(id) {
+            return self.pool.give(reply.bytes);
         }
+        queue(&mut self.conns[id.slot as usize], reply);
+        self.now = Instant::now();
+        self.advance(id.slot as usize, app);
     }
 
     fn live(&self, id: ConnId) -> bool {
@@ -361,12 +344,8 @@ impl Proto {
         let slot = id.slot as usize;
         let conn = &mut self.conns[slot];
         conn.out.push_back(segment);
-        match then {
-            Then::More => {}
-            Then::KeepAlive => conn.state = State::Draining { keep_alive: true },
-            Then::Close => conn.state = State::Draining { keep_alive: false },
-        }
         if then != Then::More {
+            conn.session.answer(then == Then::KeepAlive);
             self.now = Instant::now();
             self.advance(slot, app);
         }
@@ -420,7 +399,7 @@ impl Proto {
         // Whatever arrived while it moved: one read finds it (or WouldBlock).
         conn.readable = true;
         conn.writable = true;
-        conn.since = self.now;
+        conn.session.since = self.now;
         if let Some(slot) = self.attach(conn) {
             if self.account {
                 // The other loop's work was its own; registering it is this loop's.
@@ -434,8 +413,8 @@ impl Proto {
     /// open); returns its slot.
     fn attach(&mut self, mut conn: Conn) -> Option<usize> {
         // TCP_NODELAY comes from the listener (see `server::bind`).
-        if self.conns.len() >= self.limits.max_conns {
-            refuse(conn.fd(), &mut self.date, &mut self.pool, &self.stats);
+        if self.conns.len() >= self.codec.limits.max_conns {
+            refuse(conn.fd(), &mut self.codec.date, &mut self.pool, &self.stats);
             conn.release(&mut self.pool); // closes it
             return None;
         }
@@ -502,9 +481,39 @@ impl Proto {
             let Some(conn) = self.conns.get_mut(slot) else {
                 return;
             };
-            match conn.state {
-                State::Waiting => return,
-                State::Draining { keep_alive } => {
+            match conn
+                .session
+                .next(&mut self.codec, &mut self.pool, &self.stats)
+            {
+                Next::Wait => return,
+                Next::Close => return self.drop_conn(slot),
+                Next::Read(want) => {
+                    if !conn.readable {
+                        return;
+                    }
+                    match conn.fill(want, self.now) {
+                        Ok(true) => {}
+                        Ok(false) => return,
+                        Err(_) => return self.drop_conn(slot),
+                    }
+                }
+                Next::Refuse(buf) => conn.out.push_back(Segment::Bytes { buf, pos: 0 }),
+                Next::Request(head) => {
+                    let path = &self.codec.path;
+                    if !app.keep_request(path, conn.session.served, &mut conn.class) {
+                        return self.detach(slot, app);
+                    }
+                    conn.session.begin(&head);
+                    let id = ConnId {
+                        slot: slot as u32,
+                        gen: conn.gen,
+                    };
+                    let (class, path, pool) = (conn.class, &mut self.codec.path, &mut self.pool);
+                    if let Some(reply) = app.request(id, class, head, path, pool) {
+                        queue(conn, reply);
+                    }
+                }
+                Next::Write => {
                     if !conn.writable {
                         return;
                     }
@@ -513,110 +522,31 @@ impl Proto {
                         Err(_) => return self.drop_conn(slot),
                         Ok(Flushed::Blocked) => {
                             if self.sent > before {
-                                conn.since = self.now;
+                                conn.session.since = self.now;
                             }
                             return;
                         }
                         Ok(Flushed::Done) => {
                             let (class, work) = (conn.class, std::mem::take(&mut conn.work));
-                            if !keep_alive && conn.linger && !conn.eof {
-                                // SAFETY: shutdown takes any descriptor; this one is open.
-                                unsafe { libc::shutdown(conn.fd(), libc::SHUT_WR) };
-                                conn.state = State::Lingering;
-                                conn.since = self.now;
-                                self.charge(app, class, work);
-                                continue;
-                            }
-                            if !keep_alive {
-                                self.drop_conn(slot); // the close is part of the answer
-                                return self.charge(app, class, work);
-                            }
-                            self.charge(app, class, work);
-                            let conn = &mut self.conns[slot];
-                            conn.state = State::Reading;
-                            conn.served += 1;
-                            conn.since = self.now;
-                            if app.let_go(conn.served) {
-                                return self.detach(slot, app);
+                            match conn.session.answered(self.now) {
+                                Phase::Reading => {
+                                    let served = conn.session.served;
+                                    self.charge(app, class, work);
+                                    if app.let_go(served) {
+                                        return self.detach(slot, app);
+                                    }
+                                }
+                                Phase::Lingering => {
+                                    // SAFETY: shutdown takes any descriptor; this one is open.
+                                    unsafe { libc::shutdown(conn.fd(), libc::SHUT_WR) };
+                                    self.charge(app, class, work);
+                                }
+                                _ => {
+                                    self.drop_conn(slot); // the close is part of the answer
+                                    return self.charge(app, class, work);
+                                }
                             }
                         }
-                    }
-                }
-                State::Lingering => {
-                    if !conn.readable {
-                        return;
-                    }
-                    if conn.fill(LINGER_READ).is_err() || conn.eof {
-                        return self.drop_conn(slot);
-                    }
-                    conn.start = conn.rbuf.len(); // read only to be dropped
-                }
-                State::Reading => {
-                    if !conn.pending().is_empty() {
-                        match http::parse(conn.pending(), &self.limits, &mut self.path) {
-                            Parsed::Partial => {}
-                            Parsed::Reject(status) => {
-                                let mut buf = self.pool.take();
-                                http::response::error(
-                                    &mut buf,
-                                    status,
-                                    false,
-                                    false,
-                                    self.date.now(),
-                                );
-                                conn.out.push_back(Segment::Bytes { buf, pos: 0 });
-                                conn.state = State::Draining { keep_alive: false };
-                                conn.linger = true;
-                                conn.start = conn.rbuf.len();
-                                self.stats.count_status(status);
-                                continue;
-                            }
-                            Parsed::Done(head) => {
-                                if !app.keep_request(&self.path, conn.served, &mut conn.class) {
-                                    return self.detach(slot, app);
-                                }
-                                conn.start += head.len;
-                                conn.state = State::Waiting;
-                                let id = ConnId {
-                                    slot: slot as u32,
-                                    gen: conn.gen,
-                                };
-                                let class = conn.class;
-                                if let Some(reply) =
-                                    app.request(id, class, head, &mut self.path, &mut self.pool)
-                                {
-                                    let conn = &mut self.conns[slot];
-                                    conn.out.push_back(Segment::Bytes {
-                                        buf: reply.bytes,
-                                        pos: 0,
-                                    });
-                                    conn.out.extend(body_segment(reply.body));
-                                    conn.state = State::Draining {
-                                        keep_alive: reply.keep_alive,
-                                    };
-                                }
-                                continue;
-                            }
-                        }
-                    }
-                    if conn.eof {
-                        // Every complete request the client sent is answered; what is
-                        // left can never become one.
-                        return self.drop_conn(slot);
-                    }
-                    if !conn.readable {
-                        return;
-                    }
-                    let had = conn.pending().len();
-                    if conn.fill(self.limits.max_header_bytes + 1).is_err() {
-                        return self.drop_conn(slot);
-                    }
-                    let got = conn.pending().len() > had;
-                    if !got && !conn.eof {
-                        return;
-                    }
-                    if got && had == 0 {
-                        conn.since = self.now; // a request starts: header timeout
                     }
                 }
             }
@@ -626,21 +556,11 @@ impl Proto {
     /// Closes connections past their timeout (`Limits::timeout`).
     fn sweep(&mut self) {
         self.last_sweep = self.now;
+        let limits = &self.codec.limits;
         let expired: Vec<usize> = self
             .conns
             .iter()
-            .filter(|(_, c)| {
-                let awaiting = match c.state {
-                    State::Waiting => Awaiting::Server,
-                    State::Reading => Awaiting::Head {
-                        between: c.pending().is_empty() && c.served > 0,
-                    },
-                    State::Draining { .. } => Awaiting::ClientRead,
-                    State::Lingering => Awaiting::ClientClose,
-                };
-                let limit = self.limits.timeout(awaiting);
-                limit.is_some_and(|limit| self.now.duration_since(c.since) > limit)
-            })
+            .filter(|(_, c)| c.session.expired(limits, self.now))
             .map(|(slot, _)| slot)
             .collect();
         for slot in expired {
@@ -682,6 +602,16 @@ impl Drop for Proto {
     }
 }
 
+/// Queues a whole answer on a connection.
+fn queue(conn: &mut Conn, reply: Reply) {
+    conn.out.push_back(Segment::Bytes {
+        buf: reply.bytes,
+        pos: 0,
+    });
+    conn.out.extend(body_segment(reply.body));
+    conn.session.answer(reply.keep_alive);
+}
+
 /// The time since `mark`, and `mark` moved to now.
 fn lap(mark: &mut Instant) -> Duration {
     let now = Instant::now();
@@ -694,14 +624,12 @@ fn lap(mark: &mut Instant) -> Duration {
 /// (a short or failed write only loses this courtesy answer), and counts it. The caller
 /// closes the connection.
 pub(crate) fn refuse(fd: RawFd, date: &mut http::Date, pool: &mut Pool, stats: &Stats) {
-    let mut buf = pool.take();
-    http::response::error(&mut buf, Status::UNAVAILABLE, false, false, date.now());
+    let buf = session::refusal(Status::UNAVAILABLE, date, pool, stats);
     let flags = libc::MSG_NOSIGNAL | libc::MSG_DONTWAIT;
     // SAFETY: `buf` is live and send reads at most its length.
     unsafe { libc::send(fd, buf.as_ptr().cast(), buf.len(), flags) };
     pool.give(buf);
     stats.socket.refused.fetch_add(1, Ordering::Relaxed);
-    stats.count_status(Status::UNAVAILABLE);
 }
 
 #[cfg(test)]

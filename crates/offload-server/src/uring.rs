@@ -3,20 +3,20 @@
 //! The host thread runs the application and prepares submissions; the SQPOLL thread,
 //! pinned to the engine core, takes them from the shared submission ring and makes the
 //! socket calls (accept, recv, send, close). Operations that must wait for a socket
-//! finish as task work on that same thread. The host reaps completions, parses, calls
+//! finish as task work on that same thread. The host reaps completions, asks each
+//! connection's `Session` what comes next (the HTTP rules `proto` follows too), calls
 //! `Handler::respond` and queues the next operations. So the submission ring plays the
 //! command ring of `engine` mode and the completion ring its event ring, and the
 //! accounting counts them that way.
 //!
 //! A connection has exactly one thing in flight: a recv while it reads a request, a send
-//! (or a read+send pair) while it writes an answer, then its close. As in `proto`, the
-//! next request is parsed only once the previous answer is written, so answers keep
-//! their order. A connection's buffers are touched only when nothing is in flight on it,
-//! its slot is freed only by the completion of its close, and `user_data` holds slot,
-//! generation and operation, so a completion always finds its own connection. A
-//! connection that times out is shut down, which ends whatever it has in flight, and
-//! then closed. Two rare socket calls stay on the host: that shutdown, and the 503 (a
-//! non-blocking send and a close) for a client beyond `max_conns`, as `proto` sends it.
+//! (or a read+send pair) while it writes an answer, then its close. A connection's
+//! buffers are touched only when nothing is in flight on it, its slot is freed only by
+//! the completion of its close, and `user_data` holds slot, generation and operation,
+//! so a completion always finds its own connection. A connection that times out is
+//! shut down, which ends whatever it has in flight, and then closed. Two rare socket
+//! calls stay on the host: that shutdown, and the 503 (a non-blocking send and a
+//! close) for a client beyond `max_conns`, as `proto` sends it.
 //! Sixteen single accepts are kept in flight, so at most that many connections are taken
 //! per turn, as in `proto`.
 //!
@@ -44,12 +44,12 @@ use io_uring::{opcode, IoUring};
 use slab::Slab;
 
 use crate::app::Handler;
-use crate::config::{Awaiting, Config, EngineWait};
+use crate::config::{Config, EngineWait};
 use crate::conn::FileRange;
 use crate::cpu;
-use crate::http::{self, Parsed};
 use crate::pool::Pool;
-use crate::proto::{self, ACCEPT_BATCH, TICK};
+use crate::proto::{self, Reply, ACCEPT_BATCH, TICK};
+use crate::session::{Codec, Next, Phase, Session};
 use crate::stats::Stats;
 use crate::Control;
 
@@ -98,25 +98,12 @@ fn untag(data: u64) -> (usize, u32, Option<Op>) {
     ((data >> 8) as usize % MAX_SLOTS, (data >> 32) as u32, op)
 }
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum Phase {
-    Reading,
-    Answering,
-    /// A refused request's answer is written and our side shut down: what the client
-    /// still sends is read and dropped until it closes (as `proto`'s lingering close).
-    Lingering,
-    Closing,
-}
-
 struct Conn {
     fd: RawFd,
     gen: u32,
-    phase: Phase,
+    session: Session,
     /// Operations submitted and not completed.
     inflight: u8,
-    /// Bytes read; `rbuf[start..]` are not parsed yet.
-    rbuf: Vec<u8>,
-    start: usize,
     /// The answer's head (and small body); `pos` bytes of it are sent.
     out: Vec<u8>,
     pos: usize,
@@ -126,12 +113,15 @@ struct Conn {
     chunk: Option<Box<[u8]>>,
     filled: usize,
     sent: usize,
-    keep_alive: bool,
-    /// Close by lingering: the request was refused unread.
-    linger: bool,
-    served: u64,
-    /// Reference point of the timeouts, as in `proto`.
-    since: Instant,
+}
+
+impl Conn {
+    /// Queues a whole answer.
+    fn queue(&mut self, reply: Reply) {
+        let keep_alive;
+        (self.out, self.file, keep_alive) = reply.into_file_reply();
+        self.session.answer(keep_alive);
+    }
 }
 
 struct Uring<'a> {
@@ -142,8 +132,7 @@ struct Uring<'a> {
     handler: Handler,
     pool: Pool,
     chunks: Vec<Box<[u8]>>,
-    path: Vec<u8>,
-    date: http::Date,
+    codec: Codec,
     /// Accepts in flight; after an accept error none are added until the next sweep.
     accepts: usize,
     accept_paused: bool,
@@ -180,8 +169,7 @@ pub fn run(
         handler,
         pool: Pool::default(),
         chunks: Vec::new(),
-        path: Vec::new(),
-        date: http::Date::new(),
+        codec: Codec::new(config.limits.clone()),
         accepts: 0,
         accept_paused: false,
         stopping: false,
@@ -391,18 +379,15 @@ impl Uring<'_> {
         conn.inflight -= 1;
         let failed = match op {
             Some(Op::Recv | Op::Send) if res == -libc::EINTR || res == -libc::EAGAIN => false,
-            Some(Op::Recv) if res > 0 => {
-                if conn.rbuf.len() == conn.start && conn.phase == Phase::Reading {
-                    conn.since = self.now; // a request starts: header timeout
-                }
-                // SAFETY: the kernel initialised the first `res` bytes of the spare
-                // capacity the recv was given.
-                unsafe { conn.rbuf.set_len(conn.rbuf.len() + res as usize) };
+            Some(Op::Recv) if res >= 0 => {
+                // SAFETY: the kernel initialised the first `res` bytes of the room the
+                // recv was given, and nothing touched the session while it was in flight.
+                unsafe { conn.session.filled(res as usize, self.now) };
                 false
             }
             Some(Op::Send) if res > 0 => {
                 self.bytes += res as u64;
-                conn.since = self.now;
+                conn.session.since = self.now;
                 if conn.pos < conn.out.len() {
                     conn.pos += res as usize;
                 } else {
@@ -414,15 +399,15 @@ impl Uring<'_> {
             Some(Op::Read) => res < 0 || res as usize != conn.filled,
             Some(Op::Close) => {
                 let conn = self.conns.remove(slot);
-                self.pool.give(conn.rbuf);
+                conn.session.release(&mut self.pool);
                 self.pool.give(conn.out);
                 self.chunks.extend(conn.chunk);
                 return;
             }
-            _ => true, // closed by the peer, reset, or a send cut short by a shutdown
+            _ => true, // reset, or a send cut short by a shutdown
         };
         if failed {
-            conn.phase = Phase::Closing;
+            conn.session.close();
         }
         self.advance(slot);
     }
@@ -464,7 +449,7 @@ impl Uring<'_> {
         } else if self.stopping {
             // SAFETY: a descriptor just accepted, with nothing in flight on it.
             unsafe { libc::close(res) };
-        } else if self.conns.len() >= self.config.limits.max_conns.min(MAX_SLOTS) {
+        } else if self.conns.len() >= self.codec.limits.max_conns.min(MAX_SLOTS) {
             self.refuse(res);
         } else {
             self.admit(res);
@@ -473,7 +458,7 @@ impl Uring<'_> {
 
     /// Answers 503 and closes here and now, as `proto` does.
     fn refuse(&mut self, fd: RawFd) {
-        proto::refuse(fd, &mut self.date, &mut self.pool, self.stats);
+        proto::refuse(fd, &mut self.codec.date, &mut self.pool, self.stats);
         // SAFETY: `fd` was just accepted and nothing is in flight on it.
         unsafe { libc::close(fd) };
     }
@@ -483,20 +468,14 @@ impl Uring<'_> {
         let conn = Conn {
             fd,
             gen: self.next_gen,
-            phase: Phase::Reading,
+            session: Session::new(self.pool.take(), self.now),
             inflight: 0,
-            rbuf: self.pool.take(),
-            start: 0,
             out: Vec::new(),
             pos: 0,
             file: None,
             chunk: None,
             filled: 0,
             sent: 0,
-            keep_alive: false,
-            linger: false,
-            served: 0,
-            since: self.now,
         };
         let slot = self.conns.insert(conn);
         add(&self.stats.socket.accepted, 1);
@@ -512,22 +491,26 @@ impl Uring<'_> {
             }
             let (fd, gen) = (Fd(conn.fd), conn.gen);
             let data = |op| tag(slot, gen, op);
-            match conn.phase {
-                Phase::Closing => {
+            match conn
+                .session
+                .next(&mut self.codec, &mut self.pool, self.stats)
+            {
+                Next::Close => {
                     conn.inflight = 1;
                     let close = opcode::Close::new(fd).build();
                     return self.push(&[close.user_data(data(Op::Close))]);
                 }
-                Phase::Reading => {
-                    if !self.parse(slot) {
-                        return self.recv(slot);
-                    }
+                Next::Read(want) => return self.recv(slot, want),
+                Next::Refuse(answer) => conn.out = answer,
+                Next::Request(head) => {
+                    conn.session.begin(&head);
+                    let reply = self
+                        .handler
+                        .respond(head, &self.codec.path, self.pool.take());
+                    conn.queue(reply);
                 }
-                Phase::Lingering => {
-                    conn.start = conn.rbuf.len(); // read only to be dropped
-                    return self.recv(slot);
-                }
-                Phase::Answering => {
+                Next::Wait => unreachable!("uring answers each request as it takes it"),
+                Next::Write => {
                     let more = conn.file.as_ref().is_some_and(|f| f.len > 0);
                     let rest = match &conn.chunk {
                         _ if conn.pos < conn.out.len() => &conn.out[conn.pos..],
@@ -567,60 +550,23 @@ impl Uring<'_> {
         }
     }
 
-    /// The answer is written: give its buffers back, then read the next request or close.
+    /// The answer is written: give its buffers back, and shut our side down if the
+    /// session lingers.
     fn answered(&mut self, slot: usize) {
         let conn = &mut self.conns[slot];
         self.pool.give(std::mem::take(&mut conn.out));
         self.chunks.extend(conn.chunk.take());
         (conn.pos, conn.file, conn.filled, conn.sent) = (0, None, 0, 0);
-        if conn.keep_alive {
-            (conn.phase, conn.since) = (Phase::Reading, self.now);
-            conn.served += 1;
-        } else if conn.linger {
+        if conn.session.answered(self.now) == Phase::Lingering {
             // SAFETY: shutdown takes any descriptor; this one is open until its close.
             unsafe { libc::shutdown(conn.fd, libc::SHUT_WR) };
-            (conn.phase, conn.since) = (Phase::Lingering, self.now);
-        } else {
-            conn.phase = Phase::Closing;
         }
     }
 
-    /// Parses the next buffered request and answers it; false when more bytes are needed.
-    fn parse(&mut self, slot: usize) -> bool {
+    fn recv(&mut self, slot: usize, want: usize) {
         let conn = &mut self.conns[slot];
-        let pending = &conn.rbuf[conn.start..];
-        if pending.is_empty() {
-            return false;
-        }
-        match http::parse(pending, &self.config.limits, &mut self.path) {
-            Parsed::Partial => return false,
-            Parsed::Reject(status) => {
-                let mut out = self.pool.take();
-                http::response::error(&mut out, status, false, false, self.date.now());
-                (conn.out, conn.keep_alive, conn.start) = (out, false, conn.rbuf.len());
-                conn.linger = true;
-                self.stats.count_status(status);
-            }
-            Parsed::Done(head) => {
-                conn.start += head.len;
-                let reply = self.handler.respond(head, &self.path, self.pool.take());
-                let conn = &mut self.conns[slot];
-                (conn.out, conn.file, conn.keep_alive) = reply.into_file_reply();
-            }
-        }
-        self.conns[slot].phase = Phase::Answering;
-        true
-    }
-
-    fn recv(&mut self, slot: usize) {
-        let conn = &mut self.conns[slot];
-        conn.rbuf.drain(..conn.start);
-        conn.start = 0;
-        // As `proto`: at most a head's limit plus one byte unparsed, then parse rejects it.
-        let want = (self.config.limits.max_header_bytes + 1).saturating_sub(conn.rbuf.len());
-        let want = want.clamp(1, RECV);
-        conn.rbuf.reserve(want);
-        let spare = conn.rbuf.spare_capacity_mut().as_mut_ptr().cast();
+        let want = want.min(RECV);
+        let spare = conn.session.spare(want).as_mut_ptr().cast();
         conn.inflight = 1;
         let recv = opcode::Recv::new(Fd(conn.fd), spare, want as u32).build();
         let data = tag(slot, conn.gen, Op::Recv);
@@ -631,8 +577,8 @@ impl Uring<'_> {
     /// see the end of the stream and a pending send fail, then the close follows.
     fn kill(&mut self, slot: usize) {
         let conn = &mut self.conns[slot];
-        if conn.phase != Phase::Closing {
-            conn.phase = Phase::Closing;
+        if conn.session.phase() != Phase::Closing {
+            conn.session.close();
             // SAFETY: shutdown takes any descriptor; this one stays open until the close
             // that follows the completion of everything in flight.
             unsafe { libc::shutdown(conn.fd, libc::SHUT_RDWR) };
@@ -644,21 +590,14 @@ impl Uring<'_> {
     fn sweep(&mut self) {
         self.last_sweep = self.now;
         self.accept_paused = false;
-        let limits = &self.config.limits;
+        let limits = &self.codec.limits;
         let mut expired = std::mem::take(&mut self.expired);
         expired.clear();
-        expired.extend(self.conns.iter().filter_map(|(slot, c)| {
-            let awaiting = match c.phase {
-                Phase::Closing => Awaiting::Server,
-                Phase::Reading => Awaiting::Head {
-                    between: c.start == c.rbuf.len() && c.served > 0,
-                },
-                Phase::Answering => Awaiting::ClientRead,
-                Phase::Lingering => Awaiting::ClientClose,
-            };
-            let limit = limits.timeout(awaiting)?;
-            (self.now.duration_since(c.since) > limit).then_some(slot)
-        }));
+        expired.extend(
+            self.conns
+                .iter()
+                .filter_map(|(slot, c)| c.session.expired(limits, self.now).then_some(slot)),
+        );
         for &slot in &expired {
             add(&self.stats.socket.timed_out, 1);
             self.kill(slot);

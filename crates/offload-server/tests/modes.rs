@@ -655,6 +655,126 @@ fn request_vectors_get_one_fitting_answer_in_every_mode() {
     }
 }
 
+/// Everything the server sends on one connection for `text` (then a half-close when
+/// `half_close`), up to its close, with the Date values blanked: the one field that may
+/// differ between two servers.
+fn transcript(server: &Server, text: &[u8], half_close: bool) -> Vec<u8> {
+    let mut s = server.connect();
+    s.write_all(text).unwrap();
+    if half_close {
+        s.shutdown(std::net::Shutdown::Write).unwrap();
+    }
+    let mut got = Vec::new();
+    s.read_to_end(&mut got).expect("the server closes");
+    let mut at = 0;
+    while let Some(i) = find(&got[at..], b"\r\nDate: ") {
+        let from = at + i + 8;
+        got[from..from + 29].fill(b'x');
+        at = from + 29;
+    }
+    got
+}
+
+fn find(hay: &[u8], needle: &[u8]) -> Option<usize> {
+    hay.windows(needle.len()).position(|w| w == needle)
+}
+
+/// One request→answer logic for every mode: the same bytes in give the same bytes out,
+/// the same closes and the same counts, whichever loop makes the socket calls.
+#[test]
+fn every_mode_answers_byte_for_byte_as_inline_does() {
+    let site = tempfile::tempdir().unwrap();
+    for size in SIZES {
+        std::fs::write(site.path().join(format!("f{size}.bin")), content(size)).unwrap();
+    }
+    std::fs::write(site.path().join("index.html"), b"<p>hi</p>").unwrap();
+    let root = site.path().to_path_buf();
+    // The ETag names the file, not the server: every mode sees the same one.
+    let tag = {
+        let server = Server::start(Mode::Inline, |c| c.root = root.clone());
+        let r = request(
+            &mut server.connect(),
+            "GET /index.html HTTP/1.1\r\nHost: t\r\n\r\n",
+        );
+        r.header("ETag").unwrap().to_string()
+    };
+    let mut cases: Vec<(String, bool)> = vec![
+        // Pipelined: 200, HEAD, 404, 304, then an HTTP/1.0 request that closes.
+        (
+            format!(
+                "GET /index.html HTTP/1.1\r\nHost: t\r\n\r\n\
+                 HEAD /f1024.bin HTTP/1.1\r\nHost: t\r\n\r\n\
+                 GET /missing HTTP/1.1\r\nHost: t\r\n\r\n\
+                 GET /index.html HTTP/1.1\r\nHost: t\r\nIf-None-Match: {tag}\r\n\r\n\
+                 GET /f10240.bin HTTP/1.0\r\n\r\n"
+            ),
+            false,
+        ),
+        // A file long enough for sendfile (read+send in uring).
+        (
+            "GET /f1048576.bin HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n".into(),
+            false,
+        ),
+        // Absolute form, ignored and bounded query parameters, spellings of a path.
+        (
+            "GET http://example.com/index.html?q=1 HTTP/1.1\r\nHost: t\r\n\r\n\
+             GET /index.html?work=abc HTTP/1.1\r\nHost: t\r\n\r\n\
+             GET /./a/../index%2Ehtml HTTP/1.1\r\nHost: t\r\n\r\n\
+             GET //index.html HTTP/1.1\r\nHost: t\r\n\r\n\
+             GET /index.html?work=1000001 HTTP/1.1\r\nHost: t\r\n\r\n"
+                .into(),
+            false,
+        ),
+        // HTTP/1.0 keep-alive, then the client's close after a complete request and a
+        // partial one, and after a partial one alone.
+        (
+            "GET /f0.bin HTTP/1.0\r\nConnection: keep-alive\r\n\r\n\
+             GET /f1024.bin HTTP/1.1\r\nHost: t\r\n\r\nGET /f0.b"
+                .into(),
+            true,
+        ),
+        ("GET /index.html HT".into(), true),
+        // Oversized heads, with far more sent than the server reads.
+        (
+            format!(
+                "GET /index.html HTTP/1.1\r\nHost: t\r\nX: {}\r\n\r\n",
+                "a".repeat(64 << 10)
+            ),
+            true,
+        ),
+        (
+            format!("GET /{} HTTP/1.1\r\nHost: t\r\n\r\n", "a".repeat(64 << 10)),
+            true,
+        ),
+    ];
+    cases.extend(VALID.iter().map(|text| (text.to_string(), true)));
+    cases.extend(INVALID.iter().map(|text| (text.to_string(), false)));
+    let run = |mode| {
+        let server = Server::start(mode, |c| c.root = root.clone());
+        let sent: Vec<Vec<u8>> = cases
+            .iter()
+            .map(|(text, half)| transcript(&server, text.as_bytes(), *half))
+            .collect();
+        let stats = server.stop();
+        let counts = ["requests", "bytes", "statuses", "connections"].map(|k| stats[k].clone());
+        (sent, counts)
+    };
+    let (want, want_counts) = run(Mode::Inline);
+    for mode in MODES {
+        let (got, counts) = run(mode);
+        for ((text, _), (got, want)) in cases.iter().zip(got.iter().zip(&want)) {
+            assert!(
+                got == want,
+                "{mode:?}: {:?}\nsent {}\ninline {}",
+                &text[..text.len().min(80)],
+                String::from_utf8_lossy(&got[..got.len().min(600)]),
+                String::from_utf8_lossy(&want[..want.len().min(600)]),
+            );
+        }
+        assert_eq!(counts, want_counts, "{mode:?}");
+    }
+}
+
 /// Host CPU seconds per request over `n` small requests on one connection, in all and
 /// as application work.
 fn host_cpu_per_request(mode: Mode, work: Option<Dist>, n: usize) -> (f64, f64) {
