@@ -5,10 +5,12 @@ import math
 
 import numpy as np
 import pytest
+from document_samples import core, stats_document, thread
 from scipy import stats
 
 from offloadlab import dist
 from offloadlab.calibrate import fit
+from offloadlab.testbed.documents import ServerStats
 
 MSS = 1448
 
@@ -163,14 +165,11 @@ def test_a_wakeup_cost_and_cooling_time_are_recovered_from_cpu_per_request():
 
 def test_background_is_the_cores_busy_time_the_servers_threads_did_not_use():
     from offloadlab.study.measure import background
-    server = {"requests": 1000,
-              "threads": [{"role": "host", "core": 0, "cpu_s": 0.20},
-                          {"role": "engine", "core": 1, "cpu_s": 0.05}],
-              "cores": [{"core": 0, "user_s": 0.1, "system_s": 0.1, "softirq_s": 0.01,
-                         "irq_s": 0.0, "idle_s": 0.8},
-                        {"core": 1, "user_s": 0.06, "system_s": 0.02, "softirq_s": 0.01,
-                         "irq_s": 0.01, "idle_s": 0.9}]}
-    assert background(server, "engine") == pytest.approx(0.05 / 1000)
-    assert background(server, "host") == pytest.approx(0.01 / 1000)
-    assert math.isnan(background({**server, "threads": [{"role": "host", "core": None,
-                                                         "cpu_s": 0.2}]}, "host"))
+    server = stats_document(
+        requests=1000, threads=[thread("host", 0, 0.20), thread("engine", 1, 0.05)],
+        cores=[core(0, user_s=0.1, system_s=0.1, softirq_s=0.01, irq_s=0.0, idle_s=0.8),
+               core(1, user_s=0.06, system_s=0.02, softirq_s=0.01, irq_s=0.01, idle_s=0.9)])
+    assert background(ServerStats.from_json(server), "engine") == pytest.approx(0.05 / 1000)
+    assert background(ServerStats.from_json(server), "host") == pytest.approx(0.01 / 1000)
+    unpinned = {**server, "threads": [thread("host", None, 0.2)]}
+    assert math.isnan(background(ServerStats.from_json(unpinned), "host"))

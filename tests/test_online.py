@@ -11,12 +11,14 @@ import math
 import numpy as np
 import pandas as pd
 import pytest
+from document_samples import core, stats_document, thread
 
 from offloadlab.errors import InputError
 from offloadlab.model.placement import optimise
 from offloadlab.model.tandem import ClassCosts
 from offloadlab.online.control import Controller, Policy
 from offloadlab.online.estimate import MIN_SAMPLES, Estimator, Snapshot
+from offloadlab.testbed.documents import ServerStats
 
 
 class FakeServer:
@@ -183,7 +185,7 @@ def test_the_controller_checks_its_policy():
 
 def test_a_snapshot_needs_a_placement_section():
     with pytest.raises(ValueError, match="placement"):
-        Snapshot.of({"placement": None})
+        Snapshot.of(ServerStats.from_json(stats_document(placement=None)))
 
 
 def test_no_traffic_is_no_decision():
@@ -247,7 +249,7 @@ def test_a_running_server_reports_its_accounts_live_and_checks_its_knobs(served_
 
     with running(options) as server:
         load.run(server.url, requests, manifest, threads=1, verify="checksum")
-        snap = Snapshot.of(json.loads(server.control.snapshot()))
+        snap = Snapshot.of(ServerStats.from_json(json.loads(server.control.snapshot())))
         with pytest.raises(ValueError, match="in \\[0, 1\\]"):
             server.control.set_fractions([2.0])
         with pytest.raises(ValueError, match="factor >= 0"):
@@ -324,27 +326,27 @@ def test_wall_clock_charges_beyond_the_busy_clock_are_scaled_back():
     np.testing.assert_allclose(e.m2, exp_moments(ONE), rtol=1e-9)
 
 
-def _doc(t, host_cpu, engine_cpu, core0_busy, core1_busy, n=100):
-    """A minimal stats document of a placement server with one class, host on core 0
-    and engine on core 1."""
+def _stats(t, host_cpu, engine_cpu, core0_busy, core1_busy, n=100) -> ServerStats:
+    """The stats of a placement server with one class, host on core 0 and engine on
+    core 1."""
     moments = [{"n": n, "sum_s": n * 1e-4, "sumsq_s2": n * 2e-8}]
-    return {"elapsed_s": t, "placement": {
-                "host": moments, "offloaded_host": moments, "engine": moments,
-                "passed": {"n": 0, "sum_s": 0.0, "sumsq_s2": 0.0}},
-            "threads": [{"role": "host", "core": 0, "cpu_s": host_cpu},
-                        {"role": "engine", "core": 1, "cpu_s": engine_cpu}],
-            "host": {"idle_poll_s": 0.0}, "engine": {"idle_poll_s": 0.1 * engine_cpu},
-            "cores": [{"core": c, "user_s": busy, "system_s": 0.0, "irq_s": 0.0,
-                       "softirq_s": 0.0, "idle_s": 1.0, "steal_s": 0.0}
-                      for c, busy in ((0, core0_busy), (1, core1_busy))]}
+    doc = stats_document(
+        elapsed_s=t, placement={
+            "edges": [], "host": moments, "offloaded_host": moments, "engine": moments,
+            "passed": {"n": 0, "sum_s": 0.0, "sumsq_s2": 0.0}},
+        threads=[thread("host", 0, host_cpu), thread("engine", 1, engine_cpu)],
+        cores=[core(c, user_s=busy, idle_s=1.0) for c, busy in ((0, core0_busy),
+                                                                (1, core1_busy))])
+    doc["engine"]["idle_poll_s"] = 0.1 * engine_cpu
+    return ServerStats.from_json(doc)
 
 
 def test_other_work_on_the_cores_is_background_that_leaves_less_room():
     est = Estimator(window_s=5.0)
-    est.add(Snapshot.of(_doc(1.0, 0.2, 0.1, 0.3, 0.1)))
+    est.add(Snapshot.of(_stats(1.0, 0.2, 0.1, 0.3, 0.1)))
     # Over 2 s the host thread ran 0.6 s on a core busy 1.4 s: 0.4 of a core is others'.
     # The engine's core ran only the engine (its idle polling is no one else's).
-    est.add(Snapshot.of(_doc(3.0, 0.8, 0.5, 1.7, 0.5, n=300)))
+    est.add(Snapshot.of(_stats(3.0, 0.8, 0.5, 1.7, 0.5, n=300)))
     e = est.estimate()
     assert e.u_host_other == pytest.approx(0.4)
     assert e.u_engine_other == pytest.approx(0.0)

@@ -11,19 +11,25 @@
 //! busy keep-alive connection. Histograms hold requests that completed without error;
 //! connect times hold every connection established.
 
+use std::collections::BTreeMap;
+
 use hdrhistogram::Histogram;
-use serde_json::{json, Map, Value};
+use serde::{Serialize, Serializer};
 
 use crate::error::{ErrorKind, UNFINISHED};
 
-/// Connect, time-to-first-byte and total-time histograms, in nanoseconds.
-#[derive(Clone, Debug)]
+/// Connect, time-to-first-byte and total-time histograms, in nanoseconds. In JSON each
+/// histogram is its `Quantiles`.
+#[derive(Clone, Debug, Serialize)]
 pub struct Latency {
     /// Connection establishment (connect() to the connection being up), per connection.
+    #[serde(serialize_with = "quantiles")]
     pub connect: Histogram<u64>,
     /// Intended start to the first byte of the response.
+    #[serde(serialize_with = "quantiles")]
     pub ttfb: Histogram<u64>,
     /// Intended start to the last byte of the response.
+    #[serde(serialize_with = "quantiles")]
     pub total: Histogram<u64>,
 }
 
@@ -64,22 +70,24 @@ pub fn mean_s(h: &Histogram<u64>) -> f64 {
 }
 
 /// The results of one size class (`Object::class`).
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, Serialize)]
 pub struct ClassReport {
     pub class: u8,
     pub completed: u64,
     pub errors: u64,
     pub body_bytes: u64,
+    #[serde(flatten)]
     pub latency: Latency,
 }
 
 /// How late requests started against the plan (actual start − intended start).
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, Serialize)]
 pub struct Lag {
     pub mean_s: f64,
     pub p99_s: f64,
     pub max_s: f64,
     /// Nanoseconds, every request started.
+    #[serde(skip)]
     pub histogram: Histogram<u64>,
 }
 
@@ -496,23 +504,66 @@ pub const QUANTILES: [(&str, f64); 5] = [
     ("max", 1.0),
 ];
 
-fn quantiles_json(h: &Histogram<u64>) -> Value {
-    let mut m = Map::new();
-    m.insert("mean_s".into(), num(mean_s(h)));
-    for (name, q) in QUANTILES {
-        m.insert(format!("{name}_s"), num(quantile_s(h, q)));
-    }
-    m.insert("count".into(), json!(h.len()));
-    Value::Object(m)
+/// A histogram in JSON: its mean and `QUANTILES` in seconds (NaN, which serde_json
+/// writes as null, when it is empty) and its count.
+#[derive(Debug, Serialize)]
+struct Quantiles {
+    mean_s: f64,
+    p50_s: f64,
+    p90_s: f64,
+    p99_s: f64,
+    #[serde(rename = "p99.9_s")]
+    p99_9_s: f64,
+    max_s: f64,
+    count: u64,
 }
 
-/// NaN as null (JSON has no NaN).
-fn num(x: f64) -> Value {
-    if x.is_finite() {
-        json!(x)
-    } else {
-        Value::Null
+fn quantiles<S: Serializer>(h: &Histogram<u64>, s: S) -> Result<S::Ok, S::Error> {
+    let [p50_s, p90_s, p99_s, p99_9_s, max_s] = QUANTILES.map(|(_, q)| quantile_s(h, q));
+    Quantiles {
+        mean_s: mean_s(h),
+        p50_s,
+        p90_s,
+        p99_s,
+        p99_9_s,
+        max_s,
+        count: h.len(),
     }
+    .serialize(s)
+}
+
+/// The report's JSON document (`Report::document`). Python reads it into
+/// `offloadlab.testbed.documents.LoadReport`, which must follow any change here.
+/// serde_json writes a NaN (a rate or a time with nothing to measure) as null.
+#[derive(Debug, Serialize)]
+#[allow(non_snake_case)] // goodput_Bps, as in `Report`
+pub struct Document<'a> {
+    threads: usize,
+    planned: u64,
+    sent: u64,
+    completed: u64,
+    failed: u64,
+    unfinished: u64,
+    /// Failures by `ErrorKind::name`, every kind.
+    errors: BTreeMap<&'static str, u64>,
+    /// Responses by HTTP status, statuses seen only.
+    status: BTreeMap<String, u64>,
+    body_bytes: u64,
+    duration_s: f64,
+    started_unix_s: f64,
+    ended_unix_s: f64,
+    throughput: f64,
+    goodput_Bps: f64,
+    offered_rate: f64,
+    achieved_rate: f64,
+    lag: &'a Lag,
+    connections: u64,
+    connect_mean_s: f64,
+    connections_per_min: f64,
+    classes: &'a [ClassReport],
+    /// All classes together: `total`, `ttfb` and `connect` at the top level.
+    #[serde(flatten)]
+    overall: &'a Latency,
 }
 
 impl Report {
@@ -522,55 +573,68 @@ impl Report {
         self.connections as f64 * 60.0 / self.duration_s
     }
 
-    /// The report as JSON: counts, errors by kind, status counts, rates, the send lag, and
-    /// for the latencies (total, ttfb, connect; overall and per class) the mean and
-    /// quantiles in seconds. Records are not included.
-    pub fn to_json(&self) -> Value {
-        let errors: Map<String, Value> = ErrorKind::ALL
-            .iter()
-            .map(|k| (k.name().to_string(), json!(self.error_count(*k))))
-            .collect();
-        let status: Map<String, Value> = self
-            .status
-            .iter()
-            .map(|(s, n)| (s.to_string(), json!(n)))
-            .collect();
-        let latency = |l: &Latency| {
-            json!({"total": quantiles_json(&l.total), "ttfb": quantiles_json(&l.ttfb),
-                   "connect": quantiles_json(&l.connect)})
-        };
-        let classes: Vec<Value> = self
-            .classes
-            .iter()
-            .map(|c| {
-                let mut v = json!({"class": c.class, "completed": c.completed,
-                                   "errors": c.errors, "body_bytes": c.body_bytes});
-                v.as_object_mut()
-                    .expect("an object")
-                    .extend(latency(&c.latency).as_object().expect("an object").clone());
-                v
-            })
-            .collect();
-        let mut v = json!({
-            "threads": self.threads,
-            "planned": self.planned, "sent": self.sent, "completed": self.completed,
-            "failed": self.failed, "unfinished": self.unfinished, "errors": errors,
-            "status": status, "body_bytes": self.body_bytes, "duration_s": self.duration_s,
-            "started_unix_s": self.started_unix_s, "ended_unix_s": self.ended_unix_s,
-            "throughput": num(self.throughput), "goodput_Bps": num(self.goodput_Bps),
-            "offered_rate": num(self.offered_rate), "achieved_rate": num(self.achieved_rate),
-            "lag": {"mean_s": num(self.lag.mean_s), "p99_s": num(self.lag.p99_s),
-                    "max_s": num(self.lag.max_s)},
-            "connections": self.connections, "connect_mean_s": num(self.connect_mean_s),
-            "connections_per_min": num(self.connections_per_min()),
-            "classes": classes,
-        });
-        v.as_object_mut().expect("an object").extend(
-            latency(&self.overall)
+    /// The report as a JSON document: counts, errors by kind, status counts, rates, the
+    /// send lag, and for the latencies (total, ttfb, connect; overall and per class) the
+    /// mean and quantiles in seconds. Records are not included.
+    pub fn document(&self) -> Document<'_> {
+        Document {
+            threads: self.threads,
+            planned: self.planned,
+            sent: self.sent,
+            completed: self.completed,
+            failed: self.failed,
+            unfinished: self.unfinished,
+            errors: ErrorKind::ALL
+                .iter()
+                .map(|k| (k.name(), self.error_count(*k)))
+                .collect(),
+            status: self
+                .status
+                .iter()
+                .map(|(s, n)| (s.to_string(), *n))
+                .collect(),
+            body_bytes: self.body_bytes,
+            duration_s: self.duration_s,
+            started_unix_s: self.started_unix_s,
+            ended_unix_s: self.ended_unix_s,
+            throughput: self.throughput,
+            goodput_Bps: self.goodput_Bps,
+            offered_rate: self.offered_rate,
+            achieved_rate: self.achieved_rate,
+            lag: &self.lag,
+            connections: self.connections,
+            connect_mean_s: self.connect_mean_s,
+            connections_per_min: self.connections_per_min(),
+            classes: &self.classes,
+            overall: &self.overall,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_histogram_in_json_has_its_mean_count_and_every_quantile_with_nan_as_null() {
+        let mut latency = Latency::new(1_000_000);
+        latency.total.record(2000).unwrap();
+        let doc = serde_json::to_value(&latency).unwrap();
+        let names: Vec<String> = QUANTILES.iter().map(|(n, _)| format!("{n}_s")).collect();
+        let mut expected: Vec<&str> = names.iter().map(String::as_str).collect();
+        expected.extend(["count", "mean_s"]);
+        expected.sort_unstable();
+        for part in ["total", "ttfb", "connect"] {
+            let keys: Vec<&str> = doc[part]
                 .as_object()
-                .expect("an object")
-                .clone(),
-        );
-        v
+                .unwrap()
+                .keys()
+                .map(String::as_str)
+                .collect();
+            assert_eq!(keys, expected, "{part}");
+        }
+        assert_eq!(doc["total"]["count"], 1);
+        assert!((doc["total"]["max_s"].as_f64().unwrap() - 2e-6).abs() < 1e-12);
+        assert!(doc["ttfb"]["p99.9_s"].is_null() && doc["ttfb"]["mean_s"].is_null());
     }
 }

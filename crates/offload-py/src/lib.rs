@@ -10,6 +10,11 @@ mod load;
 mod server;
 mod sim;
 
+/// A document for Python as JSON text. Their keys are all strings, so it cannot fail.
+fn json_text(doc: &impl serde::Serialize) -> String {
+    serde_json::to_string(doc).expect("a document has string keys")
+}
+
 #[pymodule]
 fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("__version__", offload_sim::VERSION)?;

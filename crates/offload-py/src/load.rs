@@ -182,7 +182,7 @@ fn load<'py>(
         Err(e) => return Err(value_error(e)),
     };
     let out = PyDict::new(py);
-    out.set_item("report", report.to_json().to_string())?;
+    out.set_item("report", crate::json_text(&report.document()))?;
     if let Some(r) = &report.records {
         let rec = PyDict::new(py);
         rec.set_item("request", &r.request)?;

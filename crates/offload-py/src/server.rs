@@ -48,7 +48,7 @@ impl ServerControl {
 
     /// The running server's stats document now, as JSON text (None before it starts).
     fn snapshot(&self, py: Python<'_>) -> Option<String> {
-        py.detach(|| self.0.document().map(|doc| doc.to_string()))
+        py.detach(|| self.0.document().map(|doc| crate::json_text(&doc)))
     }
 
     /// Placement's offload fraction of each size class, from the next new connection on.
@@ -270,7 +270,7 @@ fn serve(py: Python<'_>, args: ServeArgs, control: &ServerControl) -> PyResult<S
     let control = control.0.clone();
     let served = py.detach(|| offload_server::serve(config, control));
     served
-        .map(|doc| doc.to_string())
+        .map(|doc| crate::json_text(&doc))
         .map_err(PyRuntimeError::new_err)
 }
 

@@ -49,11 +49,10 @@ mod uring;
 
 pub use config::{default_handoff, Config, EngineWait, Fault, Limits, Mode, TESTBED_WATERMARKS};
 pub use server::serve;
+pub use stats::Document as StatsDocument;
 
 use std::sync::atomic::{AtomicBool, AtomicU16, Ordering};
 use std::sync::{Arc, Mutex};
-
-use serde_json::Value;
 
 /// Shared between a running server and whoever watches it.
 #[derive(Debug, Default)]
@@ -95,7 +94,7 @@ impl Control {
     }
 
     /// The running server's stats document as of now (None before it starts).
-    pub fn document(&self) -> Option<Value> {
+    pub fn document(&self) -> Option<StatsDocument> {
         let stats = self.stats.lock().unwrap().clone();
         stats.map(|s| s.document(false))
     }

@@ -15,7 +15,7 @@
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::Mutex;
 
-use serde_json::{json, Value};
+use serde::Serialize;
 
 use crate::files::Files;
 
@@ -136,11 +136,33 @@ impl Moments {
         bump(&self.sumsq, seconds * seconds);
     }
 
-    fn document(&self) -> Value {
+    fn document(&self) -> Sums {
         let f = |a: &AtomicU64| f64::from_bits(a.load(Ordering::Relaxed));
-        json!({"n": self.n.load(Ordering::Relaxed), "sum_s": f(&self.sum),
-               "sumsq_s2": f(&self.sumsq)})
+        Sums {
+            n: self.n.load(Ordering::Relaxed),
+            sum_s: f(&self.sum),
+            sumsq_s2: f(&self.sumsq),
+        }
     }
+}
+
+/// A reading of `Moments`, as the stats document shows it.
+#[derive(Debug, Serialize)]
+pub struct Sums {
+    n: u64,
+    sum_s: f64,
+    sumsq_s2: f64,
+}
+
+/// The `placement` section of the stats document: the class edges, and per path one
+/// `Sums` per class.
+#[derive(Debug, Serialize)]
+pub struct Document {
+    edges: Vec<u64>,
+    host: Vec<Sums>,
+    offloaded_host: Vec<Sums>,
+    engine: Vec<Sums>,
+    passed: Sums,
 }
 
 /// Per class: work per request where it was served (host alone: X_a + X_p; the host's
@@ -164,19 +186,15 @@ impl Accounts {
     }
 
     /// The `placement` section of the stats document (None while placement is off).
-    pub fn document(&self) -> Option<Value> {
+    pub fn document(&self) -> Option<Document> {
         let n = self.classes.load(Ordering::Relaxed);
-        let column = |m: &[Moments; MAX_CLASSES]| -> Vec<Value> {
-            m[..n].iter().map(Moments::document).collect()
-        };
-        (n > 0).then(|| {
-            json!({
-                "edges": *self.edges.lock().unwrap(),
-                "host": column(&self.host),
-                "offloaded_host": column(&self.offloaded_host),
-                "engine": column(&self.engine),
-                "passed": self.passed.document(),
-            })
+        let column = |m: &[Moments; MAX_CLASSES]| m[..n].iter().map(Moments::document).collect();
+        (n > 0).then(|| Document {
+            edges: self.edges.lock().unwrap().clone(),
+            host: column(&self.host),
+            offloaded_host: column(&self.offloaded_host),
+            engine: column(&self.engine),
+            passed: self.passed.document(),
         })
     }
 }
@@ -239,8 +257,8 @@ mod tests {
             m.add(x);
         }
         assert_eq!(
-            m.document(),
-            json!({"n": 3, "sum_s": 6.0, "sumsq_s2": 14.0})
+            serde_json::to_value(m.document()).unwrap(),
+            serde_json::json!({"n": 3, "sum_s": 6.0, "sumsq_s2": 14.0})
         );
     }
 }

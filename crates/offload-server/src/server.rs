@@ -8,14 +8,12 @@ use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use serde_json::Value;
-
 use crate::app::Handler;
 use crate::config::{Config, Mode};
 use crate::db::Db;
 use crate::files::{DocRoot, Files, FILE_CAP};
 use crate::stats::{self, Stats};
-use crate::{cpu, engine, inline, uring, Control};
+use crate::{cpu, engine, inline, uring, Control, StatsDocument};
 
 /// Connections waiting in the kernel to be accepted (nginx's default). Beyond it the
 /// kernel drops SYNs and clients retry later: under sustained overload that bounds the
@@ -25,7 +23,7 @@ const BACKLOG: i32 = 511;
 
 /// Runs a server until `control.stop()`; returns the final stats document. Errors are
 /// messages for the user (a bad root, a busy port, a core that does not exist).
-pub fn serve(config: Config, control: Arc<Control>) -> Result<Value, String> {
+pub fn serve(config: Config, control: Arc<Control>) -> Result<StatsDocument, String> {
     if config.cache.is_some() && !matches!(config.mode, Mode::Inline | Mode::Engine) {
         return Err(
             "the cache runs on the host thread (inline mode, seed 001's set-up B) \

@@ -6,6 +6,7 @@
 //! Counters are atomics grouped by the thread that writes them, each group on its own
 //! cache lines so host and engine do not slow each other down.
 
+use std::collections::BTreeMap;
 use std::io;
 use std::os::fd::RawFd;
 use std::path::Path;
@@ -13,13 +14,13 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Mutex;
 use std::time::Instant;
 
-use serde_json::{json, Value};
+use serde::Serialize;
 
-use crate::cache;
 use crate::config::Mode;
 use crate::cpu::{self, ThreadClock};
 use crate::http::Status;
 use crate::placement::Accounts;
+use crate::{cache, placement};
 
 /// Counters of the thread that makes the socket calls (host inline, else the engine).
 #[derive(Debug, Default)]
@@ -252,23 +253,26 @@ impl Stats {
         }
     }
 
-    fn handoff_document(&self) -> Value {
+    fn handoff_document(&self) -> HandoffCounts {
         let relaxed = |a: &AtomicU64| a.load(Ordering::Relaxed);
         let h = &self.handoff;
         let series = self.series.lock().unwrap();
-        let column = |i: usize| series.iter().map(|row| row[i]).collect::<Vec<_>>();
-        json!({
-            "passed": relaxed(&h.passed),
-            "offered": relaxed(&h.offered),
-            "adopted": relaxed(&h.adopted),
-            "returned": relaxed(&h.returned),
-            "engine_requests": relaxed(&h.engine_requests),
-            "held": relaxed(&h.held),
-            "soft_limit": relaxed(&h.soft_limit),
-            "series": {
-                "t_s": column(0), "held": column(1), "soft_limit": column(2), "qlen": column(3),
+        let column = |i: usize| series.iter().map(|row| row[i]).collect();
+        HandoffCounts {
+            passed: relaxed(&h.passed),
+            offered: relaxed(&h.offered),
+            adopted: relaxed(&h.adopted),
+            returned: relaxed(&h.returned),
+            engine_requests: relaxed(&h.engine_requests),
+            held: relaxed(&h.held),
+            soft_limit: relaxed(&h.soft_limit),
+            series: HandoffSeries {
+                t_s: column(0),
+                held: column(1),
+                soft_limit: column(2),
+                qlen: column(3),
             },
-        })
+        }
     }
 
     /// Reads every accounted thread's CPU time now (and the SQPOLL thread's split of
@@ -291,7 +295,7 @@ impl Stats {
     }
 
     /// The stats document (see `docs/testbed.md` for its fields).
-    pub fn document(&self, done: bool) -> Value {
+    pub fn document(&self, done: bool) -> Document {
         self.sample_threads();
         let relaxed = |a: &AtomicU64| a.load(Ordering::Relaxed);
         let requests = relaxed(&self.app.requests);
@@ -312,7 +316,7 @@ impl Stats {
         let host_idle_poll_s = relaxed(&self.app.idle_poll_ns) as f64 * 1e-9;
         let commands = relaxed(&self.app.commands);
         let batches = relaxed(&self.app.command_batches);
-        let statuses: serde_json::Map<String, Value> = CODES
+        let statuses = CODES
             .iter()
             .zip(&self.statuses)
             .filter(|(_, n)| relaxed(n) > 0)
@@ -322,84 +326,89 @@ impl Stats {
                 } else {
                     code.to_string()
                 };
-                (key, json!(relaxed(n)))
+                (key, relaxed(n))
             })
             .collect();
         let takeover = self.takeover.lock().unwrap().clone();
-        let handoff = (self.mode == Mode::Handoff).then(|| self.handoff_document());
-        json!({
-            "mode": self.mode.name(),
-            "pid": std::process::id(),
-            "port": self.port,
-            "elapsed_s": self.start.elapsed().as_secs_f64(),
-            "final": done,
-            "requests": requests,
-            "bytes": relaxed(&self.socket.bytes),
-            "statuses": statuses,
-            "connections": {
-                "accepted": relaxed(&self.socket.accepted),
-                "refused": relaxed(&self.socket.refused),
-                "timed_out": relaxed(&self.socket.timed_out),
+        Document {
+            mode: self.mode.name(),
+            pid: std::process::id(),
+            port: self.port,
+            elapsed_s: self.start.elapsed().as_secs_f64(),
+            done,
+            requests,
+            bytes: relaxed(&self.socket.bytes),
+            statuses,
+            connections: Connections {
+                accepted: relaxed(&self.socket.accepted),
+                refused: relaxed(&self.socket.refused),
+                timed_out: relaxed(&self.socket.timed_out),
             },
-            "threads": threads.iter().map(|t| json!({
-                "role": t.role, "tid": t.tid, "core": t.core, "cpu_s": t.seconds,
-            })).collect::<Vec<_>>(),
-            "engine": {
-                "commands": commands,
-                "command_batches": batches,
-                "events": relaxed(&self.socket.events),
-                "event_batches": relaxed(&self.socket.event_batches),
-                "idle_poll_s": idle_poll_s,
-                "failed": self.engine_failed(),
-                "takeover_after_s": takeover.as_ref().map(|t| t.0),
-                "takeover_reason": takeover.map(|t| t.1),
+            threads: threads
+                .iter()
+                .map(|t| ThreadTime {
+                    role: t.role,
+                    tid: t.tid,
+                    core: t.core,
+                    cpu_s: t.seconds,
+                })
+                .collect(),
+            engine: EngineCounts {
+                commands,
+                command_batches: batches,
+                events: relaxed(&self.socket.events),
+                event_batches: relaxed(&self.socket.event_batches),
+                idle_poll_s,
+                failed: self.engine_failed(),
+                takeover_after_s: takeover.as_ref().map(|t| t.0),
+                takeover_reason: takeover.map(|t| t.1),
             },
-            "per_request": {
-                "host_cpu_s": per_request(host_s),
-                "host_busy_cpu_s": per_request((host_s - host_idle_poll_s).max(0.0)),
-                "app_cpu_s": per_request(relaxed(&self.app.work_ns) as f64 * 1e-9),
-                "db_s": per_request(relaxed(&self.app.db_ns) as f64 * 1e-9),
-                "engine_cpu_s": per_request(engine_s),
-                "engine_busy_cpu_s": per_request((engine_s - idle_poll_s).max(0.0)),
-                "commands": per_request(commands as f64),
-                "batch_mean": (batches > 0).then(|| commands as f64 / batches as f64),
-                "host_wakeups": per_request(host_wakeups as f64),
-                "engine_wakeups": engine_wakeups.and_then(|n| per_request(n as f64)),
-                "engine_sq_work_s": sq.and_then(|t| per_request(t.work_s)),
+            per_request: PerRequest {
+                host_cpu_s: per_request(host_s),
+                host_busy_cpu_s: per_request((host_s - host_idle_poll_s).max(0.0)),
+                app_cpu_s: per_request(relaxed(&self.app.work_ns) as f64 * 1e-9),
+                db_s: per_request(relaxed(&self.app.db_ns) as f64 * 1e-9),
+                engine_cpu_s: per_request(engine_s),
+                engine_busy_cpu_s: per_request((engine_s - idle_poll_s).max(0.0)),
+                commands: per_request(commands as f64),
+                batch_mean: (batches > 0).then(|| commands as f64 / batches as f64),
+                host_wakeups: per_request(host_wakeups as f64),
+                engine_wakeups: engine_wakeups.and_then(|n| per_request(n as f64)),
+                engine_sq_work_s: sq.and_then(|t| per_request(t.work_s)),
             },
-            "wakeups": {
-                "host": host_wakeups,
-                "engine": engine_wakeups,
+            wakeups: Wakeups {
+                host: host_wakeups,
+                engine: engine_wakeups,
             },
-            "sqpoll": {
-                "work_s": sq.map(|t| t.work_s),
-                "total_s": sq.map(|t| t.total_s),
-                "cpu_s": sq.and_then(|t| t.cpu_s),
+            sqpoll: Sqpoll {
+                work_s: sq.map(|t| t.work_s),
+                total_s: sq.map(|t| t.total_s),
+                cpu_s: sq.and_then(|t| t.cpu_s),
             },
-            "cores": self.core_deltas(),
-            "handoff": handoff,
-            "placement": self.placement.document(),
-            "cache": self.cache.document(),
-            "memory_tier": {
-                "files": relaxed(&self.app.memory_files),
-                "bytes": relaxed(&self.app.memory_bytes),
-                "hits": relaxed(&self.app.memory_hits),
+            cores: self.core_deltas(),
+            handoff: (self.mode == Mode::Handoff).then(|| self.handoff_document()),
+            placement: self.placement.document(),
+            cache: self.cache.document(),
+            memory_tier: MemoryTier {
+                files: relaxed(&self.app.memory_files),
+                bytes: relaxed(&self.app.memory_bytes),
+                hits: relaxed(&self.app.memory_hits),
             },
-            "database": {
-                "queries": relaxed(&self.app.db_queries),
-                "time_s": relaxed(&self.app.db_ns) as f64 * 1e-9,
+            database: Database {
+                queries: relaxed(&self.app.db_queries),
+                time_s: relaxed(&self.app.db_ns) as f64 * 1e-9,
             },
-            "host": {
-                "idle_poll_s": host_idle_poll_s,
+            host: HostTimes {
+                idle_poll_s: host_idle_poll_s,
             },
-            "errors": {
-                "count": relaxed(&self.errors),
-                "last": self.last_error.lock().unwrap().clone(),
+            errors: Errors {
+                count: relaxed(&self.errors),
+                last: self.last_error.lock().unwrap().clone(),
             },
-        })
+        }
     }
 
-    fn core_deltas(&self) -> Vec<Value> {
+    fn core_deltas(&self) -> Vec<CoreTimes> {
         let now = core_times().unwrap_or_default();
         let tick = 1.0 / clock_ticks_per_second();
         now.iter()
@@ -407,18 +416,172 @@ impl Stats {
             .enumerate()
             .map(|(core, (a, b))| {
                 let d = |i: usize| a[i].saturating_sub(b[i]) as f64 * tick;
-                json!({
-                    "core": core,
-                    "user_s": d(0) + d(1),
-                    "system_s": d(2),
-                    "idle_s": d(3) + d(4),
-                    "irq_s": d(5),
-                    "softirq_s": d(6),
-                    "steal_s": d(7),
-                })
+                CoreTimes {
+                    core,
+                    user_s: d(0) + d(1),
+                    system_s: d(2),
+                    idle_s: d(3) + d(4),
+                    irq_s: d(5),
+                    softirq_s: d(6),
+                    steal_s: d(7),
+                }
             })
             .collect()
     }
+}
+
+/// The stats document: the server's counters, CPU times and service demands at one
+/// moment (field by field in `docs/testbed.md`). Python reads it into
+/// `offloadlab.testbed.documents.ServerStats`, which must follow any change here.
+/// Options are null, never left out.
+#[derive(Debug, Serialize)]
+pub struct Document {
+    mode: &'static str,
+    pid: u32,
+    port: u16,
+    elapsed_s: f64,
+    /// The server has stopped: this is its last document.
+    #[serde(rename = "final")]
+    done: bool,
+    requests: u64,
+    bytes: u64,
+    /// Responses by status code ("other" for codes outside `CODES`), codes seen only.
+    statuses: BTreeMap<String, u64>,
+    connections: Connections,
+    threads: Vec<ThreadTime>,
+    engine: EngineCounts,
+    per_request: PerRequest,
+    wakeups: Wakeups,
+    sqpoll: Sqpoll,
+    cores: Vec<CoreTimes>,
+    /// Handoff mode only.
+    handoff: Option<HandoffCounts>,
+    placement: Option<placement::Document>,
+    cache: Option<cache::Document>,
+    memory_tier: MemoryTier,
+    database: Database,
+    host: HostTimes,
+    errors: Errors,
+}
+
+#[derive(Debug, Serialize)]
+struct Connections {
+    accepted: u64,
+    refused: u64,
+    timed_out: u64,
+}
+
+/// An accounted thread's CPU time so far.
+#[derive(Debug, Serialize)]
+struct ThreadTime {
+    role: &'static str,
+    tid: i32,
+    core: Option<usize>,
+    cpu_s: f64,
+}
+
+/// The rings between host and engine, and the engine's health.
+#[derive(Debug, Serialize)]
+struct EngineCounts {
+    commands: u64,
+    command_batches: u64,
+    events: u64,
+    event_batches: u64,
+    idle_poll_s: f64,
+    failed: bool,
+    takeover_after_s: Option<f64>,
+    takeover_reason: Option<String>,
+}
+
+/// Service demands: each None before the first request, or where the mode has no such
+/// thing (engine wake-ups without an engine thread, SQPOLL work outside uring mode).
+#[derive(Debug, Serialize)]
+struct PerRequest {
+    host_cpu_s: Option<f64>,
+    host_busy_cpu_s: Option<f64>,
+    app_cpu_s: Option<f64>,
+    db_s: Option<f64>,
+    engine_cpu_s: Option<f64>,
+    engine_busy_cpu_s: Option<f64>,
+    commands: Option<f64>,
+    /// Commands per batch: None before the first batch.
+    batch_mean: Option<f64>,
+    host_wakeups: Option<f64>,
+    engine_wakeups: Option<f64>,
+    engine_sq_work_s: Option<f64>,
+}
+
+#[derive(Debug, Serialize)]
+struct Wakeups {
+    host: u64,
+    /// None without an engine thread of our own.
+    engine: Option<u64>,
+}
+
+/// The SQPOLL thread's times (uring mode, on kernels that report them).
+#[derive(Debug, Serialize)]
+struct Sqpoll {
+    work_s: Option<f64>,
+    total_s: Option<f64>,
+    cpu_s: Option<f64>,
+}
+
+/// One core's time since the server started, by kind (`/proc/stat`).
+#[derive(Debug, Serialize)]
+struct CoreTimes {
+    core: usize,
+    user_s: f64,
+    system_s: f64,
+    idle_s: f64,
+    irq_s: f64,
+    softirq_s: f64,
+    steal_s: f64,
+}
+
+#[derive(Debug, Serialize)]
+struct HandoffCounts {
+    passed: u64,
+    offered: u64,
+    adopted: u64,
+    returned: u64,
+    engine_requests: u64,
+    held: u64,
+    soft_limit: u64,
+    series: HandoffSeries,
+}
+
+/// The handoff gauges every `SAMPLE_EVERY`, one column each.
+#[derive(Debug, Serialize)]
+struct HandoffSeries {
+    t_s: Vec<f64>,
+    held: Vec<f64>,
+    soft_limit: Vec<f64>,
+    qlen: Vec<f64>,
+}
+
+#[derive(Debug, Serialize)]
+struct MemoryTier {
+    files: u64,
+    bytes: u64,
+    hits: u64,
+}
+
+#[derive(Debug, Serialize)]
+struct Database {
+    queries: u64,
+    time_s: f64,
+}
+
+#[derive(Debug, Serialize)]
+struct HostTimes {
+    idle_poll_s: f64,
+}
+
+/// Failures no client caused, and the last one's message.
+#[derive(Debug, Serialize)]
+struct Errors {
+    count: u64,
+    last: String,
 }
 
 /// The `/proc/stat` fields read per core, in their order there.
@@ -479,7 +642,7 @@ fn clock_ticks_per_second() -> f64 {
 
 /// Writes the document to `path` through a temporary file and a rename, so a reader
 /// never sees half of it.
-pub fn write_atomic(path: &Path, doc: &Value) -> io::Result<()> {
+pub fn write_atomic(path: &Path, doc: &impl Serialize) -> io::Result<()> {
     let mut tmp = path.as_os_str().to_owned();
     tmp.push(format!(".tmp{}", std::process::id()));
     let tmp = std::path::PathBuf::from(tmp);
@@ -494,7 +657,14 @@ pub fn write_atomic(path: &Path, doc: &Value) -> io::Result<()> {
 
 #[cfg(test)]
 mod tests {
+    use serde_json::{json, Value};
+
     use super::*;
+
+    /// The document as the JSON its readers see.
+    fn json_of(stats: &Stats) -> Value {
+        serde_json::to_value(stats.document(true)).unwrap()
+    }
 
     #[test]
     fn per_core_times_are_read_for_every_core() {
@@ -515,7 +685,7 @@ mod tests {
         stats.app.requests.store(4, Ordering::Relaxed);
         stats.count_status(Status::OK);
         stats.count_status(Status(418));
-        let doc = stats.document(true);
+        let doc = json_of(&stats);
         let per = doc["per_request"]["host_cpu_s"].as_f64().unwrap();
         assert!(per >= 0.01 / 4.0, "{per}");
         assert_eq!(doc["statuses"]["200"], 1);
@@ -529,13 +699,13 @@ mod tests {
         stats.app.requests.store(4, Ordering::Relaxed);
         stats.app.wakeups.store(2, Ordering::Relaxed);
         stats.socket.wakeups.store(6, Ordering::Relaxed);
-        let doc = stats.document(true);
+        let doc = json_of(&stats);
         assert_eq!(doc["wakeups"], json!({"host": 2, "engine": 6}));
         assert_eq!(doc["per_request"]["host_wakeups"], 0.5);
         assert_eq!(doc["per_request"]["engine_wakeups"], 1.5);
         assert!(doc["sqpoll"]["work_s"].is_null() && doc["sqpoll"]["cpu_s"].is_null());
         // Inline has no engine thread to count.
-        let doc = Stats::new(Mode::Inline, 8080).document(true);
+        let doc = json_of(&Stats::new(Mode::Inline, 8080));
         assert_eq!(doc["wakeups"], json!({"host": 0, "engine": null}));
         assert!(doc["per_request"]["engine_wakeups"].is_null());
     }

@@ -663,7 +663,7 @@ mod tests {
         client.read_to_end(&mut answer).unwrap();
         assert!(answer.starts_with(b"HTTP/1.1 200") && answer.ends_with(&[b'a'; 1000]));
         control.stop();
-        let doc = server.join().unwrap().unwrap();
+        let doc = serde_json::to_value(server.join().unwrap().unwrap()).unwrap();
         let threads = doc["threads"].as_array().unwrap();
         let engine = threads
             .iter()

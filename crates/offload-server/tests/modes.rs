@@ -12,7 +12,7 @@ use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use offload_server::cache::{CacheConfig, Policy};
-use offload_server::{serve, Config, Control, EngineWait, Fault, Mode};
+use offload_server::{serve, Config, Control, EngineWait, Fault, Mode, StatsDocument};
 use offload_sim::dist::Dist;
 use offload_sim::handoff::{Paper, Priority, Selection, Watermarks};
 use serde_json::Value;
@@ -30,7 +30,7 @@ fn content(size: usize) -> Vec<u8> {
 struct Server {
     _dir: tempfile::TempDir,
     control: Arc<Control>,
-    thread: Option<JoinHandle<Result<Value, String>>>,
+    thread: Option<JoinHandle<Result<StatsDocument, String>>>,
     addr: SocketAddr,
 }
 
@@ -79,10 +79,16 @@ impl Server {
         stream
     }
 
+    /// The stats document as of now, as the JSON its readers see.
+    fn live(&self) -> Value {
+        serde_json::to_value(self.control.document().unwrap()).unwrap()
+    }
+
     /// Stops the server and returns its final stats document.
     fn stop(mut self) -> Value {
         self.control.stop();
-        self.thread.take().unwrap().join().unwrap().unwrap()
+        let doc = self.thread.take().unwrap().join().unwrap().unwrap();
+        serde_json::to_value(doc).unwrap()
     }
 }
 
@@ -1053,7 +1059,7 @@ fn paced_requests(server: &Server, n: usize) -> Value {
         assert_eq!(r.status, 200);
         std::thread::sleep(Duration::from_millis(20));
         if i == 0 {
-            baseline = server.control.document().unwrap()["wakeups"].clone();
+            baseline = server.live()["wakeups"].clone();
         }
     }
     s.shutdown(std::net::Shutdown::Write).unwrap();
@@ -1165,7 +1171,7 @@ fn the_sqpoll_thread_splits_its_time_into_work_and_polling() {
     let reported = kernel_reports_sqpoll_times();
     let baseline = paced_requests(&server, n);
     std::thread::sleep(Duration::from_millis(20)); // for the close's completion
-    let paced = &server.control.document().unwrap();
+    let paced = &server.live();
     // The host waits on the completion ring. Each request's recv completes after a
     // pause, and so does the end of the stream. Each send, and the close that follows
     // the end of the stream, usually completes after the host found the ring empty,
@@ -1375,7 +1381,7 @@ fn placement_sends_each_class_where_its_fraction_says_and_accounts_it_there() {
         get(1024, version);
         get(10485760, version);
     }
-    let before = server.control.document().unwrap();
+    let before = server.live();
     assert_eq!(accounted(&before, "host"), [4, 0]);
     assert_eq!(accounted(&before, "engine"), [0, 4]);
     assert_eq!(accounted(&before, "offloaded_host"), [0, 4]);

@@ -89,7 +89,7 @@ fn the_engine_keeps_its_goodput_at_150_percent_of_saturation() {
     let (goodput, per_second, report) = steady(&target, &open, OVERLOAD_S, engine);
     let served = watch.join().unwrap();
     control.stop();
-    let stats = server.join().unwrap().unwrap();
+    let stats = serde_json::to_value(server.join().unwrap().unwrap()).unwrap();
     let slowest = served.iter().map(|s| s.answers).min().unwrap() as f64;
     let starved: Vec<&Second> = served
         .iter()

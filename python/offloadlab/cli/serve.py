@@ -13,6 +13,7 @@ import typer
 
 from offloadlab.cli.common import app, err, flag_time, out, user_errors
 from offloadlab.errors import InputError
+from offloadlab.testbed.documents import ServerStats
 from offloadlab.units import us
 
 Mode = Annotated[str, typer.Option(
@@ -153,7 +154,7 @@ def serve_cmd(
     control = _core.ServerControl()
     with server.stop_on_signals(control):
         doc = server.serve(options, control, on_tick=_announce(options))
-    out.print(summary_line(doc), soft_wrap=True, highlight=False)
+    out.print(summary_line(ServerStats.from_json(doc)), soft_wrap=True, highlight=False)
     if stats is not None:
         err.print(f"final stats written to {stats}", soft_wrap=True, highlight=False)
 
@@ -174,22 +175,20 @@ def _announce(options):
     return tick
 
 
-def summary_line(doc: dict) -> str:
+def summary_line(doc: ServerStats) -> str:
     """Requests, time, and host and engine CPU per request from a stats document."""
-    from offloadlab.testbed.server import has_engine
-
-    per = doc["per_request"]
-    engine = doc["engine"]
-    n = doc["requests"]
-    text = (f"{n:,} request{'' if n == 1 else 's'} in {doc['elapsed_s']:.1f} s ({doc['mode']}); "
-            f"host CPU {us(per['host_cpu_s'])} µs/request")
-    if has_engine(doc):
-        text += f", engine CPU {us(per['engine_cpu_s'])} µs/request"
-    if cache := doc.get("cache"):
-        served = cache["hits"] + cache["revalidated"]
-        text += (f"; cache {served:,} hits, {cache['misses']:,} misses "
-                 f"({cache['entries']:,} entries, {cache['used_bytes']:,} B)")
-    if engine["failed"]:
-        text += (f"; the engine failed after {engine['takeover_after_s']:.1f} s "
-                 f"({engine['takeover_reason']}) and the host took over")
+    per = doc.per_request
+    engine = doc.engine
+    n = doc.requests
+    text = (f"{n:,} request{'' if n == 1 else 's'} in {doc.elapsed_s:.1f} s ({doc.mode}); "
+            f"host CPU {us(per.host_cpu_s)} µs/request")
+    if doc.has_engine():
+        text += f", engine CPU {us(per.engine_cpu_s)} µs/request"
+    if cache := doc.cache:
+        served = cache.hits + cache.revalidated
+        text += (f"; cache {served:,} hits, {cache.misses:,} misses "
+                 f"({cache.entries:,} entries, {cache.used_bytes:,} B)")
+    if engine.failed:
+        text += (f"; the engine failed after {engine.takeover_after_s:.1f} s "
+                 f"({engine.takeover_reason}) and the host took over")
     return text

@@ -189,13 +189,13 @@ def _run_steps(load, target, manifest, rates, make, stop_p99_s, stop_errors, opt
                   title=f"saturation search on {target}")
 
     def on_step(step) -> None:
-        r = step.result
-        table.add_row(f"{step.rate:g}", f"{r['offered_rate']:.1f}", f"{r['achieved_rate']:.1f}",
-                      _ms(r["total"]["p50_s"]),
-                      _ms(r["total"]["p99_s"]), f"{r['failed']:,}", step.stop_reason)
+        r = step.result.parsed
+        table.add_row(f"{step.rate:g}", f"{r.offered_rate:.1f}", f"{r.achieved_rate:.1f}",
+                      _ms(r.total.p50_s),
+                      _ms(r.total.p99_s), f"{r.failed:,}", step.stop_reason)
         if not as_json:
-            err.print(f"rate {step.rate:g}/s: p99 {_ms(r['total']['p99_s'])} ms, "
-                      f"{r['failed']:,} errors")
+            err.print(f"rate {step.rate:g}/s: p99 {_ms(r.total.p99_s)} ms, "
+                      f"{r.failed:,} errors")
 
     done = load.steps(target, manifest, rates, make, stop_p99_s=stop_p99_s,
                       stop_error_rate=stop_errors, on_step=on_step, **options)
@@ -211,22 +211,21 @@ def _run_steps(load, target, manifest, rates, make, stop_p99_s, stop_errors, opt
 
 def report_table(result) -> Table:
     """The run at a glance: rates, latency quantiles overall and per size class, errors."""
-    r = result.report
+    r = result.parsed
     table = Table("", "requests", "mean ms", "p50", "p90", "p99", "p99.9", "max",
-                  title=f"load on {result.target}: {r['completed']:,} ok, {r['failed']:,} "
-                        f"failed, {r['unfinished']:,} unfinished in {r['duration_s']:.2f} s")
-    rows = [("all", r)] + [(f"class {c['class']}", c) for c in r["classes"]]
-    for label, part in rows:
-        t = part["total"]
-        table.add_row(label, f"{t['count']:,}", _ms(t["mean_s"]), _ms(t["p50_s"]),
-                      _ms(t["p90_s"]), _ms(t["p99_s"]), _ms(t["p99.9_s"]), _ms(t["max_s"]))
-    errors = ", ".join(f"{k} {v:,}" for k, v in r["errors"].items() if v) or "none"
-    offered = r["offered_rate"]
-    lag = r["lag"]
+                  title=f"load on {result.target}: {r.completed:,} ok, {r.failed:,} "
+                        f"failed, {r.unfinished:,} unfinished in {r.duration_s:.2f} s")
+    rows = [("all", r.total)] + [(f"class {c.size_class}", c.total) for c in r.classes]
+    for label, t in rows:
+        table.add_row(label, f"{t.count:,}", _ms(t.mean_s), _ms(t.p50_s),
+                      _ms(t.p90_s), _ms(t.p99_s), _ms(t.p99_9_s), _ms(t.max_s))
+    errors = ", ".join(f"{k} {v:,}" for k, v in r.errors.items() if v) or "none"
+    offered = r.offered_rate
+    lag = r.lag
     table.caption = (
-        (f"offered {offered:,.1f}/s, achieved {r['achieved_rate']:,.1f}/s, send lag mean "
-         f"{_ms(lag['mean_s'])} ms, p99 {_ms(lag['p99_s'])} ms; " if offered else "")
-        + f"throughput {r['throughput']:,.1f} req/s, goodput {r['goodput_Bps'] / 1e6:,.2f} MB/s,"
-        f" {r['connections']:,} connections (mean connect {_ms(r['connect_mean_s'])} ms, "
-        f"{r['connections_per_min'] or 0:,.0f}/min); errors: {errors}")
+        (f"offered {offered:,.1f}/s, achieved {r.achieved_rate:,.1f}/s, send lag mean "
+         f"{_ms(lag.mean_s)} ms, p99 {_ms(lag.p99_s)} ms; " if offered else "")
+        + f"throughput {r.throughput:,.1f} req/s, goodput {r.goodput_Bps / 1e6:,.2f} MB/s,"
+        f" {r.connections:,} connections (mean connect {_ms(r.connect_mean_s)} ms, "
+        f"{r.connections_per_min or 0:,.0f}/min); errors: {errors}")
     return table

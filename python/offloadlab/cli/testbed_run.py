@@ -112,7 +112,7 @@ def run_cmd(
             err.print(f"[bold red]{name} failed:[/] {escape(str(exc))}")
             entries.append({"mode": name, "error": str(exc)})
             continue
-        err.print(f"{name}: {run.server['requests']:,} requests served", highlight=False)
+        err.print(f"{name}: {run.stats.requests:,} requests served", highlight=False)
         runs.append(run)
         entries.append(run.to_json())
     if runs:

@@ -31,7 +31,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-PATHS = ("host", "offloaded_host", "engine")
+from offloadlab.testbed.documents import ServerStats
+
 # Fewer requests than this on a path in the window: keep the path's last estimate.
 MIN_SAMPLES = 20
 # Least capacity counted as left by background load (a full core still gets a share).
@@ -55,35 +56,36 @@ class Snapshot:
     engine_other_s: float = 0.0
 
     @classmethod
-    def of(cls, doc: dict) -> Snapshot:
-        """From a stats document of a server with placement on."""
-        p = doc.get("placement")
+    def of(cls, stats: ServerStats) -> Snapshot:
+        """From the stats document of a server with placement on."""
+        p = stats.placement
         if not p:
             raise ValueError("the stats document has no placement section; run the server "
                              "in handoff mode with placement on")
+        paths = (p.host, p.offloaded_host, p.engine)  # the arrays' rows, in this order
 
-        def field(key: str) -> np.ndarray:
-            return np.array([[m[key] for m in p[path]] for path in PATHS], dtype=float)
+        def field(read) -> np.ndarray:
+            return np.array([[read(m) for m in path] for path in paths], dtype=float)
 
-        threads = {t["role"]: t for t in doc["threads"]}
-        cores = {c["core"]: c for c in doc.get("cores", [])}
+        threads = {t.role: t for t in stats.threads}
+        cores = {c.core: c for c in stats.cores}
 
         def other(role: str) -> float:
             """Busy time of the role's core less the role's thread (all of its CPU
             time: an engine's idle polling is no one else's)."""
             t = threads.get(role)
-            core = cores.get(t["core"]) if t and t["core"] is not None else None
+            core = cores.get(t.core) if t and t.core is not None else None
             if core is None:
                 return 0.0
-            busy = sum(core[k] for k in ("user_s", "system_s", "irq_s", "softirq_s"))
-            return max(busy - t["cpu_s"], 0.0)
+            busy = core.user_s + core.system_s + core.irq_s + core.softirq_s
+            return max(busy - t.cpu_s, 0.0)
 
-        cpu = {role: t["cpu_s"] for role, t in threads.items()}
-        return cls(t_s=float(doc["elapsed_s"]), n=field("n"), sum=field("sum_s"),
-                   sumsq=field("sumsq_s2"),
-                   passed=np.array([p["passed"]["n"], p["passed"]["sum_s"]], dtype=float),
-                   host_busy_s=cpu.get("host", 0.0) - doc["host"]["idle_poll_s"],
-                   engine_busy_s=cpu.get("engine", 0.0) - doc["engine"]["idle_poll_s"],
+        cpu = {role: t.cpu_s for role, t in threads.items()}
+        return cls(t_s=float(stats.elapsed_s), n=field(lambda m: m.n),
+                   sum=field(lambda m: m.sum_s), sumsq=field(lambda m: m.sumsq_s2),
+                   passed=np.array([p.passed.n, p.passed.sum_s], dtype=float),
+                   host_busy_s=cpu.get("host", 0.0) - stats.host.idle_poll_s,
+                   engine_busy_s=cpu.get("engine", 0.0) - stats.engine.idle_poll_s,
                    host_other_s=other("host"), engine_other_s=other("engine"))
 
 

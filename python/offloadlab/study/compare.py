@@ -291,14 +291,14 @@ def _reasons(study: Study, cls: str, mode: str, metric: str) -> list[str]:
 
 def _core_busy(m: Measured, core: int) -> float:
     """Busy share of ``core``'s wall time during run ``m``."""
-    shares = next((core_shares(c) for c in m.cores if c["core"] == core), {})
+    shares = next((core_shares(c) for c in m.cores if c.core == core), {})
     return 1 - shares["idle"] if shares else math.nan
 
 
 def _saturation_note(study: Study, r: dict) -> str:
     """A missed saturation prediction, with what the busy shares show."""
     m = study.saturation[r["class"], r["mode"]]
-    cores = {c["core"]: _core_busy(m, c["core"]) for c in m.cores}
+    cores = {c.core: _core_busy(m, c.core) for c in m.cores}
     text = (f"class {r['class']}, {r['mode']}: predicted saturation {r['model']:,.0f}/s is "
             f"{r['error']:+.0%} off the measured {r['measured']:,.0f}/s (target "
             f"±{SATURATION_TOLERANCE:.0%}); the host thread was busy {r['host_util']:.0%} "

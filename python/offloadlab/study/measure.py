@@ -20,6 +20,7 @@ from offloadlab.calibrate.fit import Run
 from offloadlab.errors import RunError
 from offloadlab.study.plan import SATURATION_CLIENTS, ClassLoad, Plan
 from offloadlab.testbed import modes as testbed_modes
+from offloadlab.testbed.documents import CoreTimes, ServerStats
 from offloadlab.testbed.server import ServerOptions
 from offloadlab.workload import stream
 
@@ -52,7 +53,7 @@ class Measured:
     connections_per_s: float
     connect_s: float
     goodput_Bps: float
-    cores: tuple[dict, ...]
+    cores: tuple[CoreTimes, ...]
     latency: np.ndarray      # per-request total times (a sample)
 
 
@@ -90,29 +91,29 @@ def _generator_cores(plan: Plan) -> list[int]:
 
 def _reduce(load: ClassLoad, mode: str, use: str, rate: float, sizes: np.ndarray,
             done: testbed_modes.ModeRun) -> Measured:
-    report, server = done.load.report, done.server
-    per = server["per_request"]
-    seconds = report["duration_s"]
-    served = server["requests"]
+    report, server = done.load.parsed, done.stats
+    per = server.per_request
+    seconds = report.duration_s
+    served = server.requests
     # Busy time: a host that polls its completion ring (uring) spends idle CPU too.
-    host_s = per.get("host_busy_cpu_s", per["host_cpu_s"])
+    host_s = per.host_busy_cpu_s
     host_cpu = (host_s or 0.0) * served
     # uring's SQPOLL thread spins between submissions; the kernel's own account of its
     # work (SqWorkTime) is its busy time where the kernel gives it.
-    engine_busy = per.get("engine_sq_work_s") or per.get("engine_busy_cpu_s")
+    engine_busy = per.engine_sq_work_s or per.engine_busy_cpu_s
     engine = math.nan if mode == "inline" or engine_busy is None else engine_busy
     records = done.load.records
     total = records.loc[records["error"] == "", "total_s"].to_numpy(float)
     total = total[np.isfinite(total)]
     lo, hi = _batch_interval(total)
-    throughput = capacity(records) if use == "saturation" else report["throughput"]
+    throughput = capacity(records) if use == "saturation" else report.throughput
     run = Run(cls=load.name, mode=mode, rate=rate if use != "saturation" else math.nan,
-              throughput=throughput if math.isfinite(throughput) else report["throughput"],
+              throughput=throughput if math.isfinite(throughput) else report.throughput,
               requests=served,
-              host_s=host_s or math.nan, app_s=per.get("app_cpu_s") or 0.0,
+              host_s=host_s or math.nan, app_s=per.app_cpu_s or 0.0,
               engine_s=engine, T=float(total.mean()) if len(total) else math.nan,
-              sizes=sizes, host_wakeups=_number(per.get("host_wakeups")),
-              engine_wakeups=math.nan if mode == "inline" else _number(per.get("engine_wakeups")),
+              sizes=sizes, host_wakeups=_number(per.host_wakeups),
+              engine_wakeups=math.nan if mode == "inline" else _number(per.engine_wakeups),
               host_background_s=background(server, "host"),
               engine_background_s=math.nan if mode == "inline" else background(server, "engine"))
     rng = np.random.default_rng(0)
@@ -122,30 +123,29 @@ def _reduce(load: ClassLoad, mode: str, use: str, rate: float, sizes: np.ndarray
         run=run, use=use,
         U_host=host_cpu / seconds if seconds > 0 else math.nan,
         U_engine=engine * served / seconds if seconds > 0 else math.nan,
-        T_lo=lo, T_hi=hi, p99=report["total"]["p99_s"] or math.nan,
-        errors=report["failed"], error_rate=done.load.error_rate,
-        connections_per_s=report["connections"] / seconds if seconds > 0 else math.nan,
-        connect_s=report["connect_mean_s"], goodput_Bps=report["goodput_Bps"],
-        cores=tuple(server["cores"]), latency=np.sort(sample))
+        T_lo=lo, T_hi=hi, p99=report.total.p99_s or math.nan,
+        errors=report.failed, error_rate=done.load.error_rate,
+        connections_per_s=report.connections / seconds if seconds > 0 else math.nan,
+        connect_s=report.connect_mean_s, goodput_Bps=report.goodput_Bps,
+        cores=server.cores, latency=np.sort(sample))
 
 
 def _number(value) -> float:
     return math.nan if value is None else float(value)
 
 
-def background(server: dict, role: str) -> float:
+def background(server: ServerStats, role: str) -> float:
     """CPU per request on the core of ``role``'s thread spent by everything but the
     server's threads there: the load generator, and interrupts the threads' clocks do
     not see. NaN when the thread is not pinned or nothing was served."""
-    threads = server.get("threads", [])
-    core = next((t["core"] for t in threads if t["role"] == role and t["core"] is not None),
-                None)
-    stats = next((c for c in server.get("cores", []) if c["core"] == core), None)
-    if stats is None or not server["requests"]:
+    threads = server.threads
+    core = next((t.core for t in threads if t.role == role and t.core is not None), None)
+    stats = next((c for c in server.cores if c.core == core), None)
+    if stats is None or not server.requests:
         return math.nan
-    busy = sum(stats.get(f"{k}_s", 0.0) for k in BUSY_PARTS)
-    own = sum(t["cpu_s"] for t in threads if t["core"] == core)
-    return max(busy - own, 0.0) / server["requests"]
+    busy = sum(_seconds(stats, k) for k in BUSY_PARTS)
+    own = sum(t.cpu_s for t in threads if t.core == core)
+    return max(busy - own, 0.0) / server.requests
 
 
 def capacity(records: pd.DataFrame) -> float:
@@ -178,10 +178,15 @@ BUSY_PARTS = ("user", "system", "softirq", "irq")
 CPU_PARTS = (*BUSY_PARTS, "idle")
 
 
-def core_shares(core: dict) -> dict[str, float]:
+def _seconds(core: CoreTimes, part: str) -> float:
+    """A core's seconds in one of :data:`CPU_PARTS`."""
+    return getattr(core, f"{part}_s")
+
+
+def core_shares(core: CoreTimes) -> dict[str, float]:
     """One core's time in a run (a stats document's ``cores`` entry) as shares of its
     wall time; empty if the core saw no time."""
-    parts = {k: core.get(f"{k}_s", 0.0) for k in CPU_PARTS}
+    parts = {k: _seconds(core, k) for k in CPU_PARTS}
     wall = sum(parts.values())
     return {k: v / wall for k, v in parts.items()} if wall > 0 else {}
 
@@ -193,8 +198,8 @@ def cpu_rows(cls: str, mode: str, m: Measured, plan: Plan) -> list[dict]:
         shares = core_shares(core)
         if not shares:
             continue
-        role = ("host" if core["core"] == plan.host_core else
-                "engine" if core["core"] == plan.engine_core and mode != "inline" else "shared")
-        rows.append({"class": cls, "mode": mode, "core": int(core["core"]), "role": role,
+        role = ("host" if core.core == plan.host_core else
+                "engine" if core.core == plan.engine_core and mode != "inline" else "shared")
+        rows.append({"class": cls, "mode": mode, "core": int(core.core), "role": role,
                      **shares})
     return rows

@@ -4,5 +4,6 @@
 software offload engine, ``uring``) with checked options, in the foreground or on a
 worker thread; :mod:`offloadlab.testbed.load` drives the Rust load generator with a
 request stream; :mod:`offloadlab.testbed.modes` sends the same load to each mode in
-turn and keeps both sides' reports.
+turn and keeps both sides' reports, which :mod:`offloadlab.testbed.documents` reads
+into dataclasses.
 """

@@ -52,6 +52,7 @@ import pandas as pd
 
 from offloadlab.errors import InputError, require
 from offloadlab.testbed import load
+from offloadlab.testbed.documents import ServerStats
 from offloadlab.testbed.server import ServerOptions, running
 from offloadlab.workload import fileset, site, stream
 from offloadlab.workload.classes import MiB
@@ -239,35 +240,35 @@ def run_point(exp: Experiment, setup: str, sessions: int, cache_mib: float | Non
     with running(options) as server:
         if warm is not None:
             load.run(server.url, warm, exp.manifest, cores=cores, **_LOAD)
-        before = json.loads(server.control.snapshot())
+        before = ServerStats.from_json(json.loads(server.control.snapshot()))
         result = load.run(server.url, measured, exp.manifest, records=True, cores=cores,
                           max_duration_s=exp.budget.measure_s + 2 * _LOAD["timeout_s"],
                           **_LOAD)
-    after = server.final
+    after = ServerStats.from_json(server.final)
     return {"setup": setup, "sessions": sessions,
             "cache_mib": None if setup == "A" else cache_mib,
             **_server_side(before, after), **_client_side(exp, measured, result)}
 
 
-def _server_side(before: dict, after: dict) -> dict:
+def _server_side(before: ServerStats, after: ServerStats) -> dict:
     """Hit rate and CPU between two stats documents."""
-    elapsed = after["elapsed_s"] - before["elapsed_s"]
-    requests = after["requests"] - before["requests"]  # the application's
+    elapsed = after.elapsed_s - before.elapsed_s
+    requests = after.requests - before.requests  # the application's
 
-    def cpu(doc: dict, role: str) -> float:
-        return sum(t["cpu_s"] for t in doc["threads"] if t["role"] == role)
+    def cpu(doc: ServerStats, role: str) -> float:
+        return sum(t.cpu_s for t in doc.threads if t.role == role)
 
     host = cpu(after, "host") - cpu(before, "host")
     # The engine's busy time: its spinning while idle is not work.
-    idle = after["engine"]["idle_poll_s"] - before["engine"]["idle_poll_s"]
+    idle = after.engine.idle_poll_s - before.engine.idle_poll_s
     engine = cpu(after, "engine") - cpu(before, "engine") - idle
-    cache = after.get("cache")
-    if cache is None:
+    if after.cache is None:
         hit_rate, served = None, requests
     else:
-        d = {k: cache[k] - before["cache"][k] for k in ("hits", "revalidated", "misses")}
-        served = d["hits"] + d["revalidated"] + d["misses"]
-        hit_rate = (d["hits"] + d["revalidated"]) / served if served else None
+        now, was = after.cache, before.cache
+        hits = (now.hits - was.hits) + (now.revalidated - was.revalidated)
+        served = hits + (now.misses - was.misses)
+        hit_rate = hits / served if served else None
     return {"hit_rate": hit_rate, "host_util": host / elapsed,
             "engine_util": engine / elapsed if engine > 0 else None,
             "host_cpu_us": 1e6 * host / served if served else None,

@@ -11,6 +11,7 @@ throughput is also a lower mean latency (Little's law); the p99 is reported besi
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -22,6 +23,7 @@ from offloadlab.errors import InputError, require
 from offloadlab.handoff import policy
 from offloadlab.results import Check
 from offloadlab.testbed import modes
+from offloadlab.testbed.documents import HandoffSeries, ServerStats
 from offloadlab.testbed.server import ServerOptions
 from offloadlab.workload import stream
 
@@ -120,33 +122,36 @@ def run(exp: Experiment, progress: Callable[[str, int, int], None] | None = None
 
     done = modes.rounds(exp.policies, exp.repeats, run_one, "handoff experiment", progress)
     rows = [_row(name, rep, run) for name, rep, run in done]
-    series = [_series(name, rep, run.server) for name, rep, run in done]
+    series = [_series(name, rep, run.stats) for name, rep, run in done]
     return Result(pd.DataFrame(rows, columns=list(RUN_COLUMNS)),
                   pd.concat(series, ignore_index=True) if series else
                   pd.DataFrame(columns=list(SERIES_COLUMNS)))
 
 
 def _row(name: str, rep: int, done: modes.ModeRun) -> dict:
-    report, server = done.load.report, done.server
-    per, handoff = server["per_request"], server.get("handoff") or {}
-    served = server["requests"]
-    throughput = report["throughput"]
-    limits = handoff.get("series", {}).get("soft_limit") or [math.nan]
+    report, server = done.load.parsed, done.stats
+    per, h = server.per_request, server.handoff
+    served = server.requests
+    throughput = report.throughput
+    # Modes other than handoff move no connections.
+    engine, passed, moved, returned = ((h.engine_requests, h.passed, h.adopted, h.returned)
+                                       if h else (0, 0, 0, 0))
+    limits = (h.series.soft_limit if h else ()) or [math.nan]
     return {
         "policy": name, "repeat": rep, "throughput": throughput,
         # Little's law over the closed loop: every client always has a request out.
-        "mean_s": report["total"]["mean_s"], "p99_s": report["total"]["p99_s"],
-        "errors": report["failed"], "host_cpu_s": per["host_cpu_s"],
-        "engine_cpu_s": per["engine_cpu_s"] if name != INLINE else math.nan,
-        "engine_share": handoff.get("engine_requests", 0) / served if served else math.nan,
-        "passed": handoff.get("passed", 0), "moved": handoff.get("adopted", 0),
-        "returned": handoff.get("returned", 0), "soft_limit_min": min(limits),
+        "mean_s": report.total.mean_s, "p99_s": report.total.p99_s,
+        "errors": report.failed, "host_cpu_s": per.host_cpu_s,
+        "engine_cpu_s": per.engine_cpu_s if name != INLINE else math.nan,
+        "engine_share": engine / served if served else math.nan,
+        "passed": passed, "moved": moved, "returned": returned,
+        "soft_limit_min": min(limits),
     }
 
 
-def _series(name: str, rep: int, server: dict) -> pd.DataFrame:
-    s = (server.get("handoff") or {}).get("series") or {}
-    frame = pd.DataFrame({c: s.get(c, []) for c in SERIES_COLUMNS[2:]})
+def _series(name: str, rep: int, server: ServerStats) -> pd.DataFrame:
+    s = server.handoff.series if server.handoff else HandoffSeries((), (), (), ())
+    frame = pd.DataFrame(dataclasses.asdict(s))  # SERIES_COLUMNS[2:]
     frame.insert(0, "repeat", rep)
     frame.insert(0, "policy", name)
     return frame

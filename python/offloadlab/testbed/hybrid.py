@@ -76,17 +76,17 @@ def run(exp: Experiment, progress: Callable[[str, int, int], None] | None = None
                 f"class {label}, {name}" if name else "", done, total))
         for placement, rep, done in modes.rounds(PLACEMENTS, exp.repeats, one,
                                                  f"class {label}", say):
-            report, server = done.load.report, done.server
+            report, server = done.load.parsed, done.stats
             rows.append({
                 "class": label, "placement": placement, "repeat": rep,
-                "throughput": report["throughput"],
-                "mean_ms": report["total"]["mean_s"] * 1e3,
-                "p99_ms": report["total"]["p99_s"] * 1e3,
-                "errors": report["failed"],
-                "memory_share": server["memory_tier"]["hits"] / max(server["requests"], 1),
-                "memory_files": server["memory_tier"]["files"],
-                "memory_bytes": server["memory_tier"]["bytes"],
-                "host_cpu_us": (server["per_request"]["host_cpu_s"] or np.nan) * 1e6,
+                "throughput": report.throughput,
+                "mean_ms": report.total.mean_s * 1e3,
+                "p99_ms": report.total.p99_s * 1e3,
+                "errors": report.failed,
+                "memory_share": server.memory_tier.hits / max(server.requests, 1),
+                "memory_files": server.memory_tier.files,
+                "memory_bytes": server.memory_tier.bytes,
+                "host_cpu_us": (server.per_request.host_cpu_s or np.nan) * 1e6,
                 "working_set_bytes": int(manifest["size_bytes"].sum()),
                 "files": len(manifest),
             })

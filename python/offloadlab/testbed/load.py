@@ -19,6 +19,7 @@ import os
 import socket
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from functools import cached_property
 from pathlib import Path
 from urllib.parse import urlsplit
 
@@ -30,6 +31,7 @@ from offloadlab.background import watched
 from offloadlab.errors import InputError
 from offloadlab.results import write_atomic
 from offloadlab.testbed import cores as cores_policy
+from offloadlab.testbed.documents import LoadReport
 from offloadlab.workload import fileset
 from offloadlab.workload.stream_format import Stream
 
@@ -68,8 +70,8 @@ def parse_target(text: str) -> Target:
 @dataclass(frozen=True)
 class LoadResult:
     """One run: the generator's report (counts, errors by kind, rates, the send lag,
-    latency quantiles in seconds, overall and per size class) and, if asked, one record
-    per request."""
+    latency quantiles in seconds, overall and per size class) as it came, and, if asked,
+    one record per request. ``parsed`` is the report to read."""
 
     target: str
     report: dict
@@ -78,10 +80,14 @@ class LoadResult:
     def __getitem__(self, key: str):
         return self.report[key]
 
+    @cached_property
+    def parsed(self) -> LoadReport:
+        return LoadReport.from_json(self.report)
+
     @property
     def error_rate(self) -> float:
-        done = self.report["completed"] + self.report["failed"]
-        return self.report["failed"] / done if done else math.nan
+        done = self.parsed.completed + self.parsed.failed
+        return self.parsed.failed / done if done else math.nan
 
     def to_json(self) -> dict:
         return {"target": self.target, **self.report}
@@ -216,7 +222,7 @@ def steps(target: str | Target, objects, rates: Sequence[float], make_stream, *,
     done: list[Step] = []
     for rate in rates:
         result = run(target, make_stream(rate), objects, **run_options)
-        p99 = result["total"]["p99_s"]
+        p99 = result.parsed.total.p99_s
         reason = ""
         if stop_p99_s is not None and (p99 is None or p99 > stop_p99_s):
             reason = f"p99 {p99 if p99 is None else f'{p99 * 1e3:.3g} ms'} > bound"

@@ -16,39 +16,46 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from functools import cached_property
 from typing import TypeVar
 
 import pandas as pd
 
 from offloadlab.errors import InputError, RunError, require
 from offloadlab.testbed import load
-from offloadlab.testbed.server import ServerOptions, has_engine, running
+from offloadlab.testbed.documents import ServerStats
+from offloadlab.testbed.server import ServerOptions, running
 from offloadlab.workload.stream_format import Stream
 
 
 @dataclass(frozen=True)
 class ModeRun:
-    """One mode's run: the load generator's result and the server's final stats."""
+    """One mode's run: the load generator's result and the server's final stats
+    document as it came; ``stats`` is the document to read."""
 
     mode: str
     load: load.LoadResult
     server: dict
 
+    @cached_property
+    def stats(self) -> ServerStats:
+        return ServerStats.from_json(self.server)
+
     def summary(self) -> dict:
         """The numbers to compare modes by (seconds; None where nothing was measured)."""
-        r, per = self.load.report, self.server["per_request"]
-        engine = has_engine(self.server)
+        r, per = self.load.parsed, self.stats.per_request
+        engine = self.stats.has_engine()
         return {
             "mode": self.mode,
-            "throughput": r["throughput"],
-            "p50_s": r["total"]["p50_s"],
-            "p99_s": r["total"]["p99_s"],
-            "failed": r["failed"],
-            "requests": self.server["requests"],
-            "host_cpu_s": per["host_cpu_s"],
-            "engine_cpu_s": per["engine_cpu_s"] if engine else None,
-            "commands": per["commands"] if engine else None,
-            "batch_mean": per["batch_mean"],
+            "throughput": r.throughput,
+            "p50_s": r.total.p50_s,
+            "p99_s": r.total.p99_s,
+            "failed": r.failed,
+            "requests": self.stats.requests,
+            "host_cpu_s": per.host_cpu_s,
+            "engine_cpu_s": per.engine_cpu_s if engine else None,
+            "commands": per.commands if engine else None,
+            "batch_mean": per.batch_mean,
         }
 
     def to_json(self) -> dict:

@@ -25,6 +25,7 @@ import pandas as pd
 
 from offloadlab.errors import require
 from offloadlab.testbed import modes
+from offloadlab.testbed.documents import LoadReport, ServerStats
 from offloadlab.testbed.server import ServerOptions, fill_db
 from offloadlab.workload import fileset, stream
 
@@ -99,31 +100,30 @@ def run(exp: Experiment, progress: Callable[[str, int, int], None] | None = None
     rows = []
     for setup, rep, done in modes.rounds(list(SETUPS), exp.repeats, one, "three tiers",
                                          progress):
-        report, server = done.load.report, done.server
-        per = server["per_request"]
-        cache = server["cache"] or {}
-        queries = server["database"]["queries"]
+        report, server = done.load.parsed, done.stats
+        per = server.per_request
+        queries = server.database.queries
         rows.append({
-            "setup": setup, "repeat": rep, "throughput": report["throughput"],
-            "mean_ms": report["total"]["mean_s"] * 1e3,
-            "p99_ms": report["total"]["p99_s"] * 1e3, "errors": report["failed"],
-            "completed": report["completed"],
+            "setup": setup, "repeat": rep, "throughput": report.throughput,
+            "mean_ms": report.total.mean_s * 1e3,
+            "p99_ms": report.total.p99_s * 1e3, "errors": report.failed,
+            "completed": report.completed,
             # Per client request: the web tier sees only the proxy tier's misses.
-            "host_cpu_us": _per_client(per["host_cpu_s"], server, report),
-            "engine_cpu_us": _per_client(per["engine_cpu_s"], server, report),
-            "db_queries_per_request": queries / max(report["completed"], 1),
-            "db_us_per_query": (server["database"]["time_s"] / queries * 1e6 if queries
+            "host_cpu_us": _per_client(per.host_cpu_s, server, report),
+            "engine_cpu_us": _per_client(per.engine_cpu_s, server, report),
+            "db_queries_per_request": queries / max(report.completed, 1),
+            "db_us_per_query": (server.database.time_s / queries * 1e6 if queries
                                 else np.nan),
-            "proxy_hit_rate": cache.get("hit_rate", 0.0),
+            "proxy_hit_rate": server.cache.hit_rate if server.cache else 0.0,
         })
     return pd.DataFrame(rows)
 
 
-def _per_client(per_served: float | None, server: dict, report: dict) -> float:
+def _per_client(per_served: float | None, server: ServerStats, report: LoadReport) -> float:
     """CPU per request the clients made, from the server's per request it served."""
     if not per_served:
         return 0.0
-    return per_served * server["requests"] / max(report["completed"], 1) * 1e6
+    return per_served * server.requests / max(report.completed, 1) * 1e6
 
 
 def summary(runs: pd.DataFrame) -> pd.DataFrame:

@@ -40,6 +40,7 @@ from scipy import optimize
 from offloadlab.errors import RunError, require
 from offloadlab.model.protocol_costs import TSO_BYTES, ByteCosts
 from offloadlab.testbed import load
+from offloadlab.testbed.documents import ServerStats
 from offloadlab.workload import fileset, stream
 from offloadlab.workload.specs import ExplicitSpec
 
@@ -231,10 +232,11 @@ def _one(exp: Experiment, ns: str, root: Path, objects: pd.DataFrame) -> tuple[f
                 raise RunError("the server in the namespace did not stop") from None
         if server.returncode != 0:
             raise RunError(f"the server in the namespace failed: {error.strip()}")
-        doc = json.loads(stats.read_text())
-    if result.report["failed"]:
-        raise RunError(f"{result.report['failed']} requests failed over the veth pair")
-    return doc["per_request"]["host_cpu_s"], result.report["throughput"]
+        doc = ServerStats.from_json(json.loads(stats.read_text()))
+    report = result.parsed
+    if report.failed:
+        raise RunError(f"{report.failed} requests failed over the veth pair")
+    return doc.per_request.host_cpu_s, report.throughput
 
 
 def _generator_cores() -> list[int]:

@@ -35,6 +35,7 @@ from offloadlab.online.control import Controller, Policy
 from offloadlab.online.estimate import Snapshot
 from offloadlab.results import Check
 from offloadlab.testbed import load, modes
+from offloadlab.testbed.documents import ServerStats
 from offloadlab.testbed.server import ServerOptions, running
 from offloadlab.workload import stream
 from offloadlab.workload.classes import CLASS_BOUNDS, N_CLASSES
@@ -244,8 +245,8 @@ def run(exp: Experiment, progress: Callable[[str, int, int], None] | None = None
     done = modes.rounds(exp.policies, exp.repeats,
                         lambda name, _rep: _run_policy(exp, name, requests, cores),
                         "online placement", progress)
-    for name, rep, (result, doc, decided) in done:
-        rows.append(_row(exp, name, rep, result, doc))
+    for name, rep, (result, stats, decided) in done:
+        rows.append(_row(exp, name, rep, result, stats))
         bins.append(_latency(name, rep, result.records))
         steps.extend({"policy": name, "repeat": rep, **s} for s in decided)
     return Result(pd.DataFrame(rows), pd.DataFrame(steps), pd.concat(bins, ignore_index=True))
@@ -262,7 +263,7 @@ def _run_policy(exp: Experiment, name: str, requests: stream.Stream, cores: list
                               cores=cores, **_LOAD)
         finally:
             supervisor.stop()
-    return result, server.final, supervisor.decided
+    return result, ServerStats.from_json(server.final), supervisor.decided
 
 
 class _Supervisor(threading.Thread):
@@ -297,7 +298,7 @@ class _Supervisor(threading.Thread):
             text = self.server_control.snapshot()
             if text is None:
                 continue
-            step = self.controller.observe(Snapshot.of(json.loads(text)))
+            step = self.controller.observe(Snapshot.of(ServerStats.from_json(json.loads(text))))
             if step.changed:
                 self.server_control.set_fractions(list(step.fractions))
             self.decided.append({"t_s": t, "phase": phase, **_flat(asdict(step))})
@@ -321,13 +322,14 @@ def _flat(step: dict) -> dict:
     return out
 
 
-def _row(exp: Experiment, name: str, rep: int, result: load.LoadResult, doc: dict) -> dict:
-    report, records = result.report, result.records
-    served = doc["requests"]
-    engine = (doc.get("handoff") or {}).get("engine_requests", 0)
-    row = {"policy": name, "repeat": rep, "mean_s": report["total"]["mean_s"],
-           "p99_s": report["total"]["p99_s"], "throughput": report["throughput"],
-           "offered": len(records) / exp.duration_s, "errors": report["failed"],
+def _row(exp: Experiment, name: str, rep: int, result: load.LoadResult,
+         stats: ServerStats) -> dict:
+    report, records = result.parsed, result.records
+    served = stats.requests
+    engine = stats.handoff.engine_requests if stats.handoff else 0
+    row = {"policy": name, "repeat": rep, "mean_s": report.total.mean_s,
+           "p99_s": report.total.p99_s, "throughput": report.throughput,
+           "offered": len(records) / exp.duration_s, "errors": report.failed,
            "engine_share": engine / served if served else math.nan}
     ok = records[records["error"] == ""]
     phase = np.array([exp.phase_at(t) for t in ok["intended_s"]], dtype=int)

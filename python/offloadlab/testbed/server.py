@@ -11,7 +11,8 @@ run it:
 
 Both return or keep the server's *stats document* (requests, statuses, connections, CPU
 seconds per thread and per core, host and engine CPU seconds per request); its fields
-are listed in ``docs/testbed.md``.
+are listed in ``docs/testbed.md``, and :class:`offloadlab.testbed.documents.ServerStats`
+reads it.
 """
 
 from __future__ import annotations
@@ -36,6 +37,7 @@ from offloadlab.background import watched
 from offloadlab.errors import InputError, RunError, require
 from offloadlab.handoff import policy
 from offloadlab.sim.run import to_core
+from offloadlab.testbed.documents import ServerStats
 from offloadlab.units import parse_bytes
 
 # Rust's list (offload_server::Mode::ALL): every other list of modes derives from it.
@@ -483,11 +485,6 @@ def url(host: str, port: int) -> str:
     return f"http://[{host}]:{port}/" if ":" in host else f"http://{host}:{port}/"
 
 
-def has_engine(doc: dict) -> bool:
-    """Whether a stats document accounts an engine thread (engine or uring mode)."""
-    return any(t["role"] == "engine" for t in doc["threads"])
-
-
 @contextlib.contextmanager
 def running(options: ServerOptions,
             start_timeout_s: float = START_TIMEOUT_S) -> Iterator[Running]:
@@ -515,11 +512,11 @@ def running(options: ServerOptions,
                 # refused connection), with the symptom kept as the context.
                 raise failure
         server.final = future.result()
-    engine = server.final["engine"]
-    if engine["failed"] and options.fault is None:
+    engine = ServerStats.from_json(server.final).engine
+    if engine.failed and options.fault is None:
         raise RunError(
-            f"the engine was declared failed after {engine['takeover_after_s']:.1f} s "
-            f"({engine['takeover_reason']}) and the host served the rest inline, so this "
+            f"the engine was declared failed after {engine.takeover_after_s:.1f} s "
+            f"({engine.takeover_reason}) and the host served the rest inline, so this "
             f"run does not measure {options.mode} mode; run it again, with nothing else "
             "busy on the engine's core")
 

@@ -102,14 +102,14 @@ def run(exp: Experiment, progress: Callable[[str, int, int], None] | None = None
 
 def measure(done: modes.ModeRun) -> dict:
     """A run's numbers: per second of the server's life, so they are shares of a core."""
-    doc, report = done.server, done.load.report
-    elapsed = doc["elapsed_s"]
-    cpu = sum(t["cpu_s"] for t in doc["threads"] if t["role"] == "engine") / elapsed
-    idle = doc["engine"]["idle_poll_s"] / elapsed
-    return {"served": doc["requests"] / elapsed, "cpu": cpu, "idle_poll": idle,
-            "busy": cpu - idle, "failed": report["failed"],
-            "mean_s": report["total"]["mean_s"], "p50_s": report["total"]["p50_s"],
-            "p99_s": report["total"]["p99_s"]}
+    doc, report = done.stats, done.load.parsed
+    elapsed = doc.elapsed_s
+    cpu = sum(t.cpu_s for t in doc.threads if t.role == "engine") / elapsed
+    idle = doc.engine.idle_poll_s / elapsed
+    return {"served": doc.requests / elapsed, "cpu": cpu, "idle_poll": idle,
+            "busy": cpu - idle, "failed": report.failed,
+            "mean_s": report.total.mean_s, "p50_s": report.total.p50_s,
+            "p99_s": report.total.p99_s}
 
 
 @dataclass(frozen=True)

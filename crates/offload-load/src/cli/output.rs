@@ -2,10 +2,10 @@
 
 use std::fmt::Write;
 
-use crate::report::{quantile_s, QUANTILES};
+use crate::report::{self, quantile_s, QUANTILES};
 use crate::{ErrorKind, Report};
 use hdrhistogram::Histogram;
-use serde_json::json;
+use serde::Serialize;
 
 use super::args::Setup;
 
@@ -72,10 +72,20 @@ pub fn summary(setup: &Setup, r: &Report) -> String {
     o
 }
 
-/// The report's JSON (the library's) with what this run was: URL and mode.
+/// The report's document (the library's) with what this run was: URL and mode.
+#[derive(Serialize)]
+struct Described<'a> {
+    #[serde(flatten)]
+    report: report::Document<'a>,
+    url: &'a str,
+    mode: &'a str,
+}
+
 pub fn json(setup: &Setup, r: &Report) -> String {
-    let mut v = r.to_json();
-    v["url"] = json!(setup.url);
-    v["mode"] = json!(setup.mode);
-    serde_json::to_string_pretty(&v).expect("JSON of plain values")
+    let doc = Described {
+        report: r.document(),
+        url: &setup.url,
+        mode: &setup.mode,
+    };
+    serde_json::to_string_pretty(&doc).expect("JSON of plain values")
 }

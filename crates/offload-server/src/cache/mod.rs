@@ -12,7 +12,7 @@ mod store;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Mutex;
 
-use serde_json::{json, Value};
+use serde::Serialize;
 
 pub(crate) use proxy::{Lookup, Proxy, Ticket};
 pub use store::Policy;
@@ -70,32 +70,60 @@ impl Counts {
     }
 
     /// The `cache` section of the stats document (None when no cache runs).
-    pub fn document(&self) -> Option<Value> {
+    pub fn document(&self) -> Option<Document> {
         let config = (*self.config.lock().unwrap())?;
         let n = |a: &AtomicU64| a.load(Ordering::Relaxed);
         let served = n(&self.hits) + n(&self.revalidated);
         let lookups = served + n(&self.misses);
         let r = &self.refused;
-        Some(json!({
-            "policy": config.policy.name(),
-            "capacity_bytes": config.capacity,
-            "max_object_bytes": config.max_object,
-            "entries": n(&self.entries),
-            "used_bytes": n(&self.used),
-            "hits": n(&self.hits),
-            "revalidated": n(&self.revalidated),
-            "misses": n(&self.misses),
-            "hit_rate": (lookups > 0).then(|| served as f64 / lookups as f64),
-            "bytes_from_cache": n(&self.bytes),
-            "admitted": n(&self.admitted),
-            "evictions": n(&self.evicted),
-            "refused": {
-                "too_large": n(&r.too_large),
-                "uncacheable": n(&r.uncacheable),
-                "status": n(&r.status),
-                "unvalidated": n(&r.unvalidated),
-                "unframed": n(&r.unframed),
+        Some(Document {
+            policy: config.policy.name(),
+            capacity_bytes: config.capacity,
+            max_object_bytes: config.max_object,
+            entries: n(&self.entries),
+            used_bytes: n(&self.used),
+            hits: n(&self.hits),
+            revalidated: n(&self.revalidated),
+            misses: n(&self.misses),
+            hit_rate: (lookups > 0).then(|| served as f64 / lookups as f64),
+            bytes_from_cache: n(&self.bytes),
+            admitted: n(&self.admitted),
+            evictions: n(&self.evicted),
+            refused: RefusedDocument {
+                too_large: n(&r.too_large),
+                uncacheable: n(&r.uncacheable),
+                status: n(&r.status),
+                unvalidated: n(&r.unvalidated),
+                unframed: n(&r.unframed),
             },
-        }))
+        })
     }
+}
+
+/// The `cache` section of the stats document; `hit_rate` is None before any lookup.
+#[derive(Debug, Serialize)]
+pub struct Document {
+    policy: &'static str,
+    capacity_bytes: u64,
+    max_object_bytes: u64,
+    entries: u64,
+    used_bytes: u64,
+    hits: u64,
+    revalidated: u64,
+    misses: u64,
+    hit_rate: Option<f64>,
+    bytes_from_cache: u64,
+    admitted: u64,
+    evictions: u64,
+    refused: RefusedDocument,
+}
+
+/// `Refused` as the cache section shows it.
+#[derive(Debug, Serialize)]
+pub struct RefusedDocument {
+    too_large: u64,
+    uncacheable: u64,
+    status: u64,
+    unvalidated: u64,
+    unframed: u64,
 }

@@ -376,14 +376,17 @@ mod tests {
         (proxy, stats)
     }
 
+    /// The cache section as the JSON its readers see.
+    fn section(stats: &Stats) -> serde_json::Value {
+        serde_json::to_value(stats.cache.document().unwrap()).unwrap()
+    }
+
     fn count(stats: &Stats, name: &str) -> u64 {
-        stats.cache.document().unwrap()[name].as_u64().unwrap()
+        section(stats)[name].as_u64().unwrap()
     }
 
     fn refused(stats: &Stats, why: &str) -> u64 {
-        stats.cache.document().unwrap()["refused"][why]
-            .as_u64()
-            .unwrap()
+        section(stats)["refused"][why].as_u64().unwrap()
     }
 
     #[test]
