@@ -61,14 +61,15 @@ from offloadlab.errors import InputError
 from offloadlab.inputs import read_toml
 from offloadlab.results import write_atomic, write_json
 from offloadlab.units import format_bytes, parse_bytes
+from offloadlab.workload import site
 from offloadlab.workload.checks import (
     MAX_FILE_BYTES,
     MAX_FILES,
-    need_alpha,
     need_fields,
     need_int,
 )
 from offloadlab.workload.classes import CLASSES, GiB, MiB, class_label, size_class
+from offloadlab.workload.popularity import zipf_probabilities
 from offloadlab.workload.presets import PRESETS, preset  # noqa: F401  (PRESETS: for the CLI)
 from offloadlab.workload.sizes import size_model
 from offloadlab.workload.specs import (
@@ -250,9 +251,7 @@ def generate(spec: Spec) -> FileSet:
     if isinstance(spec, FileSetSpec):
         return _surge(spec)
     if isinstance(spec, SpecWeb2005Spec):
-        from offloadlab.workload import site  # site builds on this module
-
-        return site.generate(spec)
+        return FileSet(spec, **site.files(spec))
     if isinstance(spec, ExplicitSpec):
         raise InputError(f"file set {spec.name!r}: an explicit set's sizes are not in its "
                          "spec; build it with explicit(spec, sizes, weights, paths)")
@@ -301,14 +300,6 @@ def explicit(spec: ExplicitSpec, sizes, weights, paths: Sequence[str],
     classes = size_class(sizes)
     return FileSet(spec, sizes, classes, classes.copy(), ranks, weights / weights.sum(),
                    paths, dict(extra) if extra else None)
-
-
-def zipf_probabilities(n: int, alpha: float) -> np.ndarray:
-    """p_r = r^-alpha / sum_{i=1..n} i^-alpha for ranks r = 1..n (alpha = 0: uniform)."""
-    need_int(n, "n", 1, MAX_FILES, "e.g. n=1000")
-    need_alpha(alpha, "alpha")
-    weights = np.arange(1, n + 1, dtype=float) ** -float(alpha)
-    return weights / weights.sum()
 
 
 def _surge(spec: FileSetSpec) -> FileSet:

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
@@ -12,9 +13,9 @@ from offloadlab import dist
 from offloadlab.errors import InputError
 from offloadlab.workload import connections as conns
 from offloadlab.workload.counts import Count, parse_count
-from offloadlab.workload.objects import ObjectTable
+from offloadlab.workload.objects import ObjectTable, pick
 from offloadlab.workload.page_mixes import MIXES, PageMix
-from offloadlab.workload.site import Pages
+from offloadlab.workload.site import ROLES
 from offloadlab.workload.stream_args import (
     closed_bound,
     distribution,
@@ -206,3 +207,72 @@ def _draw_per_page(dists: list, page: np.ndarray, rng, dtype) -> np.ndarray:
         mask = page == i
         out[mask] = d.sample(rng, int(mask.sum()))
     return out
+
+
+@dataclass(frozen=True)
+class Pages:
+    """Which rows of an objects table each page type of a mix requests (see the module
+    notes), in request order: its dynamic body, its ``fixed`` files (shared, then own),
+    one item drawn by ``item_cdf``, and on download pages one download drawn by
+    ``download_cdf``."""
+
+    dynamic: np.ndarray               # per page type, the row of its body
+    fixed: tuple[np.ndarray, ...]     # per page type, the rows embedded on every visit
+    items: np.ndarray
+    item_cdf: np.ndarray
+    downloads: np.ndarray
+    download_cdf: np.ndarray
+    fetches_download: np.ndarray      # per page type
+
+    @classmethod
+    def of(cls, table: ObjectTable, mix: PageMix) -> Pages:
+        """From a site's objects table (``role`` and ``page`` columns)."""
+        role, page = table.site
+        where = "objects"
+        bad = sorted(set(role) - set(ROLES))
+        if bad:
+            raise InputError(f"{where}: column 'role' has {bad[0]!r}; a site's roles are "
+                             f"{', '.join(ROLES)}")
+        rows = np.arange(len(role))
+
+        def of_role(r: str, p: str | None = None) -> np.ndarray:
+            return rows[(role == r) & ((page == p) if p is not None else True)]
+
+        dynamic = []
+        for p in mix.pages:
+            body = of_role("dynamic", p)
+            if len(body) != 1:
+                raise InputError(f"{where}: the site has {len(body)} dynamic bodies for page "
+                                 f"'{p}'; build the site for the {mix.name} workload (one "
+                                 "body per page type)")
+            dynamic.append(body[0])
+        items = of_role("item")
+        if not len(items):
+            raise InputError(f"{where}: the site has no item files; each page embeds one")
+        downloads = of_role("download")
+        fetches = np.array([p in mix.downloads and len(downloads) > 0 for p in mix.pages])
+        shared = of_role("shared")
+        return cls(np.array(dynamic), tuple(np.concatenate([shared, of_role("own", p)])
+                                            for p in mix.pages),
+                   items, table.cdf_of(items), downloads, table.cdf_of(downloads), fetches)
+
+    def counts(self) -> np.ndarray:
+        """Requests per page, per page type."""
+        return np.array([2 + len(f) for f in self.fixed]) + self.fetches_download
+
+    def requests(self, page: np.ndarray, rng_item, rng_download) -> np.ndarray:
+        """The rows requested by pages of types ``page``, page after page."""
+        counts = self.counts()
+        reps = counts[page]
+        out = np.empty(int(reps.sum()), np.int64)
+        first = np.cumsum(reps) - reps
+        for t, fixed in enumerate(self.fixed):
+            at = first[page == t]
+            out[at] = self.dynamic[t]
+            for k, row in enumerate(fixed):
+                out[at + 1 + k] = row
+            out[at + 1 + len(fixed)] = self.items[pick(self.item_cdf, rng_item, len(at))]
+            if self.fetches_download[t]:
+                out[at + 2 + len(fixed)] = self.downloads[pick(self.download_cdf,
+                                                               rng_download, len(at))]
+        return out

@@ -28,16 +28,12 @@ belong to session j // per_session, and their Zipf rank is j + 1.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 import numpy as np
 import pandas as pd
 
-from offloadlab.errors import InputError
 from offloadlab.workload.classes import KiB, class_range, size_class
-from offloadlab.workload.fileset import FileSet, zipf_probabilities
-from offloadlab.workload.objects import ObjectTable, pick
 from offloadlab.workload.page_mixes import MIXES, PageMix
+from offloadlab.workload.popularity import zipf_probabilities
 from offloadlab.workload.presets import SEED000_CLASS4_MAX
 from offloadlab.workload.sizes import Surge
 from offloadlab.workload.specs import SpecWeb2005Spec
@@ -53,9 +49,11 @@ SMALL_SIZES = (Surge(tail=0.0), 1, 10 * KiB)
 DOWNLOAD_SIZES = (Surge(), class_range(4)[0], SEED000_CLASS4_MAX)
 
 
-def generate(spec: SpecWeb2005Spec) -> FileSet:
-    """The site in memory; the manifest's extra columns ``role`` and ``page`` say which
-    page requests each file, and ``probability`` is its share of all requests."""
+def files(spec: SpecWeb2005Spec) -> dict:
+    """The site's files, as the fields of the :class:`~offloadlab.workload.fileset.FileSet`
+    that :func:`~offloadlab.workload.fileset.generate` builds from them: the manifest's
+    extra columns ``role`` and ``page`` say which page requests each file, and
+    ``probability`` is its share of all requests."""
     mix = MIXES[spec.workload]
     share = dict(zip(mix.pages, mix.probabilities, strict=True))
     # (role, page, path, visits: pages requesting the role's files, per page)
@@ -87,8 +85,9 @@ def generate(spec: SpecWeb2005Spec) -> FileSet:
     ranks = np.empty(len(role), np.int64)
     ranks[np.lexsort((np.arange(len(role)), -probability))] = np.arange(1, len(role) + 1)
     classes = size_class(sizes)
-    return FileSet(spec, sizes, classes, classes.copy(), ranks, probability, tuple(paths),
-                   {"role": role.tolist(), "page": [f[1] for f in fixed] + [""] * len(scaling)})
+    return {"sizes": sizes, "classes": classes, "set_class": classes.copy(), "ranks": ranks,
+            "probability": probability, "paths": tuple(paths),
+            "extra": {"role": role.tolist(), "page": [f[1] for f in fixed] + [""] * len(scaling)}}
 
 
 def predicted_hit_rate(site: pd.DataFrame, capacity: int, largest: int) -> float:
@@ -127,72 +126,3 @@ def _downloads_per_session(spec: SpecWeb2005Spec) -> int:
 def _sizes(model, rng: np.random.Generator, n: int) -> np.ndarray:
     sizes, lo, hi = model
     return np.clip(np.rint(sizes.sample(rng.random(n), lo, hi)), lo, hi).astype(np.int64)
-
-
-@dataclass(frozen=True)
-class Pages:
-    """Which rows of an objects table each page type of a mix requests (see the module
-    notes), in request order: its dynamic body, its ``fixed`` files (shared, then own),
-    one item drawn by ``item_cdf``, and on download pages one download drawn by
-    ``download_cdf``."""
-
-    dynamic: np.ndarray               # per page type, the row of its body
-    fixed: tuple[np.ndarray, ...]     # per page type, the rows embedded on every visit
-    items: np.ndarray
-    item_cdf: np.ndarray
-    downloads: np.ndarray
-    download_cdf: np.ndarray
-    fetches_download: np.ndarray      # per page type
-
-    @classmethod
-    def of(cls, table: ObjectTable, mix: PageMix) -> Pages:
-        """From a site's objects table (``role`` and ``page`` columns)."""
-        role, page = table.site
-        where = "objects"
-        bad = sorted(set(role) - set(ROLES))
-        if bad:
-            raise InputError(f"{where}: column 'role' has {bad[0]!r}; a site's roles are "
-                             f"{', '.join(ROLES)}")
-        rows = np.arange(len(role))
-
-        def of_role(r: str, p: str | None = None) -> np.ndarray:
-            return rows[(role == r) & ((page == p) if p is not None else True)]
-
-        dynamic = []
-        for p in mix.pages:
-            body = of_role("dynamic", p)
-            if len(body) != 1:
-                raise InputError(f"{where}: the site has {len(body)} dynamic bodies for page "
-                                 f"'{p}'; build the site for the {mix.name} workload (one "
-                                 "body per page type)")
-            dynamic.append(body[0])
-        items = of_role("item")
-        if not len(items):
-            raise InputError(f"{where}: the site has no item files; each page embeds one")
-        downloads = of_role("download")
-        fetches = np.array([p in mix.downloads and len(downloads) > 0 for p in mix.pages])
-        shared = of_role("shared")
-        return cls(np.array(dynamic), tuple(np.concatenate([shared, of_role("own", p)])
-                                            for p in mix.pages),
-                   items, table.cdf_of(items), downloads, table.cdf_of(downloads), fetches)
-
-    def counts(self) -> np.ndarray:
-        """Requests per page, per page type."""
-        return np.array([2 + len(f) for f in self.fixed]) + self.fetches_download
-
-    def requests(self, page: np.ndarray, rng_item, rng_download) -> np.ndarray:
-        """The rows requested by pages of types ``page``, page after page."""
-        counts = self.counts()
-        reps = counts[page]
-        out = np.empty(int(reps.sum()), np.int64)
-        first = np.cumsum(reps) - reps
-        for t, fixed in enumerate(self.fixed):
-            at = first[page == t]
-            out[at] = self.dynamic[t]
-            for k, row in enumerate(fixed):
-                out[at + 1 + k] = row
-            out[at + 1 + len(fixed)] = self.items[pick(self.item_cdf, rng_item, len(at))]
-            if self.fetches_download[t]:
-                out[at + 2 + len(fixed)] = self.downloads[pick(self.download_cdf,
-                                                               rng_download, len(at))]
-        return out
