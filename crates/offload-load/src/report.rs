@@ -518,6 +518,8 @@ struct Quantiles {
     count: u64,
 }
 
+/// Writes a histogram of `Latency` as its `Quantiles`, taken in `QUANTILES`' order (a
+/// test checks that the names agree).
 fn quantiles<S: Serializer>(h: &Histogram<u64>, s: S) -> Result<S::Ok, S::Error> {
     let [p50_s, p90_s, p99_s, p99_9_s, max_s] = QUANTILES.map(|(_, q)| quantile_s(h, q));
     Quantiles {
