@@ -105,7 +105,8 @@ def test_the_exported_scenario_gives_the_studys_verdicts_and_fractions(real_stud
         assert row["lam"] == pytest.approx(v["rate"])
         assert v["verdict"] != "hurts" or v["f"] == 0
         assert v["agree"] in ("yes", "no", "inconclusive")
-        assert v["margin"] <= 0.15 or v["agree"] == "inconclusive"
+        # float(): summary.json writes an infinite margin (a saturated model) as "inf".
+        assert float(v["margin"]) <= 0.15 or v["agree"] == "inconclusive"
 
 
 @pytest.mark.parametrize(("label", "delay", "margin", "model_sat", "measured_sat", "agree"), [
