@@ -13,7 +13,8 @@ from typer.testing import CliRunner
 
 from offloadlab.cli import app
 from offloadlab.errors import InputError
-from offloadlab.testbed import hybrid, load
+from offloadlab.experiments import hybrid
+from offloadlab.testbed import load
 from offloadlab.testbed.server import ServerOptions, memory_files, running
 from offloadlab.workload import fileset, stream
 from offloadlab.workload.specs import FileSetSpec

@@ -8,7 +8,7 @@ import pytest
 from typer.testing import CliRunner
 
 from offloadlab.cli import app
-from offloadlab.testbed import multitier
+from offloadlab.experiments import multitier
 from offloadlab.workload import fileset
 
 

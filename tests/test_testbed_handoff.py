@@ -1,4 +1,4 @@
-"""Seed 004's policies on the testbed (:mod:`offloadlab.testbed.handoff`): a short real
+"""Seed 004's policies on the testbed (:mod:`offloadlab.experiments.handoff`): a short real
 experiment through the CLI, the claims' checks on known summaries, the policy list and
 bad input. Servers listen on ephemeral loopback ports and every run is bounded."""
 
@@ -13,8 +13,8 @@ from typer.testing import CliRunner
 
 from offloadlab.cli import app
 from offloadlab.errors import InputError
+from offloadlab.experiments import handoff
 from offloadlab.report import handoff as report
-from offloadlab.testbed import handoff
 
 
 def test_a_short_experiment_runs_every_policy_and_writes_its_files(served_set, tmp_path):

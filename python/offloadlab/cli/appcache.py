@@ -1,5 +1,5 @@
 """``offload study --preset appcache``: seed 001's object cache on the testbed, set-ups
-A, B and C under SPECweb2005-like sessions (:mod:`offloadlab.testbed.appcache`)."""
+A, B and C under SPECweb2005-like sessions (:mod:`offloadlab.experiments.appcache`)."""
 
 from __future__ import annotations
 
@@ -11,8 +11,8 @@ from rich.table import Table
 from offloadlab.calibrate import appcache as fitting
 from offloadlab.cli.common import drawn, err, out, write_folder
 from offloadlab.errors import InputError
+from offloadlab.experiments import appcache
 from offloadlab.report import appcache as figure
-from offloadlab.testbed import appcache
 from offloadlab.units import ms, us
 
 

@@ -131,9 +131,10 @@ def testbed_cmd(
 ) -> None:
     """Seed 003's hybrid placement on the real server: popular files in memory, the rest
     read from disk, against everything from disk, per working-set class."""
+    from offloadlab.experiments import hybrid
     from offloadlab.report import datacentre as figure
     from offloadlab.study.plan import parse_classes
-    from offloadlab.testbed import cores, hybrid
+    from offloadlab.testbed import cores
     from offloadlab.workload import fileset, presets
 
     chosen = parse_classes(classes)
@@ -201,7 +202,8 @@ def tiers_cmd(
 ) -> None:
     """Seed 003's three tiers on the testbed: the web tier and database alone, then with
     the proxy tier (an object cache) on the host thread, then on the engine."""
-    from offloadlab.testbed import cores, multitier
+    from offloadlab.experiments import multitier
+    from offloadlab.testbed import cores
     from offloadlab.workload import fileset, presets
 
     host, engine = cores.choose()
@@ -257,9 +259,9 @@ def nic_cmd(
     """Measure what checksum and segmentation offload save the host, by message size:
     the server in a private network namespace behind a veth pair whose offloads are
     switched with ethtool (needs root)."""
+    from offloadlab.experiments import nic
     from offloadlab.model.protocol_costs import TABLE5
     from offloadlab.report import datacentre as figure
-    from offloadlab.testbed import nic
 
     try:
         chosen = tuple(parse_bytes(s.strip(), "--sizes") for s in sizes.split(","))

@@ -181,8 +181,8 @@ def testbed_cmd(
 ) -> None:
     """The engine's busy polling against its adaptive spin-then-sleep, at a few request
     rates, with seed 002's model fitted to both."""
+    from offloadlab.experiments import wait as testbed_wait
     from offloadlab.testbed import cores
-    from offloadlab.testbed import wait as testbed_wait
     from offloadlab.workload import fileset
     from offloadlab.workload.specs import FileSetSpec
 

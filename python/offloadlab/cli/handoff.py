@@ -107,9 +107,9 @@ def testbed_cmd(
 ) -> None:
     """Seed 004's policies on the testbed: the same keep-alive load against inline mode
     and handoff mode under each policy, the engine slowed by --engine-slowdown."""
+    from offloadlab.experiments import handoff as testbed
     from offloadlab.report import handoff as figures
     from offloadlab.testbed import cores
-    from offloadlab.testbed import handoff as testbed
     from offloadlab.workload import fileset
 
     host, engine = cores.choose(host_core, engine_core)
@@ -174,9 +174,10 @@ def online_cmd(
     the queueing model every period from the server's live per-class accounts and sets
     each size class's offload fraction; compared with fixed fractions on the same
     shifting workload."""
+    from offloadlab.experiments import online
     from offloadlab.online.control import Policy
     from offloadlab.report import online as online_figure
-    from offloadlab.testbed import cores, online
+    from offloadlab.testbed import cores
     from offloadlab.workload import fileset
 
     host, engine = cores.choose(host_core, engine_core)

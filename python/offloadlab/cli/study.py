@@ -125,7 +125,7 @@ def demo(
 
 def _handoff_slowdown(given: float | None) -> float:
     """--handoff-slowdown, or the handoff experiment's own."""
-    from offloadlab.testbed import handoff
+    from offloadlab.experiments import handoff
 
     return handoff.Experiment.slowdown if given is None else given
 
@@ -269,7 +269,7 @@ def summary(tables) -> dict:
 
 def handoff_summary(tables) -> dict | None:
     """The handoff experiment's medians per policy and its checks (None if not run)."""
-    from offloadlab.testbed import handoff
+    from offloadlab.experiments import handoff
 
     if tables.handoff.empty:
         return None

@@ -18,10 +18,10 @@ from urllib.parse import quote
 
 import pandas as pd
 
+from offloadlab.experiments import handoff
 from offloadlab.report.study import FIGURES, MAPE_CUT, write_figures
 from offloadlab.results import write_atomic
 from offloadlab.study.tables import StudyTables
-from offloadlab.testbed import handoff
 
 MISSING = "–"
 VERDICT_STYLES = ("helps", "hurts", "neutral")  # CSS classes of the same names
