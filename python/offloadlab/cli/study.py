@@ -273,9 +273,8 @@ def handoff_summary(tables) -> dict | None:
 
     if tables.handoff.empty:
         return None
-    summary = handoff.Result(tables.handoff, tables.handoff_series).summary()
-    return {"summary": summary.to_dict("records"),
-            "checks": [vars(c) for c in handoff.checks(summary)]}
+    result = handoff.Result(tables.handoff, tables.handoff_series)
+    return {**result.summary(), "checks": [vars(c) for c in result.checks()]}
 
 
 def verdict_table(tables) -> Table:

@@ -215,7 +215,7 @@ def _saturation(s: pd.DataFrame) -> str:
 def _handoff(runs: pd.DataFrame, series: pd.DataFrame, setup: dict | None) -> str:
     if runs.empty:
         return _table((), [])
-    summary = handoff.Result(runs, series).summary()
+    summary = handoff.Result(runs, series).medians()
     rows = [[_text(d["policy"]), (_sig(d["throughput"]), "num"),
              (_pct(d["vs_inline"] - 1, signed=True), "num"), (_ms(d["mean_s"]), "num"),
              (_ms(d["p99_s"]), "num"), (_us(d["host_cpu_s"]), "num"),
