@@ -460,8 +460,8 @@ def wait_runs(served_set):
         pytest.skip("needs two cores: host and engine pinned apart")
     exp = wait.Experiment(root=served_set, rates=(300.0, 3000.0), run_s=1.0, keep_alive=20,
                           host_core=host, engine_core=engine)
-    runs = wait.run(exp)
-    return runs, wait.fit(runs)
+    result = wait.run(exp)
+    return result.runs, result.fitted
 
 
 def test_busy_polling_burns_a_core_where_adaptive_waiting_sleeps(wait_runs):

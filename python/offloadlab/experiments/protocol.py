@@ -8,9 +8,10 @@ figures' names), ``checks()`` (a paper's claims against the numbers) and
 ``figures()`` (file name -> Figure, None where there was nothing to draw).
 :func:`write` turns that into the folder.
 
-Following it so far: :mod:`~offloadlab.experiments.handoff` and
-:mod:`~offloadlab.experiments.online`. Not yet: wait, appcache, hybrid, multitier and
-nic, whose commands still write their folders themselves.
+Following it so far: :mod:`~offloadlab.experiments.handoff`,
+:mod:`~offloadlab.experiments.online`, :mod:`~offloadlab.experiments.wait`,
+:mod:`~offloadlab.experiments.hybrid` and :mod:`~offloadlab.experiments.multitier`.
+Not yet: appcache and nic, whose commands still write their folders themselves.
 """
 
 from __future__ import annotations
