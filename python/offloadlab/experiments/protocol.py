@@ -2,7 +2,8 @@
 
 An experiment is a frozen dataclass of its settings with ``describe()`` (the settings
 for ``summary.json``) and ``check()`` (its inputs, before any run). Its module's
-``run(exp, progress)`` returns a result with ``tables()`` (file name -> DataFrame),
+``run(exp, progress)`` returns a result with ``tables()`` (file name -> DataFrame,
+None for one not made),
 ``summary()`` (what ``summary.json`` holds besides the settings, the checks and the
 figures' names), ``checks()`` (a paper's claims against the numbers) and
 ``figures()`` (file name -> Figure, None where there was nothing to draw).
@@ -10,8 +11,9 @@ figures' names), ``checks()`` (a paper's claims against the numbers) and
 
 Following it so far: :mod:`~offloadlab.experiments.handoff`,
 :mod:`~offloadlab.experiments.online`, :mod:`~offloadlab.experiments.wait`,
-:mod:`~offloadlab.experiments.hybrid` and :mod:`~offloadlab.experiments.multitier`.
-Not yet: appcache and nic, whose commands still write their folders themselves.
+:mod:`~offloadlab.experiments.hybrid`, :mod:`~offloadlab.experiments.multitier` and
+:mod:`~offloadlab.experiments.appcache`. Not yet: nic, whose command still writes its
+folder itself.
 """
 
 from __future__ import annotations
@@ -33,7 +35,7 @@ class Experiment(Protocol):
 
 
 class Result(Protocol):
-    def tables(self) -> dict[str, pd.DataFrame]: ...
+    def tables(self) -> dict[str, pd.DataFrame | None]: ...
 
     def summary(self) -> dict: ...
 
