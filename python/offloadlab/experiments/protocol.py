@@ -2,11 +2,10 @@
 
 An experiment is a frozen dataclass of its settings with ``describe()`` (the settings
 for ``summary.json``) and ``check()`` (its inputs, before any run). Its module's
-``run(exp, progress)`` returns a result with ``tables()`` (file name -> DataFrame,
-None for one not made),
-``summary()`` (what ``summary.json`` holds besides the settings, the checks and the
-figures' names), ``checks()`` (a paper's claims against the numbers) and
-``figures()`` (file name -> Figure, None where there was nothing to draw).
+``run(exp, progress)`` returns a result with ``tables()`` (file name -> DataFrame, None
+for one not made), ``summary()`` (what ``summary.json`` holds besides the settings, the
+checks and the figures' names), ``checks()`` (a paper's claims against the numbers)
+and ``figures()`` (file name -> Figure, None where there was nothing to draw).
 :func:`write` turns that into the folder.
 
 Following it so far: :mod:`~offloadlab.experiments.handoff`,
@@ -27,6 +26,7 @@ from offloadlab.results import Check, write_outputs
 
 if TYPE_CHECKING:
     from matplotlib.figure import Figure
+
 
 class Experiment(Protocol):
     def describe(self) -> dict: ...
