@@ -12,7 +12,7 @@ import pytest
 from typer.testing import CliRunner
 
 from offloadlab.cli import app
-from offloadlab.testbed import appcache
+from offloadlab.experiments import appcache
 from offloadlab.workload import fileset
 from offloadlab.workload.specs import FileSetSpec, SpecWeb2005Spec
 

@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 
 from offloadlab.cli import study as study_cli
+from offloadlab.experiments import handoff
 from offloadlab.study import plan
-from offloadlab.testbed import handoff
 
 ROOT = Path(__file__).resolve().parents[1]
 PACKAGE = ROOT / "python" / "offloadlab"
@@ -33,9 +33,10 @@ def test_the_readme_layout_table_names_every_module_and_crate():
         elif (path.suffix == ".py" and not path.name.startswith("_")
               and f"{path.name}`" not in table):
             missing.append(path.name)
-    for sub in sorted((PACKAGE / "testbed").glob("[!_]*.py")):
-        if f"`{sub.name}`" not in table:
-            missing.append(f"testbed/{sub.name}")
+    for package in ("testbed", "experiments"):
+        for sub in sorted((PACKAGE / package).glob("[!_]*.py")):
+            if f"`{sub.name}`" not in table:
+                missing.append(f"{package}/{sub.name}")
     for crate in sorted((ROOT / "crates").iterdir()):
         if crate.name not in table:
             missing.append(f"crates/{crate.name}")

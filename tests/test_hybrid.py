@@ -6,6 +6,7 @@ runs in this process), and the experiment that compares it with all-disk."""
 from __future__ import annotations
 
 import http.client
+import json
 
 import numpy as np
 import pytest
@@ -13,7 +14,8 @@ from typer.testing import CliRunner
 
 from offloadlab.cli import app
 from offloadlab.errors import InputError
-from offloadlab.testbed import hybrid, load
+from offloadlab.experiments import hybrid, protocol
+from offloadlab.testbed import load
 from offloadlab.testbed.server import ServerOptions, memory_files, running
 from offloadlab.workload import fileset, stream
 from offloadlab.workload.specs import FileSetSpec
@@ -87,13 +89,14 @@ def test_a_head_for_a_file_in_memory_has_its_length_and_no_body(site):
         conn.close()
 
 
-def test_the_experiment_compares_all_disk_with_the_hybrid(site):
+def test_the_experiment_compares_all_disk_with_the_hybrid(site, tmp_path):
     root, manifest = site
     exp = hybrid.Experiment({"small": root}, memory_budget="1MiB", clients=4, run_s=0.5,
                             repeats=1)
-    runs = hybrid.run(exp)
+    result = hybrid.run(exp)
+    runs = result.runs
     assert sorted(runs["placement"]) == ["disk", "hybrid"] and (runs["errors"] == 0).all()
-    summary = hybrid.summary(runs).iloc[0]
+    summary = result.medians().iloc[0]
     memory = memory_files(root, budget="1MiB")
     expected = manifest.loc[manifest["path"].isin(memory), "probability"].sum()
     # The share of requests the memory tier answered is the popularity it holds.
@@ -101,6 +104,12 @@ def test_the_experiment_compares_all_disk_with_the_hybrid(site):
     assert summary["memory_files"] == len(memory)
     assert summary["gain"] == pytest.approx(summary["hybrid_throughput"]
                                             / summary["disk_throughput"] - 1)
+    # The folder the command writes: the same files and keys as before the protocol.
+    names = protocol.write(tmp_path, exp, result)
+    assert names == ["runs.csv", "summary.csv", "hybrid.png", "summary.json"]
+    written = json.loads((tmp_path / "summary.json").read_text())
+    assert {"classes", "memory_below", "memory_budget", "mode", "clients", "run_s",
+            "repeats", "experiment", "checks", "figures"} <= set(written)
 
 
 def test_bad_placements_are_refused_naming_the_fix(site, tmp_path):

@@ -8,7 +8,7 @@ import pytest
 from typer.testing import CliRunner
 
 from offloadlab.cli import app
-from offloadlab.testbed import multitier
+from offloadlab.experiments import multitier
 from offloadlab.workload import fileset
 
 
@@ -35,8 +35,8 @@ def test_the_load_mixes_static_files_and_dynamic_pages(site, tmp_path):
             == objects.loc[~pages, "size_bytes"].to_numpy()).all()
 
 
-def check_tiers(runs, dynamic: float, queries: int) -> None:
-    table = multitier.summary(runs).set_index("setup")
+def check_tiers(result, dynamic: float, queries: int) -> None:
+    runs, table = result.runs, result.medians().set_index("setup")
     assert list(table.index) == list(multitier.SETUPS)
     assert (runs["errors"] == 0).all()
     # Dynamic pages are never cached: every set-up queries the database for them.

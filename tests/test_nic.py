@@ -15,8 +15,8 @@ from typer.testing import CliRunner
 from offloadlab.cli import app
 from offloadlab.datacentre import config
 from offloadlab.errors import InputError
+from offloadlab.experiments import nic
 from offloadlab.model.protocol_costs import TABLE5
-from offloadlab.testbed import nic
 
 SIZES = (1024, 4096, 16384, 65536, 262144)
 

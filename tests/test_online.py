@@ -201,7 +201,7 @@ def test_no_traffic_is_no_decision():
 
 
 def test_phases_parse_and_bad_ones_name_the_fix():
-    from offloadlab.testbed import online
+    from offloadlab.experiments import online
 
     p = online.parse_phase("6s:c0=3000,c2=500:slowdown=4")
     assert (p.duration_s, p.rates, p.slowdown) == (6.0, ((0, 3000.0), (2, 500.0)), 4.0)

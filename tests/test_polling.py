@@ -452,15 +452,16 @@ def test_cli_testbed_bad_input_writes_nothing(tmp_path, args, flag):
 
 @pytest.fixture(scope="module")
 def wait_runs(served_set):
-    from offloadlab.testbed import cores, wait
+    from offloadlab.experiments import wait
+    from offloadlab.testbed import cores
 
     host, engine = cores.choose()
     if engine is None:
         pytest.skip("needs two cores: host and engine pinned apart")
     exp = wait.Experiment(root=served_set, rates=(300.0, 3000.0), run_s=1.0, keep_alive=20,
                           host_core=host, engine_core=engine)
-    runs = wait.run(exp)
-    return runs, wait.fit(runs)
+    result = wait.run(exp)
+    return result.runs, result.fitted
 
 
 def test_busy_polling_burns_a_core_where_adaptive_waiting_sleeps(wait_runs):
@@ -476,7 +477,7 @@ def test_busy_polling_burns_a_core_where_adaptive_waiting_sleeps(wait_runs):
 
 
 def test_fitted_model_matches_the_engine(wait_runs):
-    from offloadlab.testbed import wait
+    from offloadlab.experiments import wait
 
     runs, fitted = wait_runs
     assert fitted.t_int > 0 and fitted.t_pkt > 0
@@ -496,7 +497,7 @@ def test_fitted_model_matches_the_engine(wait_runs):
 def test_compare_puts_the_models_engine_latency_beside_the_measured():
     # Made-up runs, so the arithmetic is checked without a server: two strategies at
     # two rates, two repeats each (the median is taken).
-    from offloadlab.testbed import wait
+    from offloadlab.experiments import wait
 
     rows = []
     for strategy, extra in (("poll", 0.0), ("adaptive", 0.3e-3)):

@@ -1,4 +1,5 @@
-"""write_outputs: one writer for every experiment's output folder."""
+"""write_outputs: one writer for every experiment's output folder, and the experiments'
+protocol's write on top of it."""
 
 import json
 
@@ -6,7 +7,8 @@ import pandas as pd
 import pytest
 from matplotlib.figure import Figure
 
-from offloadlab.results import write_outputs
+from offloadlab.experiments import protocol
+from offloadlab.results import Check, write_outputs
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 
@@ -41,3 +43,34 @@ def test_an_unknown_suffix_is_refused_and_a_failed_file_leaves_nothing(tmp_path)
     with pytest.raises(RuntimeError, match="disk full"):
         write_outputs(tmp_path, {"plot.png": Broken(), "summary.json": {}})
     assert list(tmp_path.iterdir()) == []
+
+
+class _Experiment:
+    def describe(self) -> dict:
+        return {"clients": 4}
+
+    def check(self) -> None:
+        pass
+
+
+class _Result:
+    def tables(self) -> dict:
+        return {"runs.csv": pd.DataFrame({"rate": [1.0]})}
+
+    def summary(self) -> dict:
+        return {"summary": [{"rate": 1.0}], "extra": 1}
+
+    def checks(self) -> list[Check]:
+        return [Check("a claim", True, "1 > 0")]
+
+    def figures(self) -> dict:
+        return {"plot.png": Figure(), "empty.png": None}
+
+
+def test_an_experiments_folder_holds_its_tables_figures_and_summary(tmp_path):
+    names = protocol.write(tmp_path, _Experiment(), _Result())
+    assert names == ["runs.csv", "plot.png", "summary.json"]
+    assert json.loads((tmp_path / "summary.json").read_text()) == {
+        "experiment": {"clients": 4}, "summary": [{"rate": 1.0}], "extra": 1,
+        "checks": [{"claim": "a claim", "holds": True, "detail": "1 > 0"}],
+        "figures": ["plot.png"]}

@@ -1,4 +1,4 @@
-"""Seed 004's policies on the testbed (:mod:`offloadlab.testbed.handoff`): a short real
+"""Seed 004's policies on the testbed (:mod:`offloadlab.experiments.handoff`): a short real
 experiment through the CLI, the claims' checks on known summaries, the policy list and
 bad input. Servers listen on ephemeral loopback ports and every run is bounded."""
 
@@ -13,8 +13,8 @@ from typer.testing import CliRunner
 
 from offloadlab.cli import app
 from offloadlab.errors import InputError
+from offloadlab.experiments import handoff
 from offloadlab.report import handoff as report
-from offloadlab.testbed import handoff
 
 
 def test_a_short_experiment_runs_every_policy_and_writes_its_files(served_set, tmp_path):
@@ -55,7 +55,7 @@ def _summary(inline: float, naive: float, best: float) -> pd.DataFrame:
          "soft_limit_min": math.nan}
         for r in range(3) for p, x in ((handoff.INLINE, inline), (handoff.NAIVE, naive),
                                        (handoff.BEST, best))])
-    return handoff.Result(runs, pd.DataFrame(columns=list(handoff.SERIES_COLUMNS))).summary()
+    return handoff.Result(runs, pd.DataFrame(columns=list(handoff.SERIES_COLUMNS))).medians()
 
 
 def test_the_summary_takes_medians_and_the_checks_follow_the_throughputs():

@@ -1,5 +1,5 @@
 """Seed 001's cache in the model, fitted to the testbed's set-ups A and C
-(:mod:`offloadlab.testbed.appcache`), then model and simulator set against every run.
+(:mod:`offloadlab.experiments.appcache`), then model and simulator set against every run.
 
 Two classes share each run's request rate λ:
 

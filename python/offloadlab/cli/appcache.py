@@ -1,5 +1,5 @@
 """``offload study --preset appcache``: seed 001's object cache on the testbed, set-ups
-A, B and C under SPECweb2005-like sessions (:mod:`offloadlab.testbed.appcache`)."""
+A, B and C under SPECweb2005-like sessions (:mod:`offloadlab.experiments.appcache`)."""
 
 from __future__ import annotations
 
@@ -9,10 +9,9 @@ from pathlib import Path
 from rich.table import Table
 
 from offloadlab.calibrate import appcache as fitting
-from offloadlab.cli.common import drawn, err, out, write_folder
+from offloadlab.cli.common import err, out, write_experiment
 from offloadlab.errors import InputError
-from offloadlab.report import appcache as figure
-from offloadlab.testbed import appcache
+from offloadlab.experiments import appcache
 from offloadlab.units import ms, us
 
 
@@ -59,21 +58,13 @@ def study(out_dir: Path, fileset_dir: Path | None, exp_args: dict, budget: str,
               + (", then the search for the most compliant sessions" if exp.search else ""),
               highlight=False)
     result = appcache.run(exp, progress=_say)
-    costs = fitting.fit(result.points)
-    versus = fitting.compare(result.points, costs)
-    figures = {"appcache.png": figure.figure(result.points, exp.operating, versus)}
+    costs, versus = result.model
     out.print(hit_table(result))
     out.print(setup_table(result))
     out.print(model_table(versus, costs))
     if exp.search:
         out.print(search_line(result), highlight=False)
-    write_folder(out_dir, {
-        "points.csv": result.points, "model.csv": versus, "probes.csv": result.probes,
-        **figures,
-        "summary.json": {**result.summary(), "figures": drawn(figures),
-                         "model": {"costs": costs.to_json(),
-                                   "runs": versus.to_dict("records")}}})
-
+    write_experiment(out_dir, exp, result)
 
 def _say(what: str, done: int, total: int) -> None:
     if what:

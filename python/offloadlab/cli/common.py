@@ -69,14 +69,24 @@ def drawn(figures: dict) -> list[str]:
     return [name for name, fig in figures.items() if fig is not None]
 
 
-def write_folder(out_dir, files: dict) -> list[str]:
+def write_folder(out_dir, files: dict) -> None:
     """Write an experiment's output folder (:func:`offloadlab.results.write_outputs`)
     and say what was written."""
     from offloadlab.results import write_outputs
 
-    names = write_outputs(out_dir, files)
+    _wrote(out_dir, write_outputs(out_dir, files))
+
+
+def write_experiment(out_dir, exp, result) -> None:
+    """Write an experiment's output folder (:func:`offloadlab.experiments.protocol.write`)
+    and say what was written."""
+    from offloadlab.experiments import protocol
+
+    _wrote(out_dir, protocol.write(out_dir, exp, result))
+
+
+def _wrote(out_dir, names: list[str]) -> None:
     out.print(f"wrote {escape(str(out_dir))}/: {', '.join(names)}", highlight=False)
-    return names
 
 
 def _show_version(value: bool) -> None:

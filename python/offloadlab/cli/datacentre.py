@@ -11,7 +11,15 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 from rich.table import Table
 
-from offloadlab.cli.common import app, err, flag_time, out, user_errors, write_folder
+from offloadlab.cli.common import (
+    app,
+    err,
+    flag_time,
+    out,
+    user_errors,
+    write_experiment,
+    write_folder,
+)
 from offloadlab.errors import InputError
 from offloadlab.units import format_bytes, parse_bytes
 
@@ -131,9 +139,9 @@ def testbed_cmd(
 ) -> None:
     """Seed 003's hybrid placement on the real server: popular files in memory, the rest
     read from disk, against everything from disk, per working-set class."""
-    from offloadlab.report import datacentre as figure
+    from offloadlab.experiments import hybrid
     from offloadlab.study.plan import parse_classes
-    from offloadlab.testbed import cores, hybrid
+    from offloadlab.testbed import cores
     from offloadlab.workload import fileset, presets
 
     chosen = parse_classes(classes)
@@ -154,13 +162,9 @@ def testbed_cmd(
                                                                        run_length),
                             repeats=repeats, host_core=host,
                             engine_core=engine if mode != "inline" else None, seed=seed)
-    runs = hybrid.run(exp, progress=_say_run)
-    table = hybrid.summary(runs)
-    write_folder(out_dir, {
-        "runs.csv": runs, "summary.csv": table, "hybrid.png": figure.hybrid(table),
-        "summary.json": {"classes": table.to_dict("records"), "memory_below": memory_below,
-                         "memory_budget": memory_budget, "mode": mode, "clients": clients,
-                         "run_s": exp.run_s, "repeats": repeats}})
+    result = hybrid.run(exp, progress=_say_run)
+    table = result.medians()
+    write_experiment(out_dir, exp, result)
     t = Table("class", "working set", "in memory", "requests there", "disk req/s",
               "hybrid req/s", "gain", "disk ms", "hybrid ms", title="hybrid placement")
     for r in table.to_dict("records"):
@@ -201,7 +205,8 @@ def tiers_cmd(
 ) -> None:
     """Seed 003's three tiers on the testbed: the web tier and database alone, then with
     the proxy tier (an object cache) on the host thread, then on the engine."""
-    from offloadlab.testbed import cores, multitier
+    from offloadlab.experiments import multitier
+    from offloadlab.testbed import cores
     from offloadlab.workload import fileset, presets
 
     host, engine = cores.choose()
@@ -222,17 +227,11 @@ def tiers_cmd(
     if db is None:
         db = str(multitier.default_db(out_dir, rows))
     exp = replace(exp, root=fileset_dir, db=db)
-    runs = multitier.run(exp, progress=_say_run)
-    table = multitier.summary(runs)
-    shown_db = "PostgreSQL" if db.startswith(("postgresql://", "postgres://")) else db
-    write_folder(out_dir, {
-        "runs.csv": runs, "summary.csv": table,
-        "summary.json": {"setups": table.to_dict("records"), "db": shown_db,
-                         "dynamic": dynamic, "queries": queries, "work_us": exp.work_us,
-                         "cache_size": cache_size, "clients": clients, "run_s": exp.run_s,
-                         "repeats": repeats}})
+    result = multitier.run(exp, progress=_say_run)
+    table = result.medians()
+    write_experiment(out_dir, exp, result)
     t = Table("set-up", "req/s", "mean ms", "proxy hits", "host µs/req", "engine µs/req",
-              "db queries/req", "µs/query", title=f"three tiers ({shown_db})")
+              "db queries/req", "µs/query", title=f"three tiers ({exp.db_name()})")
     for r in table.to_dict("records"):
         t.add_row(r["setup"], f"{r['throughput']:,.0f}", f"{r['mean_ms']:.2f}",
                   f"{r['proxy_hit_rate']:.0%}", f"{r['host_cpu_us']:.1f}",
@@ -257,9 +256,9 @@ def nic_cmd(
     """Measure what checksum and segmentation offload save the host, by message size:
     the server in a private network namespace behind a veth pair whose offloads are
     switched with ethtool (needs root)."""
+    from offloadlab.experiments import nic
     from offloadlab.model.protocol_costs import TABLE5
     from offloadlab.report import datacentre as figure
-    from offloadlab.testbed import nic
 
     try:
         chosen = tuple(parse_bytes(s.strip(), "--sizes") for s in sizes.split(","))

@@ -12,7 +12,7 @@ import numpy as np
 import typer
 from rich.table import Table
 
-from offloadlab.cli.common import app, err, flag_time, out, user_errors, write_folder
+from offloadlab.cli.common import app, err, flag_time, out, user_errors, write_experiment
 from offloadlab.errors import InputError
 from offloadlab.model import polling
 from offloadlab.results import jsonable
@@ -181,8 +181,8 @@ def testbed_cmd(
 ) -> None:
     """The engine's busy polling against its adaptive spin-then-sleep, at a few request
     rates, with seed 002's model fitted to both."""
+    from offloadlab.experiments import wait as testbed_wait
     from offloadlab.testbed import cores
-    from offloadlab.testbed import wait as testbed_wait
     from offloadlab.workload import fileset
     from offloadlab.workload.specs import FileSetSpec
 
@@ -210,15 +210,9 @@ def testbed_cmd(
                 name="driver", n_files=20, max_bytes=20_000, seed=seed)), root)
     exp.check()
     out_dir.mkdir(parents=True, exist_ok=True)
-    runs = testbed_wait.run(exp, progress=_say_run)
-    fitted = testbed_wait.fit(runs)
-    table = testbed_wait.compare(runs, fitted)
-    write_folder(out_dir, {
-        "runs.csv": runs, "compare.csv": table,
-        "summary.json": {"t_int_s": fitted.t_int, "t_pkt_s": fitted.t_pkt,
-                         "fit_rms": fitted.rms, "rates": list(exp.rates), "run_s": run_s,
-                         "repeats": repeats, "keep_alive": keep_alive,
-                         "compare": table.to_dict("records")}})
+    result = testbed_wait.run(exp, progress=_say_run)
+    fitted, table = result.fitted, result.compared()
+    write_experiment(out_dir, exp, result)
     t = Table("wait", "req/s", "CPU", "model", "busy", "model", "idle poll",
               title="engine CPU (share of a core), measured and modelled")
     for r in table.to_dict("records"):

@@ -12,7 +12,16 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 from rich.table import Column, Table
 
-from offloadlab.cli.common import app, drawn, err, flag_time, out, user_errors, write_folder
+from offloadlab.cli.common import (
+    app,
+    drawn,
+    err,
+    flag_time,
+    out,
+    user_errors,
+    write_experiment,
+    write_folder,
+)
 from offloadlab.cli.serve import EngineCore, HostCore, Work
 from offloadlab.errors import InputError
 from offloadlab.results import Check
@@ -107,9 +116,8 @@ def testbed_cmd(
 ) -> None:
     """Seed 004's policies on the testbed: the same keep-alive load against inline mode
     and handoff mode under each policy, the engine slowed by --engine-slowdown."""
-    from offloadlab.report import handoff as figures
+    from offloadlab.experiments import handoff as testbed
     from offloadlab.testbed import cores
-    from offloadlab.testbed import handoff as testbed
     from offloadlab.workload import fileset
 
     host, engine = cores.choose(host_core, engine_core)
@@ -127,15 +135,9 @@ def testbed_cmd(
               f"{total_s:.0f} s of load", highlight=False)
 
     result = testbed.run(exp, progress=_say_run)
-    summary = result.summary()
-    verdicts = testbed.checks(summary)
-    figs = {"handoff-testbed.png": figures.testbed_figure(result.runs, result.series)}
-    out.print(testbed_table(summary, exp))
-    _print_claims(verdicts)
-    write_folder(out_dir, {
-        "runs.csv": result.runs, "series.parquet": result.series, **figs,
-        "summary.json": {"experiment": exp.describe(), "summary": summary.to_dict("records"),
-                         "checks": [vars(c) for c in verdicts], "figures": drawn(figs)}})
+    out.print(testbed_table(result.medians(), exp))
+    _print_claims(result.checks())
+    write_experiment(out_dir, exp, result)
 
 
 @handoff_app.command("online")
@@ -174,9 +176,9 @@ def online_cmd(
     the queueing model every period from the server's live per-class accounts and sets
     each size class's offload fraction; compared with fixed fractions on the same
     shifting workload."""
+    from offloadlab.experiments import online
     from offloadlab.online.control import Policy
-    from offloadlab.report import online as online_figure
-    from offloadlab.testbed import cores, online
+    from offloadlab.testbed import cores
     from offloadlab.workload import fileset
 
     host, engine = cores.choose(host_core, engine_core)
@@ -198,18 +200,9 @@ def online_cmd(
               "of load", highlight=False)
 
     result = online.run(exp, progress=_say_run)
-    summary = result.summary()
-    verdicts = online.checks(summary)
-    figs = {"handoff-online.png": online_figure.figure(
-        result.runs, result.steps, result.latency, [p.label() for p in exp.phases],
-        exp.ends_s())}
-    out.print(online_table(summary, exp))
-    _print_claims(verdicts)
-    write_folder(out_dir, {
-        "runs.csv": result.runs, "steps.csv": result.steps, "latency.csv": result.latency,
-        **figs,
-        "summary.json": {"experiment": exp.describe(), "summary": summary.to_dict("records"),
-                         "checks": [vars(c) for c in verdicts], "figures": drawn(figs)}})
+    out.print(online_table(result.medians(), exp))
+    _print_claims(result.checks())
+    write_experiment(out_dir, exp, result)
 
 
 def _given(**values) -> dict:

@@ -125,7 +125,7 @@ def demo(
 
 def _handoff_slowdown(given: float | None) -> float:
     """--handoff-slowdown, or the handoff experiment's own."""
-    from offloadlab.testbed import handoff
+    from offloadlab.experiments import handoff
 
     return handoff.Experiment.slowdown if given is None else given
 
@@ -269,13 +269,12 @@ def summary(tables) -> dict:
 
 def handoff_summary(tables) -> dict | None:
     """The handoff experiment's medians per policy and its checks (None if not run)."""
-    from offloadlab.testbed import handoff
+    from offloadlab.experiments import handoff
 
     if tables.handoff.empty:
         return None
-    summary = handoff.Result(tables.handoff, tables.handoff_series).summary()
-    return {"summary": summary.to_dict("records"),
-            "checks": [vars(c) for c in handoff.checks(summary)]}
+    result = handoff.Result(tables.handoff, tables.handoff_series)
+    return {**result.summary(), "checks": [vars(c) for c in result.checks()]}
 
 
 def verdict_table(tables) -> Table:

@@ -1,4 +1,4 @@
-"""The figure of seed 001's experiment (:mod:`offloadlab.testbed.appcache`):
+"""The figure of seed 001's experiment (:mod:`offloadlab.experiments.appcache`):
 
 - the hit rate against the cache size, one line per session count (the graph of Table
   4.4);

@@ -1,7 +1,7 @@
 """The figures of the data-centre commands: a study on the model
 (:mod:`offloadlab.datacentre.studies`: its ``y`` against its ``x``, one line per ``line``
 value, one panel per ``panel`` value), and the hybrid placement on the testbed
-(:mod:`offloadlab.testbed.hybrid`)."""
+(:mod:`offloadlab.experiments.hybrid`)."""
 
 from __future__ import annotations
 

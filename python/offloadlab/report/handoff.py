@@ -260,7 +260,7 @@ def figures(results: pd.DataFrame, series: Mapping[str, pd.DataFrame], *,
 
 
 def testbed_figure(runs: pd.DataFrame, series: pd.DataFrame) -> Figure | None:
-    """The testbed experiment (:mod:`offloadlab.testbed.handoff`): throughput and
+    """The testbed experiment (:mod:`offloadlab.experiments.handoff`): throughput and
     latency per policy (median bars, one dot per repeat, change vs. inline on the bar),
     and the engine's Cnum and Soft_limit over the first P-L-FCFS run."""
     if runs.empty:

@@ -18,10 +18,10 @@ from urllib.parse import quote
 
 import pandas as pd
 
+from offloadlab.experiments import handoff
 from offloadlab.report.study import FIGURES, MAPE_CUT, write_figures
 from offloadlab.results import write_atomic
 from offloadlab.study.tables import StudyTables
-from offloadlab.testbed import handoff
 
 MISSING = "–"
 VERDICT_STYLES = ("helps", "hurts", "neutral")  # CSS classes of the same names
@@ -215,7 +215,7 @@ def _saturation(s: pd.DataFrame) -> str:
 def _handoff(runs: pd.DataFrame, series: pd.DataFrame, setup: dict | None) -> str:
     if runs.empty:
         return _table((), [])
-    summary = handoff.Result(runs, series).summary()
+    summary = handoff.Result(runs, series).medians()
     rows = [[_text(d["policy"]), (_sig(d["throughput"]), "num"),
              (_pct(d["vs_inline"] - 1, signed=True), "num"), (_ms(d["mean_s"]), "num"),
              (_ms(d["p99_s"]), "num"), (_us(d["host_cpu_s"]), "num"),

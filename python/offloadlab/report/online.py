@@ -1,4 +1,4 @@
-"""The figure of the online placement experiment (:mod:`offloadlab.testbed.online`):
+"""The figure of the online placement experiment (:mod:`offloadlab.experiments.online`):
 over time, the online policy's offload fraction per size class and the engine's
 measured utilisation against the model's prediction; the mean latency of every policy
 in 0.5 s bins; and each policy's mean latency per phase. Phases are shaded and labelled

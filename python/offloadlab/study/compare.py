@@ -16,12 +16,12 @@ import pandas as pd
 
 from offloadlab import model
 from offloadlab.calibrate import fit
+from offloadlab.experiments import handoff
 from offloadlab.model.verdict import HELPS, HURTS, MARGIN, NEUTRAL
 from offloadlab.scenario import Scenario
 from offloadlab.study.measure import Measured, core_shares, cpu_rows
 from offloadlab.study.plan import MIX, Plan
 from offloadlab.study.tables import COLUMNS, StudyTables, empty
-from offloadlab.testbed import handoff
 
 TARGETS = {"U_host": 0.05, "U_engine": 0.05, "T": 0.15}
 KS_P = 0.2

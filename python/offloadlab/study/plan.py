@@ -12,7 +12,8 @@ import pandas as pd
 
 from offloadlab import dist
 from offloadlab.errors import InputError
-from offloadlab.testbed import handoff, server
+from offloadlab.experiments import handoff
+from offloadlab.testbed import server
 from offloadlab.workload import fileset, presets
 from offloadlab.workload.classes import CLASSES, class_name
 

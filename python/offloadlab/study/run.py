@@ -23,6 +23,7 @@ import pandas as pd
 from offloadlab import model, scenario, sim
 from offloadlab.calibrate import fit
 from offloadlab.dist import Deterministic
+from offloadlab.experiments import handoff
 from offloadlab.scenario import Queue, Scenario, TrafficClass
 from offloadlab.study import compare
 from offloadlab.study.measure import Measured, measure
@@ -35,7 +36,6 @@ from offloadlab.study.plan import (
     STOP_SHORTFALL,
     Plan,
 )
-from offloadlab.testbed import handoff
 
 Progress = Callable[[str, float, float], None]
 # One testbed run: (plan, load, mode, use, rate) -> Measured. The real one is

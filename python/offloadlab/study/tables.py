@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 
 import pandas as pd
 
-from offloadlab.testbed import handoff
+from offloadlab.experiments import handoff
 
 # Each table's columns, in order; ``StudyTables.check`` holds the frames to them.
 COLUMNS: dict[str, tuple[str, ...]] = {
@@ -78,7 +78,7 @@ COLUMNS: dict[str, tuple[str, ...]] = {
                    "wakeup", "cooling", "counted_per_wakeup", "wakeup_r2"),
     # Seed 004's handoff policies on the testbed with a slowed engine: one row per run
     # (policy, repeat) and the engine's Cnum, Soft_limit and Qlen every 0.1 s
-    # (:mod:`offloadlab.testbed.handoff` documents the columns). Empty when not run.
+    # (:mod:`offloadlab.experiments.handoff` documents the columns). Empty when not run.
     "handoff": handoff.RUN_COLUMNS,
     "handoff_series": handoff.SERIES_COLUMNS,
 }

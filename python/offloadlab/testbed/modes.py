@@ -15,7 +15,7 @@ own policy).
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from functools import cached_property
 from typing import TypeVar
 
@@ -113,6 +113,10 @@ class Rounds:
     def check_rounds(self) -> None:
         require(self.clients >= 1 and self.repeats >= 1 and self.run_s > 0,
                 "clients and repeats must be >= 1 and the run length > 0")
+
+    def describe_rounds(self) -> dict:
+        """These settings, for an experiment's ``describe()``."""
+        return {f.name: getattr(self, f.name) for f in fields(Rounds)}
 
 
 def rounds(policies: Sequence[str], repeats: int, run_one: Callable[[str, int], T],

@@ -216,11 +216,14 @@ class Experiment:
 
 @dataclass(frozen=True)
 class Result:
+    """The experiment's result (:mod:`offloadlab.experiments.protocol`)."""
+
+    experiment: Experiment
     runs: pd.DataFrame      # RUN_COLUMNS plus mean_s per phase (phase0_mean_s, ...)
     steps: pd.DataFrame     # the online controller's periods (policy "online")
     latency: pd.DataFrame   # policy, repeat, t_s (bin start), mean_s, requests
 
-    def summary(self) -> pd.DataFrame:
+    def medians(self) -> pd.DataFrame:
         """Per policy: medians over repeats; ``vs_online`` is the mean latency over the
         online policy's."""
         cols = [c for c in self.runs.columns if c.endswith("_s") or c in (
@@ -230,6 +233,23 @@ class Result:
         table["errors"] = grouped["errors"].sum()
         table["vs_online"] = table["mean_s"] / table["mean_s"].get(ONLINE, math.nan)
         return table.reset_index()
+
+    def tables(self) -> dict[str, pd.DataFrame]:
+        return {"runs.csv": self.runs, "steps.csv": self.steps, "latency.csv": self.latency}
+
+    def summary(self) -> dict:
+        return {"summary": self.medians().to_dict("records")}
+
+    def checks(self) -> list[Check]:
+        return checks(self.medians())
+
+    def figures(self) -> dict:
+        from offloadlab.report import online as figure
+
+        exp = self.experiment
+        return {"handoff-online.png": figure.figure(
+            self.runs, self.steps, self.latency, [p.label() for p in exp.phases],
+            exp.ends_s())}
 
 
 def run(exp: Experiment, progress: Callable[[str, int, int], None] | None = None) -> Result:
@@ -249,7 +269,8 @@ def run(exp: Experiment, progress: Callable[[str, int, int], None] | None = None
         rows.append(_row(exp, name, rep, result, stats))
         bins.append(_latency(name, rep, result.records))
         steps.extend({"policy": name, "repeat": rep, **s} for s in decided)
-    return Result(pd.DataFrame(rows), pd.DataFrame(steps), pd.concat(bins, ignore_index=True))
+    return Result(exp, pd.DataFrame(rows), pd.DataFrame(steps),
+                  pd.concat(bins, ignore_index=True))
 
 
 def _run_policy(exp: Experiment, name: str, requests: stream.Stream, cores: list[int]):

@@ -45,12 +45,15 @@ import json
 import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
+from functools import cached_property
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 import pandas as pd
 
 from offloadlab.errors import InputError, require
+from offloadlab.results import Check
 from offloadlab.testbed import load
 from offloadlab.testbed.documents import ServerStats
 from offloadlab.testbed.server import ServerOptions, running
@@ -58,6 +61,9 @@ from offloadlab.workload import fileset, site, stream
 from offloadlab.workload.classes import MiB
 from offloadlab.workload.page_mixes import MIXES
 from offloadlab.workload.specs import SpecWeb2005Spec
+
+if TYPE_CHECKING:
+    from offloadlab.calibrate.appcache import Costs
 
 SETUPS = ("A", "B", "C")
 SETUP_NAMES = {"A": "server alone", "B": "cache on the host", "C": "cache on the engine"}
@@ -201,6 +207,8 @@ class Experiment:
 
 @dataclass
 class Result:
+    """The experiment's result (:mod:`offloadlab.experiments.protocol`)."""
+
     experiment: Experiment
     points: pd.DataFrame
     #: Per set-up, the most compliant sessions found (None: not even the first probe)
@@ -223,12 +231,35 @@ class Result:
         return rows.pivot_table(index="sessions", columns="cache_mib", values="hit_rate"
                                 ) * 100
 
+    @cached_property
+    def model(self) -> tuple[Costs, pd.DataFrame]:
+        """The model's costs fitted to the points, and model and simulator beside each
+        point (:mod:`offloadlab.calibrate.appcache`)."""
+        from offloadlab.calibrate import appcache as fitting
+
+        costs = fitting.fit(self.points)
+        return costs, fitting.compare(self.points, costs)
+
+    def tables(self) -> dict[str, pd.DataFrame | None]:
+        return {"points.csv": self.points, "model.csv": self.model[1],
+                "probes.csv": self.probes}
+
     def summary(self) -> dict:
-        return {"experiment": self.experiment.describe(),
-                "points": self.points.to_dict("records"),
+        costs, versus = self.model
+        return {"points": self.points.to_dict("records"),
                 "most_sessions": self.most_sessions,
                 "first_failed": {s: self.first_failed(s) for s in self.most_sessions},
-                "probes": [] if self.probes is None else self.probes.to_dict("records")}
+                "probes": [] if self.probes is None else self.probes.to_dict("records"),
+                "model": {"costs": costs.to_json(), "runs": versus.to_dict("records")}}
+
+    def checks(self) -> list[Check]:
+        return []  # none: the QoS search and the model comparison are reported as found
+
+    def figures(self) -> dict:
+        from offloadlab.report import appcache as figure
+
+        return {"appcache.png": figure.figure(self.points, self.experiment.operating,
+                                              self.model[1])}
 
 
 def run_point(exp: Experiment, setup: str, sessions: int, cache_mib: float | None) -> dict:

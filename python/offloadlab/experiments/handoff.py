@@ -90,10 +90,12 @@ class Experiment:
 
 @dataclass(frozen=True)
 class Result:
+    """The experiment's result (:mod:`offloadlab.experiments.protocol`)."""
+
     runs: pd.DataFrame     # RUN_COLUMNS, one row per run
     series: pd.DataFrame   # SERIES_COLUMNS, the engine's gauges every 0.1 s
 
-    def summary(self) -> pd.DataFrame:
+    def medians(self) -> pd.DataFrame:
         """Per policy, in the experiment's order: medians over the repeats, and the
         throughput as a ratio to inline's median."""
         order = list(dict.fromkeys(self.runs["policy"]))
@@ -105,6 +107,20 @@ class Result:
         inline = table["throughput"].get(INLINE, math.nan)
         table["vs_inline"] = table["throughput"] / inline
         return table.loc[order].reset_index()
+
+    def tables(self) -> dict[str, pd.DataFrame]:
+        return {"runs.csv": self.runs, "series.parquet": self.series}
+
+    def summary(self) -> dict:
+        return {"summary": self.medians().to_dict("records")}
+
+    def checks(self) -> list[Check]:
+        return checks(self.medians())
+
+    def figures(self) -> dict:
+        from offloadlab.report import handoff as figures
+
+        return {"handoff-testbed.png": figures.testbed_figure(self.runs, self.series)}
 
 
 def run(exp: Experiment, progress: Callable[[str, int, int], None] | None = None) -> Result:

@@ -32,6 +32,7 @@ from scipy import optimize
 
 from offloadlab.errors import require
 from offloadlab.model import polling
+from offloadlab.results import Check
 from offloadlab.testbed import modes
 from offloadlab.testbed.server import ENGINE_WAITS, ServerOptions
 from offloadlab.workload import fileset, stream
@@ -63,6 +64,11 @@ class Experiment(modes.Rounds):
         self.check_rounds()
         self.options("poll").check()
 
+    def describe(self) -> dict:
+        return {"root": str(self.root), "rates": list(self.rates),
+                "strategies": list(self.strategies), "keep_alive": self.keep_alive,
+                **self.describe_rounds()}
+
     def options(self, strategy: str) -> ServerOptions:
         return ServerOptions(root=self.root, mode="engine", engine_wait=strategy,
                              host_core=self.host_core, engine_core=self.engine_core,
@@ -70,9 +76,8 @@ class Experiment(modes.Rounds):
 
 
 def run(exp: Experiment, progress: Callable[[str, int, int], None] | None = None
-        ) -> pd.DataFrame:
-    """One row per run: strategy, rate, repeat, requests/s served, the engine's CPU,
-    busy and idle-poll shares of a core, and client latency (seconds)."""
+        ) -> Result:
+    """Every strategy at every rate, and the model fitted to the runs."""
     exp.check()
     manifest = fileset.read_manifest(exp.root)
     rows = []
@@ -97,7 +102,8 @@ def run(exp: Experiment, progress: Callable[[str, int, int], None] | None = None
                                                 f"{rate:g} requests/s", say):
             rows.append({"strategy": strategy, "rate": rate, "repeat": rep,
                          **measure(done)})
-    return pd.DataFrame(rows)
+    runs = pd.DataFrame(rows)
+    return Result(exp, runs, fit(runs))
 
 
 def measure(done: modes.ModeRun) -> dict:
@@ -143,6 +149,35 @@ class WaitFit:
         work t_pkt. inf once lam t_pkt >= 1."""
         t_int = 0.0 if strategy == "poll" else self.t_int
         return polling.setup_latency(lam, t_int, self.t_pkt, ENGINE_BULK_CAP)
+
+
+@dataclass(frozen=True)
+class Result:
+    """The experiment's result (:mod:`offloadlab.experiments.protocol`). ``runs`` has one
+    row per run: strategy, rate, repeat, requests/s served, the engine's CPU, busy and
+    idle-poll shares of a core, and client latency (seconds)."""
+
+    experiment: Experiment
+    runs: pd.DataFrame
+    fitted: WaitFit
+
+    def compared(self) -> pd.DataFrame:
+        return compare(self.runs, self.fitted)
+
+    def tables(self) -> dict[str, pd.DataFrame]:
+        return {"runs.csv": self.runs, "compare.csv": self.compared()}
+
+    def summary(self) -> dict:
+        # The settings at the top as well, where summary.json had them before.
+        return {**self.experiment.describe(), "t_int_s": self.fitted.t_int,
+                "t_pkt_s": self.fitted.t_pkt, "fit_rms": self.fitted.rms,
+                "compare": self.compared().to_dict("records")}
+
+    def checks(self) -> list[Check]:
+        return []  # none: the fit is set beside the runs in compare.csv, not judged
+
+    def figures(self) -> dict:
+        return {}
 
 
 def fit(runs: pd.DataFrame) -> WaitFit:

@@ -24,6 +24,7 @@ import numpy as np
 import pandas as pd
 
 from offloadlab.errors import require
+from offloadlab.results import Check
 from offloadlab.testbed import modes
 from offloadlab.testbed.documents import LoadReport, ServerStats
 from offloadlab.testbed.server import ServerOptions, fill_db
@@ -58,6 +59,15 @@ class Experiment(modes.Rounds):
         for setup in SETUPS:
             self.options(setup).check()
 
+    def describe(self) -> dict:
+        return {"root": str(self.root), "db": self.db_name(), "dynamic": self.dynamic,
+                "queries": self.queries, "work_us": self.work_us,
+                "cache_size": self.cache_size, **self.describe_rounds()}
+
+    def db_name(self) -> str:
+        """The database as shown: a PostgreSQL URL may hold a password."""
+        return "PostgreSQL" if self.db.startswith(("postgresql://", "postgres://")) else self.db
+
     def options(self, setup: str) -> ServerOptions:
         return ServerOptions(root=self.root, host_core=self.host_core,
                              engine_core=self.engine_core if setup == "proxy on engine"
@@ -84,9 +94,36 @@ def default_db(folder: Path, rows: int = 100_000) -> Path:
     return path
 
 
-def run(exp: Experiment, progress: Callable[[str, int, int], None] | None = None
-        ) -> pd.DataFrame:
-    """One row per run: set-up, repeat, throughput, latency, CPU and tier counters."""
+@dataclass(frozen=True)
+class Result:
+    """The experiment's result (:mod:`offloadlab.experiments.protocol`)."""
+
+    experiment: Experiment
+    runs: pd.DataFrame  # one row per run: set-up, repeat, throughput, latency, CPU, tiers
+
+    def medians(self) -> pd.DataFrame:
+        """Medians per set-up, in the set-ups' order."""
+        runs = self.runs
+        med = runs.groupby("setup").median(numeric_only=True).drop(columns="repeat")
+        med["errors"] = runs.groupby("setup")["errors"].sum()
+        return med.loc[[s for s in SETUPS if s in med.index]].reset_index()
+
+    def tables(self) -> dict[str, pd.DataFrame]:
+        return {"runs.csv": self.runs, "summary.csv": self.medians()}
+
+    def summary(self) -> dict:
+        # The settings at the top as well, where summary.json had them before.
+        return {**self.experiment.describe(), "setups": self.medians().to_dict("records")}
+
+    def checks(self) -> list[Check]:
+        return []  # none: the tiers are reported, not held to a claim of the paper
+
+    def figures(self) -> dict:
+        return {}
+
+
+def run(exp: Experiment, progress: Callable[[str, int, int], None] | None = None) -> Result:
+    """Every set-up ``repeats`` times, interleaved."""
     exp.check()
     objects = exp.objects()
     requests = stream.closed(objects, exp.clients, requests=2000, keep_alive=100,
@@ -116,7 +153,7 @@ def run(exp: Experiment, progress: Callable[[str, int, int], None] | None = None
                                 else np.nan),
             "proxy_hit_rate": server.cache.hit_rate if server.cache else 0.0,
         })
-    return pd.DataFrame(rows)
+    return Result(exp, pd.DataFrame(rows))
 
 
 def _per_client(per_served: float | None, server: ServerStats, report: LoadReport) -> float:
@@ -124,11 +161,4 @@ def _per_client(per_served: float | None, server: ServerStats, report: LoadRepor
     if not per_served:
         return 0.0
     return per_served * server.requests / max(report.completed, 1) * 1e6
-
-
-def summary(runs: pd.DataFrame) -> pd.DataFrame:
-    """Medians per set-up, in the set-ups' order."""
-    med = runs.groupby("setup").median(numeric_only=True).drop(columns="repeat")
-    med["errors"] = runs.groupby("setup")["errors"].sum()
-    return med.loc[[s for s in SETUPS if s in med.index]].reset_index()
 

@@ -1,0 +1,54 @@
+"""What every experiment is, and the one writer of its output folder.
+
+An experiment is a frozen dataclass of its settings with ``describe()`` (the settings
+for ``summary.json``) and ``check()`` (its inputs, before any run). Its module's
+``run(exp, progress)`` returns a result with ``tables()`` (file name -> DataFrame, None
+for one not made), ``summary()`` (what ``summary.json`` holds besides the settings, the
+checks and the figures' names), ``checks()`` (a paper's claims against the numbers)
+and ``figures()`` (file name -> Figure, None where there was nothing to draw).
+:func:`write` turns that into the folder.
+
+Following it so far: :mod:`~offloadlab.experiments.handoff`,
+:mod:`~offloadlab.experiments.online`, :mod:`~offloadlab.experiments.wait`,
+:mod:`~offloadlab.experiments.hybrid`, :mod:`~offloadlab.experiments.multitier` and
+:mod:`~offloadlab.experiments.appcache`. Not yet: nic, whose command still writes its
+folder itself.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING, Protocol
+
+import pandas as pd
+
+from offloadlab.results import Check, write_outputs
+
+if TYPE_CHECKING:
+    from matplotlib.figure import Figure
+
+
+class Experiment(Protocol):
+    def describe(self) -> dict: ...
+
+    def check(self) -> None: ...
+
+
+class Result(Protocol):
+    def tables(self) -> dict[str, pd.DataFrame | None]: ...
+
+    def summary(self) -> dict: ...
+
+    def checks(self) -> list[Check]: ...
+
+    def figures(self) -> dict[str, Figure | None]: ...
+
+
+def write(out_dir: str | Path, exp: Experiment, result: Result) -> list[str]:
+    """Every table and figure of ``result``, then ``summary.json`` (last, so that it
+    exists only once what it describes does); returns the names written."""
+    figures = result.figures()
+    summary = {"experiment": exp.describe(), **result.summary(),
+               "checks": [vars(c) for c in result.checks()],
+               "figures": [name for name, fig in figures.items() if fig is not None]}
+    return write_outputs(out_dir, {**result.tables(), **figures, "summary.json": summary})
