@@ -7,7 +7,8 @@ prints:
   1. the headline table: per configuration the paper's gain, ours before issue 28
      (constants, measured on 26 Nov 2026 with the default matrix) and ours now, and
      whether now is within ±5 points; the set the number belongs to (fitted,
-     calibration or held out);
+     calibration or held out); then the most W can gain at 800 MIPS in any cost
+     model that meets Table 1 (offloadlab.handoff.paper.host_ceiling);
   2. the calibration set (Table 1 and §6.2's idle shares) within ±5 points;
   3. the held-out set (numbers calibration never sees) within ±8 points;
   4. §6's signs (which configurations gain and which lose), and the wrong ones;
@@ -59,6 +60,13 @@ def main() -> None:
         label = setup if metric == "gain" else f"{setup} {metric}"
         print(f"{label:<44} {pp(ours_paper):>7} {pp(before):>7} {pp(now):>7}  "
               f"{'yes' if ok else 'no':<5}  {paper.role(setup, metric)}")
+
+    w800 = "W-4096-P-L-FCFS-800"
+    share = paper.stated(w800, "offloaded_share")
+    print(f"\nCeiling: a W run offloading the paper's {share:.0%} at 800 MIPS gains at most "
+          f"{pp(paper.host_ceiling(share))} in any cost model that meets Table 1's "
+          f"host-first row (paper.host_ceiling); the paper states {pp(paper.stated(w800))}, "
+          f"we give {pp(by[w800]['gain'])} with {by[w800]['offloaded_share']:.0%} offloaded")
 
     table = paper.compare(results)
     for kind, tol in (("fitted", paper.TOLERANCE), ("calibration", paper.TOLERANCE),

@@ -66,6 +66,23 @@ def test_fitted_costs_give_the_papers_numbers(table1):
         0, abs=paper.HELD_OUT_TOLERANCE)
 
 
+def test_host_ceiling_is_the_extreme_model_that_meets_table_1():
+    # The extreme model: an offloaded request at the least Table 1's host-first row
+    # allows, a host request at its application work. It must give that row's own gain
+    # with host requests at W-0's cost, and the ceiling's value at every share.
+    r = 1 / (1 + paper.host_ceiling(1.0))
+    f = paper.stated(paper.W1024P, "offloaded_share")
+    assert f * r + (1 - f) * 1.0 == pytest.approx(1 / (1 + paper.stated(paper.W1024P)))
+    app = 1 - paper.stated(paper.W0, "host_stack")
+    assert paper.host_ceiling(0.0) == pytest.approx(1 / app - 1)
+    assert paper.host_ceiling(0.6) == pytest.approx(1 / (0.6 * r + 0.4 * app) - 1)
+    # The finding docs/handoff.md reports: §6.4's +58.6 % at 800 MIPS, with its 85 %
+    # offloaded, is out of reach of any such model by more than the ±5 points.
+    w800 = "W-4096-P-L-FCFS-800"
+    ceiling = paper.host_ceiling(paper.stated(w800, "offloaded_share"))
+    assert ceiling < paper.stated(w800) - paper.TOLERANCE
+
+
 def test_solver_finds_a_monotone_target():
     calls = []
 

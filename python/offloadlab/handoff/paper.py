@@ -131,6 +131,25 @@ SIGNS = (
 )
 
 
+def host_ceiling(share: float) -> float:
+    """The largest gain over W-0 that any cost model agreeing with Table 1's host-first
+    row (W-1024-P-N: +15.8 % with the host saturated and 48 % of connections offloaded)
+    allows a W configuration that offloads ``share`` of its requests.
+
+    Costs are per request, relative to W-0's. Assumed: a request's share is its
+    connection's; a request on a host connection costs at most what it cost in W-0 (fewer
+    connections on the host cannot make one dearer) and at least its application work,
+    the share of W-0's cycles above the network stack (§6.2: 57 % below it); an
+    offloaded request costs the host the same whatever the NIC's speed. The host-first
+    row then puts an offloaded request at r >= (1 / (1 + gain) - (1 - f)) / f, and no
+    configuration beats 1 / (share r + (1 - share) app) - 1, however fast its NIC.
+    """
+    f, gain = stated(W1024P, "offloaded_share"), stated(W1024P)
+    app = 1 - stated(W0, "host_stack")
+    r = (1 / (1 + gain) - (1 - f)) / f
+    return 1 / (share * r + (1 - share) * app) - 1
+
+
 def stated(setup: str, metric: str = "gain") -> float:
     """The paper's value of ``metric`` for ``setup``, from the three sets."""
     for n in (*FITTED, *CALIBRATION, *HELD_OUT):
