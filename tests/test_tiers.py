@@ -11,6 +11,7 @@ from offloadlab.errors import InputError
 from offloadlab.model import cache, tiers
 from offloadlab.model import protocol_costs as pc
 from offloadlab.sim import closed
+from offloadlab.workload.popularity import zipf_probabilities
 
 KiB = 1024
 
@@ -52,7 +53,7 @@ def test_every_station_demand_is_the_hand_computed_one():
 
 def test_caches_follow_che_and_hits_skip_the_later_tiers():
     sizes = np.full(2000, 8 * KiB)
-    p = cache.zipf(2000, 0.9)
+    p = zipf_probabilities(2000, 0.9)
     site = tiers.Site("s", sizes, p, clients=1)
     dc = plain(sites=(site,), proxy_cache_bytes=200 * 8 * KiB, page_cache_bytes=400 * 8 * KiB)
     solved = tiers.solve(dc)
@@ -91,7 +92,7 @@ def test_multi_site_hit_ratios_weigh_each_site_by_its_throughput():
 
 
 def test_mva_of_the_tiers_agrees_with_the_simulated_network():
-    site = tiers.Site("s", np.full(300, 32 * KiB), cache.zipf(300, 0.8), clients=12,
+    site = tiers.Site("s", np.full(300, 32 * KiB), zipf_probabilities(300, 0.8), clients=12,
                       think_s=2e-3, dynamic=0.2)
     dc = plain(sites=(site,), proxy_cache_bytes=50 * 32 * KiB, page_cache_bytes=100 * 32 * KiB,
                query_s=400e-6, query_disk_s=1e-3)

@@ -39,14 +39,6 @@ class HitRatio:
     characteristic: float
 
 
-def zipf(n: int, alpha: float) -> np.ndarray:
-    """Zipf popularity over ``n`` ranks: p_i proportional to i^-alpha."""
-    if n < 1 or not np.isfinite(alpha) or alpha < 0:
-        raise InputError(f"zipf: n={n} and alpha={alpha}: give n >= 1 and alpha >= 0")
-    weights = np.arange(1, n + 1, dtype=float) ** -alpha
-    return weights / weights.sum()
-
-
 def lru(probabilities, sizes, capacity: float) -> HitRatio:
     """Che's approximation for an LRU cache of ``capacity`` bytes (see the module
     notes). Objects larger than the whole cache never hit."""

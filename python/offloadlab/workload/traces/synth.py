@@ -21,6 +21,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from offloadlab.errors import InputError
+from offloadlab.workload.popularity import zipf_probabilities
 from offloadlab.workload.traces.clf import write_clf
 from offloadlab.workload.traces.files import write_chunks
 from offloadlab.workload.traces.table import (
@@ -114,9 +115,8 @@ class SynthSpec:
 
 
 def _zipf_cdf(n: int, alpha: float) -> np.ndarray:
-    w = np.arange(1, n + 1, dtype=np.float64) ** -alpha
-    cdf = np.cumsum(w)
-    return cdf / cdf[-1]
+    cdf = np.cumsum(zipf_probabilities(n, alpha))
+    return cdf / cdf[-1]  # exactly 1 at the end, so a draw below 1 always finds a rank
 
 
 def object_sizes(spec: SynthSpec, rng: np.random.Generator) -> np.ndarray:
