@@ -10,7 +10,7 @@ import typer
 from rich.progress import BarColumn, Progress, TextColumn, TimeRemainingColumn
 from rich.table import Table
 
-from offloadlab.cli.common import app, err, flag_time, note, out, user_errors
+from offloadlab.cli.common import app, err, note, out, user_errors
 from offloadlab.errors import InputError
 from offloadlab.units import ms, us
 
@@ -30,8 +30,7 @@ def study_cmd(
     ] = Path("study"),
     fileset_dir: Annotated[Path | None, typer.Option(
         "--fileset", help="Serve and request this file set (offload workload fileset); "
-                          "default: seed 000's classes (appcache: a SPECweb2005-like "
-                          "site), written under OUT/fileset.")] = None,
+                          "default: seed 000's classes, written under OUT/fileset.")] = None,
     classes: Annotated[str | None, typer.Option(
         help="Size classes to study, one run each as in seed 000, e.g. 0,3 "
              "(default: 0,1,2,3,4, or every class the --fileset has).")] = None,
@@ -58,41 +57,20 @@ def study_cmd(
         help="The handoff experiment's engine slowdown (default: 6, an engine 7 times "
              "slower).")] = None,
     preset: Annotated[str, typer.Option(
-        help="toe-2009: protocol offload per size class (the default study); appcache: "
-             "seed 001's object cache, set-ups A, B and C under SPECweb2005-like "
-             "sessions (the flags below).")] = "toe-2009",
-    workload: Annotated[str, typer.Option(
-        help="appcache: the session mix: support, ecommerce or banking.")] = "support",
-    think: Annotated[str, typer.Option(help="appcache: think time between pages.")
-                     ] = "exp(mean=10s)",
-    sessions: Annotated[str | None, typer.Option(
-        help="appcache: session counts, e.g. 5,50,100 (default: the budget's).")] = None,
-    cache_sizes: Annotated[str | None, typer.Option(
-        help="appcache: cache sizes in MiB, e.g. 1,10,100,1000 (default: the budget's).")
-    ] = None,
-    cache_policy: Annotated[str, typer.Option(
-        help="appcache: replacement policy, lru, lfu or gdsf.")] = "lru",
-    time_good: Annotated[str, typer.Option(
-        help="appcache: SPECweb2005's Time_Good (95 % of pages within it).")] = "3s",
-    time_tolerable: Annotated[str, typer.Option(
-        help="appcache: Time_Tolerable (99 % of pages within it).")] = "5s",
-    search: Annotated[bool, typer.Option(
-        "--search/--no-search",
-        help="appcache: also search each set-up's most sessions within the QoS.")] = True,
+        help="toe-2009: protocol offload per size class, the only study (seed 001's "
+             "object cache is 'offload appcache').")] = "toe-2009",
 ) -> None:
     """Calibrate the model on the testbed, predict with model and simulator, measure the
-    rate sweep, and report whether offload helps, per class (--preset appcache: seed
-    001's object cache instead)."""
-    if preset == "appcache":
-        return _appcache(out_dir, fileset_dir, budget, run_length,
-                         work or _pipeline().DEFAULT_WORK, seed, host_core,
-                         engine_core, workload, think, sessions, cache_sizes, cache_policy,
-                         time_good, time_tolerable, search)
+    rate sweep, and report whether offload helps, per class."""
     if preset != "toe-2009":
         from offloadlab.workload.presets import RENAMED
 
+        if preset == "appcache":
+            # The object cache is an experiment of its own, with its own flags.
+            raise InputError("--preset 'appcache': seed 001's object cache is now its own "
+                             "verb; run 'offload appcache' (see 'offload appcache --help')")
         renamed = f" ({preset} is now called {RENAMED[preset]})" if preset in RENAMED else ""
-        raise InputError(f"--preset {preset!r}: use toe-2009 or appcache{renamed}")
+        raise InputError(f"--preset {preset!r}: use toe-2009{renamed}")
     study(_pipeline().StudyConfig(
         out_dir=out_dir, fileset=fileset_dir, classes=classes, modes=modes, budget=budget,
         work=work, run_length=run_length, seed=seed, host_core=host_core,
@@ -122,23 +100,6 @@ def _pipeline():
     from offloadlab.study import pipeline
 
     return pipeline
-
-
-def _appcache(out_dir, fileset_dir, budget, run_length, work, seed, host_core, engine_core,
-              workload, think, sessions, cache_sizes, cache_policy, time_good,
-              time_tolerable, search) -> None:
-    from offloadlab.cli.appcache import study as appcache_study
-    from offloadlab.testbed import cores
-
-    host, engine = cores.choose(host_core, engine_core)
-    exp_args = dict(
-        workload=workload, think=think,
-        cache_policy=cache_policy, time_good_s=flag_time("--time-good", time_good),
-        time_tolerable_s=flag_time("--time-tolerable", time_tolerable), work=work,
-        host_core=host, engine_core=engine,
-        generator_core=host, search=search, seed=seed)
-    appcache_study(out_dir, fileset_dir, exp_args, budget, sessions, cache_sizes,
-                   flag_time("--run-length", run_length))
 
 
 def study(config) -> None:
