@@ -54,7 +54,7 @@ def _demo() -> pipeline.Prepared:
     loads = tuple(plan.ClassLoad(f"c{c}", ROOT, None, c) for c in config.size_classes())
     the_plan = plan.Plan(loads, config.mode_names(), config.chosen_budget(), None, 0, 1, 1,
                          "demo", {load.name: 1 / len(loads) for load in loads},
-                         plan.ClassLoad(plan.MIX, ROOT, None, None), config.handoff_slowdown)
+                         plan.ClassLoad(plan.MIX, ROOT, None, None))
     return pipeline.Prepared(config, the_plan, 0.0)
 
 

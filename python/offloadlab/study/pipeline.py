@@ -2,7 +2,11 @@
 :class:`StudyConfig` holds and checks what ``offload study`` was asked, :func:`prepare`
 builds the plan (writing seed 000's file sets when no file set is given), and
 :func:`run` runs it and writes every output file. ``offload study`` and ``offload
-demo`` add only their flags, the progress bar and what they print."""
+demo`` add only their flags, the progress bar and what they print.
+
+Beside the study's own phases (:mod:`offloadlab.study.run`), the pipeline runs seed
+004's handoff experiment (:mod:`offloadlab.experiments.handoff`) as a section: its
+result goes as it is to the report's section and to summary.json's ``handoff`` key."""
 
 from __future__ import annotations
 
@@ -35,6 +39,8 @@ DEMO_MODES = "inline,engine"
 DEMO_BUDGET = "quick"
 # The classes studied when neither --classes nor --fileset chooses them.
 PRESET_CLASSES = (0, 1, 2, 3, 4)
+# Runs per policy in the handoff experiment (interleaved; the report shows medians).
+HANDOFF_REPEATS = 3
 
 Say = Callable[[str], None]
 
@@ -96,9 +102,24 @@ class Prepared:
     plan: plan.Plan
     started: float
 
+    def handoff(self) -> handoff.Experiment | None:
+        """Seed 004's policies on the smallest studied class (socket work matters most
+        there), one run per policy and repeat of the budget's run length; None when the
+        config skips it."""
+        if self.config.handoff_slowdown is None:
+            return None
+        load = min(self.plan.classes, key=lambda c: c.size_class)
+        return handoff.Experiment(
+            root=load.root, manifest=load.manifest, size_class=load.size_class,
+            slowdown=self.config.handoff_slowdown, run_s=self.plan.budget.run_s,
+            repeats=HANDOFF_REPEATS, host_core=self.plan.host_core,
+            engine_core=self.plan.engine_core, seed=self.plan.seed)
+
     def load_seconds(self) -> float:
         """Seconds of load the study plans (without server start-up)."""
-        return self.plan.load_seconds()
+        experiment = self.handoff()
+        runs = 0 if experiment is None else len(experiment.policies) * experiment.repeats
+        return self.plan.load_seconds() + runs * self.plan.budget.run_s
 
 
 def prepare(config: StudyConfig, say: Say = lambda text: None) -> Prepared:
@@ -126,12 +147,11 @@ def prepare(config: StudyConfig, say: Say = lambda text: None) -> Prepared:
             f"{name} {share:.0%}" for name, share in shares.items()) + ")"
     the_plan = plan.Plan(loads, names, config.chosen_budget(),
                          work if work.mean > 0 else None, host_core, engine_core,
-                         config.seed, workload, shares, mixed if config.mix else None,
-                         config.handoff_slowdown)
-    experiment = the_plan.handoff()
-    if experiment is not None:
+                         config.seed, workload, shares, mixed if config.mix else None)
+    prepared = Prepared(config, the_plan, started)
+    if (experiment := prepared.handoff()) is not None:
         experiment.check()
-    return Prepared(config, the_plan, started)
+    return prepared
 
 
 def run(prepared: Prepared, progress: study_run.Progress | None = None) -> StudyTables:
@@ -140,7 +160,14 @@ def run(prepared: Prepared, progress: study_run.Progress | None = None) -> Study
     figures. Returns the tables the report shows."""
     config, the_plan = prepared.config, prepared.plan
     result = study_run.run(the_plan, progress)
-    experiment = the_plan.handoff()
+    experiment = prepared.handoff()
+    handoff_result = None
+    if experiment is not None:
+        tick = progress or (lambda phase, done, total: None)
+
+        def step(_: str, done: int, total: int) -> None:
+            tick("handoff", done * experiment.run_s, total * experiment.run_s)
+        handoff_result = handoff.run(experiment, step)
     loads = [load.name for load in the_plan.classes]
     meta = {
         "title": f"Offload study: {', '.join(loads)} in {', '.join(the_plan.modes)} mode",
@@ -158,8 +185,9 @@ def run(prepared: Prepared, progress: study_run.Progress | None = None) -> Study
     write_outputs(config.out_dir, {
         **{f"scenario-{mode}.toml": scenario.dumps(sc)
            for mode, sc in result.fitted.scenarios.items()},
-        "results.parquet": results_frame(tables, config.seed), "summary.json": summary(tables)})
-    write_report(tables, config.out_dir)
+        "results.parquet": results_frame(tables, config.seed),
+        "summary.json": summary(tables, handoff_result)})
+    write_report(tables, config.out_dir, handoff_result)
     return tables
 
 
@@ -195,7 +223,7 @@ def results_frame(tables: StudyTables, seed: int):
     return frame
 
 
-def summary(tables: StudyTables) -> dict:
+def summary(tables: StudyTables, handoff_result: handoff.Result | None) -> dict:
     return jsonable({
         "meta": tables.meta,
         "verdicts": tables.verdicts.to_dict("records"),
@@ -203,13 +231,7 @@ def summary(tables: StudyTables) -> dict:
         "accuracy": tables.accuracy.to_dict("records"),
         "costs": tables.costs.to_dict("records"),
         "cost_model": tables.cost_model.to_dict("records"),
-        "handoff": handoff_summary(tables),
+        # The experiment's medians per policy and its checks, as the report shows them.
+        "handoff": None if handoff_result is None else {
+            **handoff_result.summary(), "checks": [vars(c) for c in handoff_result.checks()]},
     })
-
-
-def handoff_summary(tables: StudyTables) -> dict | None:
-    """The handoff experiment's medians per policy and its checks (None if not run)."""
-    if tables.handoff.empty:
-        return None
-    result = handoff.Result(tables.handoff, tables.handoff_series)
-    return {**result.summary(), "checks": [vars(c) for c in result.checks()]}
