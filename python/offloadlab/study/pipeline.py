@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from offloadlab import dist, scenario
-from offloadlab.errors import InputError
+from offloadlab.errors import for_flag
 from offloadlab.experiments import handoff
 from offloadlab.report.html import write_report
 from offloadlab.results import jsonable, write_outputs
@@ -87,10 +87,10 @@ class StudyConfig:
 
     def chosen_budget(self) -> plan.Budget:
         return plan.with_budget_override(plan.budget(self.budget),
-                                         _flag("--run-length", parse_time, self.run_length))
+                                         for_flag("--run-length", parse_time, self.run_length))
 
     def work_dist(self) -> dist.Dist:
-        return _flag("--work", dist.parse, self.work or DEFAULT_WORK)
+        return for_flag("--work", dist.parse, self.work or DEFAULT_WORK)
 
 
 @dataclass(frozen=True)
@@ -189,16 +189,6 @@ def run(prepared: Prepared, progress: study_run.Progress | None = None) -> Study
         "summary.json": summary(tables, handoff_result)})
     write_report(tables, config.out_dir, handoff_result)
     return tables
-
-
-def _flag(flag: str, parse: Callable, text: str | None):
-    """``parse(text)`` (None stays None), its error prefixed with the flag it came from."""
-    if text is None:
-        return None
-    try:
-        return parse(text)
-    except InputError as exc:
-        raise InputError(f"{flag} {exc}") from None
 
 
 def _machine(the_plan: plan.Plan, work: dist.Dist) -> str:
