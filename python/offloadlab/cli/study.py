@@ -4,7 +4,7 @@ classes, and by how much — calibrated on the testbed, predicted, measured, rep
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 from rich.progress import BarColumn, Progress, TextColumn, TimeRemainingColumn
@@ -13,6 +13,9 @@ from rich.table import Table
 from offloadlab.cli.common import app, err, note, out, user_errors
 from offloadlab.errors import InputError
 from offloadlab.units import ms, us
+
+if TYPE_CHECKING:
+    from offloadlab.study.pipeline import StudyConfig
 
 HostCore = Annotated[int | None, typer.Option(
     help="Core of the host thread (default: the first core this process may use).")]
@@ -102,9 +105,9 @@ def _pipeline():
     return pipeline
 
 
-def study(config) -> None:
-    """Run the study of ``config`` (:class:`offloadlab.study.pipeline.StudyConfig`) with
-    a progress bar on a terminal, then print its verdicts, accuracy and notes."""
+def study(config: StudyConfig) -> None:
+    """Run the study of ``config`` with a progress bar on a terminal, then print its
+    verdicts, accuracy and notes."""
     pipeline = _pipeline()
     prepared = pipeline.prepare(config, say=err.print)
     the_plan = prepared.plan

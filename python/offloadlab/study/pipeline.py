@@ -158,30 +158,11 @@ def run(prepared: Prepared, progress: study_run.Progress | None = None) -> Study
     """Run the study and write its folder: the fitted scenarios, results.parquet and
     summary.json (each atomically, the summary last), then report.html and its
     figures. Returns the tables the report shows."""
-    config, the_plan = prepared.config, prepared.plan
-    result = study_run.run(the_plan, progress)
+    config = prepared.config
+    result = study_run.run(prepared.plan, progress)
     experiment = prepared.handoff()
-    handoff_result = None
-    if experiment is not None:
-        tick = progress or (lambda phase, done, total: None)
-
-        def step(_: str, done: int, total: int) -> None:
-            tick("handoff", done * experiment.run_s, total * experiment.run_s)
-        handoff_result = handoff.run(experiment, step)
-    loads = [load.name for load in the_plan.classes]
-    meta = {
-        "title": f"Offload study: {', '.join(loads)} in {', '.join(the_plan.modes)} mode",
-        "command": shlex.join(["offload", *sys.argv[1:]]),
-        "started": datetime.datetime.fromtimestamp(prepared.started).isoformat(
-            timespec="seconds"),
-        "duration_s": time.time() - prepared.started, "budget": the_plan.budget.name,
-        "modes": list(the_plan.modes), "classes": loads, "workload": the_plan.workload,
-        "machine": _machine(the_plan, config.work_dist()),
-        "scenario_files": [f"scenario-{m}.toml" for m in the_plan.offload_modes],
-        "notes": [],
-        "handoff": None if experiment is None else experiment.describe(),
-    }
-    tables = compare.tables(result, meta)
+    handoff_result = None if experiment is None else _run_handoff(experiment, progress)
+    tables = compare.tables(result, _meta(prepared, experiment))
     write_outputs(config.out_dir, {
         **{f"scenario-{mode}.toml": scenario.dumps(sc)
            for mode, sc in result.fitted.scenarios.items()},
@@ -189,6 +170,33 @@ def run(prepared: Prepared, progress: study_run.Progress | None = None) -> Study
         "summary.json": summary(tables, handoff_result)})
     write_report(tables, config.out_dir, handoff_result)
     return tables
+
+
+def _run_handoff(experiment: handoff.Experiment,
+                 progress: study_run.Progress | None) -> handoff.Result:
+    """The handoff experiment, its progress in seconds of load like the study's phases."""
+    def step(_: str, done: int, total: int) -> None:
+        if progress is not None:
+            progress("handoff", done * experiment.run_s, total * experiment.run_s)
+    return handoff.run(experiment, step)
+
+
+def _meta(prepared: Prepared, experiment: handoff.Experiment | None) -> dict:
+    """The run facts the report's header and summary.json's ``meta`` show."""
+    the_plan = prepared.plan
+    classes = [load.name for load in the_plan.classes]
+    return {
+        "title": f"Offload study: {', '.join(classes)} in {', '.join(the_plan.modes)} mode",
+        "command": shlex.join(["offload", *sys.argv[1:]]),
+        "started": datetime.datetime.fromtimestamp(prepared.started).isoformat(
+            timespec="seconds"),
+        "duration_s": time.time() - prepared.started, "budget": the_plan.budget.name,
+        "modes": list(the_plan.modes), "classes": classes, "workload": the_plan.workload,
+        "machine": _machine(the_plan, prepared.config.work_dist()),
+        "scenario_files": [f"scenario-{m}.toml" for m in the_plan.offload_modes],
+        "notes": [],
+        "handoff": None if experiment is None else experiment.describe(),
+    }
 
 
 def _machine(the_plan: plan.Plan, work: dist.Dist) -> str:
