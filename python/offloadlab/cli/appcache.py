@@ -35,8 +35,9 @@ def appcache_cmd(
     run_length: Annotated[str | None, typer.Option(
         help="Override the budget's length of every measurement, e.g. 2s.")] = None,
     work: Annotated[str, typer.Option(
-        help="Application work per dynamic page on the host, e.g. exp(mean=100us), or "
-             "det(0) for none.")] = "exp(mean=100us)",
+        help="Application work on every request that reaches the application (the "
+             "origin's own cost), e.g. exp(mean=50us), or det(0) for none.")
+    ] = "exp(mean=100us)",
     seed: Annotated[int, typer.Option(help="Seed of the site, sessions and work.")] = 1,
     host_core: Annotated[int | None, typer.Option(
         help="Core of the host thread and the load generator (default: the first core "
