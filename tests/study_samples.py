@@ -10,6 +10,7 @@ import math
 import numpy as np
 import pandas as pd
 
+from offloadlab.experiments import handoff
 from offloadlab.study.tables import COLUMNS, StudyTables
 
 D0 = 200e-6  # fixed network and client time
@@ -225,7 +226,9 @@ def _cost_model(classes, modes) -> pd.DataFrame:
 HANDOFF = {"inline": 15_000.0, "handoff:N-N-FCFS": 13_000.0, "handoff:P-L-FCFS": 16_500.0}
 
 
-def _handoff(rng) -> tuple[pd.DataFrame, pd.DataFrame]:
+def handoff_result(seed: int = 7) -> handoff.Result:
+    """The handoff experiment's result, as the study keeps it for its report."""
+    rng = np.random.default_rng(seed)
     runs = [{"policy": p, "repeat": r, "throughput": x * rng.uniform(0.98, 1.02),
              "mean_s": 64 / x, "p99_s": 2.5 * 64 / x, "errors": 0, "host_cpu_s": 60e-6,
              "engine_cpu_s": np.nan if p == "inline" else 30e-6,
@@ -236,8 +239,8 @@ def _handoff(rng) -> tuple[pd.DataFrame, pd.DataFrame]:
     series = pd.DataFrame({"policy": "handoff:P-L-FCFS", "repeat": 0, "t_s": t,
                            "held": 30 + 5 * np.sin(t), "soft_limit": 32 + 4 * np.cos(t),
                            "qlen": 10.0})
-    return (pd.DataFrame(runs, columns=list(COLUMNS["handoff"])),
-            series[list(COLUMNS["handoff_series"])])
+    return handoff.Result(pd.DataFrame(runs, columns=list(handoff.RUN_COLUMNS)),
+                          series[list(handoff.SERIES_COLUMNS)])
 
 
 def study_tables(classes=("c0", "c2", "c3"), modes=("inline", "engine"),
@@ -257,9 +260,8 @@ def study_tables(classes=("c0", "c2", "c3"), modes=("inline", "engine"),
             "handoff": {"clients": 64, "keep_alive": 100, "size_class": 0,
                         "work": "exp(mean=50us)", "engine_slowdown": 6.0, "repeats": 3,
                         "run_s": 2.0}}
-    runs, series = _handoff(rng)
     return StudyTables(points=_points(rng, classes, modes), saturation=_saturation(classes, modes),
                        cpu=_cpu(rng, classes, modes), latency=_latency(rng, classes, modes),
                        accuracy=_accuracy(classes, modes), verdicts=_verdicts(classes, modes),
                        costs=_costs(classes, modes), cost_model=_cost_model(classes, modes),
-                       handoff=runs, handoff_series=series, meta=meta).check()
+                       meta=meta).check()

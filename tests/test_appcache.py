@@ -1,5 +1,5 @@
-"""Seed 001's experiment (``offload study --preset appcache``): a short real run of set-ups
-A, B and C through the CLI, the search for the most compliant sessions, and bad input."""
+"""Seed 001's experiment (``offload appcache``): a short real run of set-ups A, B and C
+through the CLI, the search for the most compliant sessions, and bad input."""
 
 from __future__ import annotations
 
@@ -26,10 +26,10 @@ def small_set(tmp_path_factory):
     return root
 
 
-def test_a_short_study_runs_a_b_and_c_and_the_cache_spares_the_host(small_set, tmp_path):
+def test_a_short_run_of_a_b_and_c_shows_the_cache_sparing_the_host(small_set, tmp_path):
     out = tmp_path / "out"
     result = CliRunner().invoke(app, [
-        "study", "--preset", "appcache", "--fileset", str(small_set), "--out", str(out),
+        "appcache", "--fileset", str(small_set), "--out", str(out),
         "--sessions", "3,6", "--cache-sizes", "0.05,8", "--run-length", "2s",
         "--think", "det(20ms)", "--no-search",
         "--work", "exp(mean=100us)"])
@@ -81,18 +81,33 @@ def test_the_search_doubles_then_bisects_to_the_last_compliant_count(small_set, 
 
 
 @pytest.mark.parametrize(("args", "fragment"), [
-    (["--preset", "nope"], "--preset"),
-    (["--preset", "appcache", "--sessions", "0"], "--sessions"),
-    (["--preset", "appcache", "--sessions", "2.5"], "whole numbers"),
-    (["--preset", "appcache", "--cache-sizes", "x"], "--cache-sizes"),
-    (["--preset", "appcache", "--workload", "shop"], "workload"),
-    (["--preset", "appcache", "--cache-policy", "fifo"], "cache_policy"),
-    (["--preset", "appcache", "--time-good", "9s", "--time-tolerable", "5s"], "tolerable"),
+    (["--sessions", "0"], "--sessions"),
+    (["--sessions", "2.5"], "whole numbers"),
+    (["--cache-sizes", "x"], "--cache-sizes"),
+    (["--workload", "shop"], "workload"),
+    (["--cache-policy", "fifo"], "cache_policy"),
+    (["--time-good", "9s", "--time-tolerable", "5s"], "tolerable"),
+    (["--time-good", "soon"], "--time-good"),
+    (["--run-length", "soon"], "--run-length"),
+    (["--budget", "huge"], "budget"),
 ])
 def test_bad_appcache_flags_exit_2_naming_them(small_set, tmp_path, args, fragment):
-    result = CliRunner().invoke(app, ["study", "--fileset", str(small_set), "--out",
+    result = CliRunner().invoke(app, ["appcache", "--fileset", str(small_set), "--out",
                                       str(tmp_path / "o"), *args])
     assert result.exit_code == 2 and fragment in result.output, result.output
+
+
+@pytest.mark.parametrize(("preset", "fragment"), [
+    ("appcache", "run 'offload appcache'"),
+    ("nope", "use toe-2009"),
+    ("seed000", "seed000 is now called toe-2009"),
+])
+def test_the_study_sends_its_old_appcache_preset_to_the_new_verb(tmp_path, preset, fragment):
+    result = CliRunner().invoke(app, ["study", "--preset", preset, "--out",
+                                      str(tmp_path / "o")])
+    said = " ".join(result.output.split())  # the terminal wraps lines
+    assert result.exit_code == 2 and fragment in said, result.output
+    assert not (tmp_path / "o").exists()
 
 
 def test_a_file_set_that_is_not_a_site_or_another_workload_s_is_refused(small_set,
@@ -101,8 +116,8 @@ def test_a_file_set_that_is_not_a_site_or_another_workload_s_is_refused(small_se
     fileset.materialise(fileset.generate(FileSetSpec(name="f", n_files=5)), flat)
     for given, args, fragment in ((flat, [], "not a SPECweb2005-like site"),
                                   (small_set, ["--workload", "banking"], "support workload")):
-        result = CliRunner().invoke(app, ["study", "--preset", "appcache", "--fileset",
-                                          str(given), "--out", str(tmp_path / "o"), *args])
+        result = CliRunner().invoke(app, ["appcache", "--fileset", str(given), "--out",
+                                          str(tmp_path / "o"), *args])
         said = " ".join(result.output.split())  # the terminal wraps lines
         assert result.exit_code == 2 and fragment in said, result.output
 

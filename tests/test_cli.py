@@ -29,6 +29,7 @@ def test_help_lists_every_verb_with_a_description():
     assert result.exit_code == 0
     assert "model" in result.output and "host alone" in result.output
     assert "demo" in result.output and "study" in result.output
+    assert "appcache" in result.output and "object cache" in result.output
 
 
 def test_version_matches_the_package_and_the_rust_extension():

@@ -9,9 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from offloadlab.cli import study as study_cli
-from offloadlab.experiments import handoff
-from offloadlab.study import plan
+from offloadlab.study import pipeline, plan
 
 ROOT = Path(__file__).resolve().parents[1]
 PACKAGE = ROOT / "python" / "offloadlab"
@@ -49,14 +47,15 @@ def test_the_readme_layout_table_names_every_module_and_crate():
     assert not gone, f"README.md's layout table names what is not there: {', '.join(gone)}"
 
 
-def _demo_plan() -> plan.Plan:
-    """The demo's plan as `offload demo` builds it, with empty file sets (the planned
-    time does not depend on the files)."""
-    loads = tuple(plan.ClassLoad(f"c{c}", ROOT, None, c) for c in study_cli.DEMO_CLASSES)
-    return plan.Plan(loads, plan.parse_modes(study_cli.DEMO_MODES),
-                     plan.budget(study_cli.DEMO_BUDGET), None, 0, 1, 1, "demo",
-                     {load.name: 1 / len(loads) for load in loads},
-                     plan.ClassLoad(plan.MIX, ROOT, None, None), handoff.Experiment.slowdown)
+def _demo() -> pipeline.Prepared:
+    """The demo as `offload demo` prepares it, with empty file sets (the planned time
+    does not depend on the files)."""
+    config = pipeline.StudyConfig.demo(ROOT)
+    loads = tuple(plan.ClassLoad(f"c{c}", ROOT, None, c) for c in config.size_classes())
+    the_plan = plan.Plan(loads, config.mode_names(), config.chosen_budget(), None, 0, 1, 1,
+                         "demo", {load.name: 1 / len(loads) for load in loads},
+                         plan.ClassLoad(plan.MIX, ROOT, None, None))
+    return pipeline.Prepared(config, the_plan, 0.0)
 
 
 def test_the_readme_states_the_demos_planned_time():
@@ -64,7 +63,7 @@ def test_the_readme_states_the_demos_planned_time():
     found = re.search(r"about (\w+) minutes, ([\d.]+) of them under load", start)
     assert found, "README.md's Start section must say 'about N minutes, M of them under load'"
     total, load = NUMBERS[found.group(1)], float(found.group(2))
-    planned = _demo_plan().load_seconds() / 60
+    planned = _demo().load_seconds() / 60
     assert load == round(planned, 1), f"README says {load} minutes of load; the demo plans " \
                                       f"{planned:.1f}"
     # Start-up, fits, the simulator and the report took 20-40 s on this machine.

@@ -10,10 +10,12 @@ from urllib.parse import unquote, urlparse
 import numpy as np
 import pytest
 from matplotlib.figure import Figure
-from study_samples import study_tables
+from study_samples import handoff_result, study_tables
 
 from offloadlab.report import study
 from offloadlab.report.html import write_report
+from offloadlab.results import jsonable
+from offloadlab.study import pipeline
 from offloadlab.study.tables import empty
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
@@ -41,7 +43,7 @@ def report(tmp_path_factory):
     t.meta["more_notes"] = ["class c2, engine: T missed its target"]
     t.meta["scenario_files"] = ["study.toml", "missing.toml"]
     (out / "study.toml").write_text("# the study's scenario\n")
-    return write_report(t, out)
+    return write_report(t, out, handoff_result())
 
 
 class Page(HTMLParser):
@@ -119,7 +121,7 @@ def test_inline_only_single_class(tmp_path):
 
 def test_empty_tables_skip_their_figures(tmp_path):
     t = study_tables(classes=("c0",))
-    for name in ("latency", "cpu", "saturation", "handoff", "handoff_series"):
+    for name in ("latency", "cpu", "saturation"):
         setattr(t, name, empty(name))
     assert study.latency_figure(t.latency) is None
     assert list(study.write_figures(t, tmp_path)) == ["utilisation", "delay", "error"]
@@ -151,7 +153,8 @@ def test_report_is_self_contained(report):
     assert not re.search(r"https?://", text)
     assert "<script" not in text.lower()
     figures = sorted((report.parent / "figures").glob("*.png"))
-    assert len(page.srcs) == len(figures) == len(study.FIGURES)
+    # The study's figures and the handoff section's.
+    assert len(page.srcs) == len(figures) == len(study.FIGURES) + 1
     for src in page.srcs:
         head, data = src.split(",", 1)
         assert head == "data:image/png;base64"
@@ -194,6 +197,21 @@ def test_report_shows_the_handoff_experiment_with_its_checks(report):
     assert "handoff:N-N-FCFS" in section and "handoff:P-L-FCFS" in section
     assert "naive full offload loses to inline: holds" in section
     assert "host-first + load control beats inline and naive offload: holds" in section
+
+
+def test_the_summary_and_the_report_show_one_handoff_result(tmp_path):
+    result = handoff_result()
+    t = study_tables(classes=("c0",))
+    summary = pipeline.summary(t, result)["handoff"]
+    assert summary["summary"] == jsonable(result.summary()["summary"])
+    assert [c["claim"] for c in summary["checks"]] == [c.claim for c in result.checks()]
+    text = "".join(Page(write_report(t, tmp_path, result).read_text()).text)
+    section = text.split("Connection handoff on the testbed")[1].split("Figures")[0]
+    # The checks' details quote the medians the summary holds.
+    assert all(row["policy"] in section for row in summary["summary"])
+    assert all(c["detail"] in section for c in summary["checks"])
+    assert (tmp_path / "figures" / "handoff.png").is_file()
+    assert pipeline.summary(t, None)["handoff"] is None
 
 
 def test_report_in_a_real_browser(report, tmp_path):

@@ -1,9 +1,10 @@
 """The study's logic (calibrate -> predict -> compare -> verdict) on a synthetic testbed
 of exact M/G/1 queues with known costs (tests/synthetic_testbed.py): what a perfect
-testbed measures, the study must recover and predict. The real testbed's end-to-end
-run is tests/test_study.py."""
+testbed measures, the study must recover and predict. Also the checks of its settings
+(StudyConfig). The real testbed's end-to-end run is tests/test_study.py."""
 
 import math
+import re
 from pathlib import Path
 
 import numpy as np
@@ -11,8 +12,9 @@ import pytest
 from synthetic_testbed import Costs, SyntheticTestbed, manifest
 
 from offloadlab import model
+from offloadlab.errors import InputError
 from offloadlab.model.verdict import MARGIN
-from offloadlab.study import compare, plan, run
+from offloadlab.study import compare, pipeline, plan, run
 
 COSTS = Costs()
 SIZES = {"c0": [200, 500, 800, 1000], "c3": [150_000, 400_000, 700_000, 1_000_000]}
@@ -104,3 +106,26 @@ def test_a_slower_engine_turns_the_large_class_verdict():
     verdicts = compare.tables(found, {}).verdicts.set_index("class")
     assert verdicts.loc["c3", "verdict"] == "hurts"
     assert np.isfinite(verdicts.loc["c3", "measured_delay_ratio"])
+
+
+@pytest.mark.parametrize(("settings", "fragment"), [
+    ({"classes": "7"}, "--classes '7': give size classes 0-4"),
+    ({"modes": "engine"}, "--modes 'engine': give inline"),
+    ({"budget": "huge"}, "--budget 'huge': use one of quick, standard, thorough"),
+    ({"run_length": "soon"}, "--run-length"),
+    ({"work": "exp(mean=-1us)"}, "--work"),
+    # Two bad flags: the first in the command's order is named.
+    ({"modes": "engine", "classes": "7"}, "--classes"),
+])
+def test_a_study_config_refuses_bad_settings_naming_the_flag(tmp_path, settings, fragment):
+    with pytest.raises(InputError, match=re.escape(fragment)):
+        pipeline.StudyConfig(tmp_path / "s", **settings)
+    assert not (tmp_path / "s").exists()
+
+
+def test_the_demo_config_is_a_quick_study_of_a_small_and_a_large_class(tmp_path):
+    demo = pipeline.StudyConfig.demo(tmp_path)
+    assert demo.size_classes() == (0, 3) and demo.mode_names() == ("inline", "engine")
+    assert demo.chosen_budget().name == "quick" and demo.mix
+    assert demo.handoff_slowdown is not None  # the handoff section runs
+    assert demo.work_dist().mean == pytest.approx(100e-6)

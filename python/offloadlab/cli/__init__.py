@@ -2,6 +2,7 @@
 
 ``common`` holds the app and what commands share; ``evidence`` the model, simulator
 and sweep commands; ``study`` the main job (``offload study``, ``offload demo``);
+``appcache`` seed 001's object cache on the testbed (``offload appcache``);
 ``workload`` the ``offload workload`` group; ``testbed`` the load generator
 (``offload load``); ``serve`` the testbed server (``offload serve``); ``testbed_run``
 the ``offload testbed`` group (each server mode under the same load); ``handoff`` the
@@ -12,6 +13,7 @@ the ``offload writeback`` group (seed 002's write congestion, simulated); ``driv
 """
 
 from offloadlab.cli import (
+    appcache,
     datacentre,
     driver,
     evidence,
@@ -25,8 +27,8 @@ from offloadlab.cli import (
 )
 from offloadlab.cli.common import app
 
-__all__ = ["app", "datacentre", "driver", "evidence", "handoff", "main", "serve", "study",
-           "testbed", "testbed_run", "workload", "writeback"]
+__all__ = ["app", "appcache", "datacentre", "driver", "evidence", "handoff", "main", "serve",
+           "study", "testbed", "testbed_run", "workload", "writeback"]
 
 
 def main() -> None:

@@ -1,18 +1,87 @@
-"""``offload study --preset appcache``: seed 001's object cache on the testbed, set-ups
-A, B and C under SPECweb2005-like sessions (:mod:`offloadlab.experiments.appcache`)."""
+"""``offload appcache``: seed 001's object cache on the testbed, set-ups A, B and C under
+SPECweb2005-like sessions (:mod:`offloadlab.experiments.appcache`)."""
 
 from __future__ import annotations
 
 from dataclasses import replace
 from pathlib import Path
+from typing import TYPE_CHECKING, Annotated
 
+import typer
 from rich.table import Table
 
-from offloadlab.calibrate import appcache as fitting
-from offloadlab.cli.common import err, out, write_experiment
+from offloadlab.cli.common import app, err, flag_time, out, user_errors, write_experiment
 from offloadlab.errors import InputError
-from offloadlab.experiments import appcache
 from offloadlab.units import ms, us
+
+if TYPE_CHECKING:
+    from offloadlab.calibrate import appcache as fitting
+    from offloadlab.experiments import appcache
+
+
+@app.command("appcache")
+@user_errors
+def appcache_cmd(
+    out_dir: Annotated[Path, typer.Option(
+        "--out", help="Folder for points.csv, model.csv, probes.csv, appcache.png and "
+                      "summary.json (created; files in it are replaced).")
+    ] = Path("appcache"),
+    fileset_dir: Annotated[Path | None, typer.Option(
+        "--fileset", help="Serve this SPECweb2005-like site (offload workload fileset); "
+                          "default: one for --workload, written under OUT/fileset.")] = None,
+    budget: Annotated[str, typer.Option(
+        help="quick | standard | thorough: session counts, cache sizes, run lengths.")
+    ] = "quick",
+    run_length: Annotated[str | None, typer.Option(
+        help="Override the budget's length of every measurement, e.g. 2s.")] = None,
+    work: Annotated[str, typer.Option(
+        help="Application work on every request that reaches the application (the "
+             "origin's own cost), e.g. exp(mean=50us), or det(0) for none.")
+    ] = "exp(mean=100us)",
+    seed: Annotated[int, typer.Option(help="Seed of the site, sessions and work.")] = 1,
+    host_core: Annotated[int | None, typer.Option(
+        help="Core of the host thread and the load generator (default: the first core "
+             "this process may use).")] = None,
+    engine_core: Annotated[int | None, typer.Option(
+        help="Core of the engine thread, for set-up C (default: the second).")] = None,
+    workload: Annotated[str, typer.Option(
+        help="The session mix: support, ecommerce or banking.")] = "support",
+    think: Annotated[str, typer.Option(help="Think time between pages.")
+                     ] = "exp(mean=10s)",
+    sessions: Annotated[str | None, typer.Option(
+        help="Session counts, e.g. 5,50,100 (default: the budget's).")] = None,
+    cache_sizes: Annotated[str | None, typer.Option(
+        help="Cache sizes in MiB, e.g. 1,10,100,1000 (default: the budget's).")] = None,
+    cache_policy: Annotated[str, typer.Option(
+        help="Replacement policy, lru, lfu or gdsf.")] = "lru",
+    time_good: Annotated[str, typer.Option(
+        help="SPECweb2005's Time_Good (95 % of pages within it).")] = "3s",
+    time_tolerable: Annotated[str, typer.Option(
+        help="Time_Tolerable (99 % of pages within it).")] = "5s",
+    search: Annotated[bool, typer.Option(
+        "--search/--no-search",
+        help="Also search each set-up's most sessions within the QoS.")] = True,
+) -> None:
+    """Seed 001's object cache: the server alone (A), the cache on the host (B) and on
+    the engine (C) under SPECweb2005-like sessions, with model and simulator beside."""
+    from offloadlab.experiments import appcache
+    from offloadlab.testbed import cores
+
+    good_s = flag_time("--time-good", time_good)
+    tolerable_s = flag_time("--time-tolerable", time_tolerable)
+    host, engine = cores.choose(host_core, engine_core)
+    chosen = _budget(budget, sessions, cache_sizes, flag_time("--run-length", run_length))
+    out_dir.mkdir(parents=True, exist_ok=True)
+    if fileset_dir is None:
+        err.print("writing the site …")
+        fileset_dir = appcache.generated_site(out_dir / "fileset", chosen.sessions, workload,
+                                              seed)
+    # The load generator shares the host's core, as the seed's client machine did not.
+    run(out_dir, appcache.Experiment(
+        root=fileset_dir, site=appcache.read_site(fileset_dir), budget=chosen,
+        workload=workload, think=think, cache_policy=cache_policy, time_good_s=good_s,
+        time_tolerable_s=tolerable_s, work=work, host_core=host, engine_core=engine,
+        generator_core=host, search=search, seed=seed))
 
 
 def parse_sizes(text: str | None, what: str) -> tuple[float, ...] | None:
@@ -28,13 +97,13 @@ def parse_sizes(text: str | None, what: str) -> tuple[float, ...] | None:
     return values
 
 
-def study(out_dir: Path, fileset_dir: Path | None, exp_args: dict, budget: str,
-          sessions: str | None, cache_sizes: str | None,
-          measure_s: float | None = None) -> None:
-    """Runs the experiment and writes points.csv, probes.csv, summary.json and the
-    figure to ``out_dir``. ``sessions``, ``cache_sizes`` and ``measure_s`` override the
-    budget's."""
-    chosen = appcache.budget(budget)
+def _budget(name: str, sessions: str | None, cache_sizes: str | None,
+            measure_s: float | None) -> appcache.Budget:
+    """The budget ``name`` with --sessions, --cache-sizes and --run-length in place of its
+    own."""
+    from offloadlab.experiments import appcache
+
+    chosen = appcache.budget(name)
     if measure_s is not None:
         chosen = replace(chosen, measure_s=measure_s)
     counts = parse_sizes(sessions, "--sessions")
@@ -45,14 +114,16 @@ def study(out_dir: Path, fileset_dir: Path | None, exp_args: dict, budget: str,
     sizes = parse_sizes(cache_sizes, "--cache-sizes")
     if sizes is not None:
         chosen = replace(chosen, cache_mib=sizes)
-    out_dir.mkdir(parents=True, exist_ok=True)
-    if fileset_dir is None:
-        err.print("writing the site …")
-        fileset_dir = appcache.generated_site(out_dir / "fileset", chosen.sessions,
-                                              exp_args["workload"], exp_args["seed"])
-    exp = appcache.Experiment(root=fileset_dir, site=appcache.read_site(fileset_dir),
-                              budget=chosen, **exp_args)
+    return chosen
+
+
+def run(out_dir: Path, exp: appcache.Experiment) -> None:
+    """Runs ``exp``, prints its tables and writes points.csv, model.csv, probes.csv, the
+    figure and summary.json to ``out_dir``."""
+    from offloadlab.experiments import appcache
+
     exp.check()
+    chosen = exp.budget
     runs = len(chosen.sessions) * (1 + 2 * len(chosen.cache_mib))
     err.print(f"appcache: {runs} runs of {chosen.measure_s:g} s"
               + (", then the search for the most compliant sessions" if exp.search else ""),
@@ -65,6 +136,7 @@ def study(out_dir: Path, fileset_dir: Path | None, exp_args: dict, budget: str,
     if exp.search:
         out.print(search_line(result), highlight=False)
     write_experiment(out_dir, exp, result)
+
 
 def _say(what: str, done: int, total: int) -> None:
     if what:
@@ -119,8 +191,10 @@ def model_table(versus, costs: fitting.Costs) -> Table:
 
 
 def search_line(result: appcache.Result) -> str:
+    from offloadlab.experiments.appcache import SETUPS
+
     parts = []
-    for setup in appcache.SETUPS:
+    for setup in SETUPS:
         n, failed = result.most_sessions.get(setup), result.first_failed(setup)
         if n is None:
             parts.append(f"{setup} none (failed at {failed:,})")

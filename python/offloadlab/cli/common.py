@@ -17,7 +17,7 @@ from rich.console import Console
 from rich.markup import escape
 
 from offloadlab import __version__
-from offloadlab.errors import InputError, RunError
+from offloadlab.errors import InputError, RunError, for_flag
 from offloadlab.units import parse_time
 
 app = typer.Typer(
@@ -52,12 +52,7 @@ def print_error(exc: Exception) -> None:
 
 def flag_time(flag: str, text: str | None) -> float | None:
     """A duration flag's value in seconds (None stays None); errors name the flag."""
-    if text is None:
-        return None
-    try:
-        return parse_time(text)
-    except InputError as exc:
-        raise InputError(f"{flag} {exc}") from None
+    return for_flag(flag, parse_time, text)
 
 
 def note(text: str) -> None:

@@ -3,31 +3,20 @@ classes, and by how much — calibrated on the testbed, predicted, measured, rep
 
 from __future__ import annotations
 
-import datetime
-import os
-import platform
-import shlex
-import sys
-import time
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 from rich.progress import BarColumn, Progress, TextColumn, TimeRemainingColumn
 from rich.table import Table
 
-from offloadlab import dist, scenario
-from offloadlab.cli.common import app, err, flag_time, note, out, user_errors
+from offloadlab.cli.common import app, err, note, out, user_errors
 from offloadlab.errors import InputError
-from offloadlab.results import jsonable, write_outputs
 from offloadlab.units import ms, us
 
-DEFAULT_WORK = "exp(mean=100us)"
-# offload demo: seed 000's classes 0 (small) and 3 (large), inline against engine mode,
-# on the quick budget; README.md states its planned time (tests/test_design.py).
-DEMO_CLASSES = (0, 3)
-DEMO_MODES = "inline,engine"
-DEMO_BUDGET = "quick"
+if TYPE_CHECKING:
+    from offloadlab.study.pipeline import StudyConfig
+
 HostCore = Annotated[int | None, typer.Option(
     help="Core of the host thread (default: the first core this process may use).")]
 EngineCore = Annotated[int | None, typer.Option(
@@ -44,8 +33,7 @@ def study_cmd(
     ] = Path("study"),
     fileset_dir: Annotated[Path | None, typer.Option(
         "--fileset", help="Serve and request this file set (offload workload fileset); "
-                          "default: seed 000's classes (appcache: a SPECweb2005-like "
-                          "site), written under OUT/fileset.")] = None,
+                          "default: seed 000's classes, written under OUT/fileset.")] = None,
     classes: Annotated[str | None, typer.Option(
         help="Size classes to study, one run each as in seed 000, e.g. 0,3 "
              "(default: 0,1,2,3,4, or every class the --fileset has).")] = None,
@@ -53,9 +41,9 @@ def study_cmd(
                      ] = "inline,engine",
     budget: Annotated[str, typer.Option(
         help="quick | standard | thorough: run lengths and sweep points.")] = "quick",
-    work: Annotated[str, typer.Option(
-        help="Application work X_a per request on the host, e.g. exp(mean=100us), or "
-             "det(0) for none.")] = DEFAULT_WORK,
+    work: Annotated[str | None, typer.Option(
+        help="Application work X_a per request on the host, e.g. exp(mean=50us), or "
+             "det(0) for none (default: exp(mean=100us)).")] = None,
     run_length: Annotated[str | None, typer.Option(
         help="Override the budget's length of every run, e.g. 1s.")] = None,
     mix: Annotated[bool, typer.Option(
@@ -72,43 +60,25 @@ def study_cmd(
         help="The handoff experiment's engine slowdown (default: 6, an engine 7 times "
              "slower).")] = None,
     preset: Annotated[str, typer.Option(
-        help="toe-2009: protocol offload per size class (the default study); appcache: "
-             "seed 001's object cache, set-ups A, B and C under SPECweb2005-like "
-             "sessions (the flags below).")] = "toe-2009",
-    workload: Annotated[str, typer.Option(
-        help="appcache: the session mix: support, ecommerce or banking.")] = "support",
-    think: Annotated[str, typer.Option(help="appcache: think time between pages.")
-                     ] = "exp(mean=10s)",
-    sessions: Annotated[str | None, typer.Option(
-        help="appcache: session counts, e.g. 5,50,100 (default: the budget's).")] = None,
-    cache_sizes: Annotated[str | None, typer.Option(
-        help="appcache: cache sizes in MiB, e.g. 1,10,100,1000 (default: the budget's).")
-    ] = None,
-    cache_policy: Annotated[str, typer.Option(
-        help="appcache: replacement policy, lru, lfu or gdsf.")] = "lru",
-    time_good: Annotated[str, typer.Option(
-        help="appcache: SPECweb2005's Time_Good (95 % of pages within it).")] = "3s",
-    time_tolerable: Annotated[str, typer.Option(
-        help="appcache: Time_Tolerable (99 % of pages within it).")] = "5s",
-    search: Annotated[bool, typer.Option(
-        "--search/--no-search",
-        help="appcache: also search each set-up's most sessions within the QoS.")] = True,
+        help="toe-2009: protocol offload per size class, the only study (seed 001's "
+             "object cache is 'offload appcache').")] = "toe-2009",
 ) -> None:
     """Calibrate the model on the testbed, predict with model and simulator, measure the
-    rate sweep, and report whether offload helps, per class (--preset appcache: seed
-    001's object cache instead)."""
-    if preset == "appcache":
-        return _appcache(out_dir, fileset_dir, budget, run_length, work, seed, host_core,
-                         engine_core, workload, think, sessions, cache_sizes, cache_policy,
-                         time_good, time_tolerable, search)
+    rate sweep, and report whether offload helps, per class."""
     if preset != "toe-2009":
         from offloadlab.workload.presets import RENAMED
 
+        if preset == "appcache":
+            # The object cache is an experiment of its own, with its own flags.
+            raise InputError("--preset 'appcache': seed 001's object cache is now its own "
+                             "verb; run 'offload appcache' (see 'offload appcache --help')")
         renamed = f" ({preset} is now called {RENAMED[preset]})" if preset in RENAMED else ""
-        raise InputError(f"--preset {preset!r}: use toe-2009 or appcache{renamed}")
-    chosen = None if classes is None else _plan().parse_classes(classes)
-    study(out_dir, fileset_dir, chosen, modes, budget, work, run_length, seed, host_core,
-          engine_core, mix, _handoff_slowdown(handoff_slowdown) if with_handoff else None)
+        raise InputError(f"--preset {preset!r}: use toe-2009{renamed}")
+    study(_pipeline().StudyConfig(
+        out_dir=out_dir, fileset=fileset_dir, classes=classes, modes=modes, budget=budget,
+        work=work, run_length=run_length, seed=seed, host_core=host_core,
+        engine_core=engine_core, mix=mix,
+        handoff_slowdown=_handoff_slowdown(handoff_slowdown) if with_handoff else None))
 
 
 @app.command()
@@ -119,8 +89,7 @@ def demo(
 ) -> None:
     """A quick study on the embedded defaults: a small and a large file class (seed 000's
     classes 0 and 3), inline against engine mode, in a few minutes."""
-    study(out_dir, None, DEMO_CLASSES, DEMO_MODES, DEMO_BUDGET, DEFAULT_WORK, None, 1, None,
-          None, True, _handoff_slowdown(None))
+    study(_pipeline().StudyConfig.demo(out_dir))
 
 
 def _handoff_slowdown(given: float | None) -> float:
@@ -130,69 +99,20 @@ def _handoff_slowdown(given: float | None) -> float:
     return handoff.Experiment.slowdown if given is None else given
 
 
-def _plan():
-    from offloadlab.study import plan
+def _pipeline():
+    from offloadlab.study import pipeline
 
-    return plan
-
-
-def _appcache(out_dir, fileset_dir, budget, run_length, work, seed, host_core, engine_core,
-              workload, think, sessions, cache_sizes, cache_policy, time_good,
-              time_tolerable, search) -> None:
-    from offloadlab.cli.appcache import study as appcache_study
-    from offloadlab.testbed import cores
-
-    host, engine = cores.choose(host_core, engine_core)
-    exp_args = dict(
-        workload=workload, think=think,
-        cache_policy=cache_policy, time_good_s=flag_time("--time-good", time_good),
-        time_tolerable_s=flag_time("--time-tolerable", time_tolerable), work=work,
-        host_core=host, engine_core=engine,
-        generator_core=host, search=search, seed=seed)
-    appcache_study(out_dir, fileset_dir, exp_args, budget, sessions, cache_sizes,
-                   flag_time("--run-length", run_length))
+    return pipeline
 
 
-def study(out_dir: Path, fileset_dir: Path | None, classes, modes: str, budget: str,
-          work: str, run_length: str | None, seed: int, host_core, engine_core,
-          mixed: bool, handoff_slowdown: float | None) -> None:
-    from offloadlab.report.html import write_report
-    from offloadlab.study import compare, run
-    from offloadlab.testbed import cores
-
-    plan = _plan()
-    names = plan.parse_modes(modes)
-    chosen_budget = plan.with_budget_override(plan.budget(budget),
-                                              flag_time("--run-length", run_length))
-    try:
-        work_dist = dist.parse(work)
-    except InputError as exc:
-        raise InputError(f"--work {exc}") from None
-    host_core, engine_core = cores.choose(host_core, engine_core)
-    started = time.time()
-    what = "one class per run, HTTP/1.0 Poisson arrivals"
-    if fileset_dir is not None:
-        loads = plan.folder_classes(fileset_dir, classes)
-        workload = f"file set {fileset_dir}"
-    out_dir.mkdir(parents=True, exist_ok=True)
-    if fileset_dir is None:
-        err.print("writing seed 000's file sets …")
-        loads = plan.preset_classes(classes or tuple(range(5)), out_dir / "fileset", seed)
-        workload = "seed 000's file sets"
-    workload += f", classes {', '.join(load.name for load in loads)}, {what}"
-    mixed_load, shares = plan.mix(loads) if len(loads) > 1 else (None, {loads[0].name: 1.0})
-    if mixed and mixed_load is not None:
-        workload += ", and all of them mixed (" + ", ".join(
-            f"{name} {share:.0%}" for name, share in shares.items()) + ")"
-    the_plan = plan.Plan(loads, names, chosen_budget, work_dist if work_dist.mean > 0 else None,
-                         host_core, engine_core, seed, workload, shares,
-                         mixed_load if mixed else None, handoff_slowdown)
-    experiment = the_plan.handoff()
-    if experiment is not None:
-        experiment.check()
-    load_s = the_plan.load_seconds()
-    err.print(f"study: {len(the_plan.loads)} loads × {len(names)} modes, about "
-              f"{load_s / 60:.1f} minutes of load", highlight=False)
+def study(config: StudyConfig) -> None:
+    """Run the study of ``config`` with a progress bar on a terminal, then print its
+    verdicts, accuracy and notes."""
+    pipeline = _pipeline()
+    prepared = pipeline.prepare(config, say=err.print)
+    the_plan = prepared.plan
+    err.print(f"study: {len(the_plan.loads)} loads × {len(the_plan.modes)} modes, about "
+              f"{prepared.load_seconds() / 60:.1f} minutes of load", highlight=False)
     columns = (TextColumn("{task.description:12}"), BarColumn(),
                TextColumn("{task.percentage:>3.0f}%"), TimeRemainingColumn())
     with Progress(*columns, console=err, disable=not err.is_terminal) as bar:
@@ -203,78 +123,17 @@ def study(out_dir: Path, fileset_dir: Path | None, classes, modes: str, budget: 
                 tasks[phase] = bar.add_task(phase, total=total)
             bar.update(tasks[phase], completed=done, total=total)
 
-        result = run.run(the_plan, progress)
-    meta = {
-        "title": f"Offload study: {', '.join(load.name for load in loads)} in "
-                 f"{', '.join(names)} mode",
-        "command": shlex.join(["offload", *sys.argv[1:]]),
-        "started": datetime.datetime.fromtimestamp(started).isoformat(timespec="seconds"),
-        "duration_s": time.time() - started, "budget": chosen_budget.name,
-        "modes": list(names), "classes": [load.name for load in loads], "workload": workload,
-        "machine": _machine(host_core, engine_core, work_dist),
-        "scenario_files": [f"scenario-{m}.toml" for m in the_plan.offload_modes],
-        "notes": [],
-        "handoff": None if experiment is None else experiment.describe(),
-    }
-    tables = compare.tables(result, meta)
-    write_outputs(out_dir, {
-        **{f"scenario-{mode}.toml": scenario.dumps(sc)
-           for mode, sc in result.fitted.scenarios.items()},
-        "results.parquet": results_frame(tables, seed), "summary.json": summary(tables)})
-    report = write_report(tables, out_dir)
-    tables.meta["duration_s"] = time.time() - started
+        tables = pipeline.run(prepared, progress)
     out.print(verdict_table(tables))
     out.print(accuracy_table(tables))
     for text in tables.meta["notes"]:
         note(text)
     if more := tables.meta.get("more_notes"):
         err.print(f"{len(more)} more notes in the report", highlight=False)
-    out.print(f"report: {report}\nscenarios: "
-              + ", ".join(str(out_dir / f) for f in meta["scenario_files"])
-              + f" (try: offload model {out_dir / meta['scenario_files'][0]})", markup=False)
-
-
-def _machine(host_core, engine_core, work) -> str:
-    n = len(os.sched_getaffinity(0))
-    return (f"{platform.node()}: {n} cores ({platform.processor() or platform.machine()}),"
-            f" Linux {platform.release()}; host thread on core {host_core}, engine on core "
-            f"{engine_core}, load generator unpinned; application work {work}")
-
-
-def results_frame(tables, seed: int):
-    """The points in the shared result schema: the host-alone columns (U_noe, T_noe)
-    on inline rows, the offload columns (U_cpu, U_oe, T, T_sum) on the others."""
-    frame = tables.points.copy()
-    inline = frame["mode"] == "inline"
-    frame["U_noe"] = frame["U_host"].where(inline)
-    frame["T_noe"] = frame["T"].where(inline)
-    frame["U_cpu"] = frame["U_host"].where(~inline)
-    frame["U_oe"] = frame["U_engine"].where(~inline)
-    frame["T"] = frame["T"].where(~inline)
-    frame["seed"] = seed
-    return frame
-
-
-def summary(tables) -> dict:
-    return jsonable({
-        "meta": tables.meta,
-        "verdicts": tables.verdicts.to_dict("records"),
-        "saturation": tables.saturation.to_dict("records"),
-        "accuracy": tables.accuracy.to_dict("records"),
-        "costs": tables.costs.to_dict("records"),
-        "cost_model": tables.cost_model.to_dict("records"),
-        "handoff": handoff_summary(tables),
-    })
-
-
-def handoff_summary(tables) -> dict | None:
-    """The handoff experiment's medians per policy and its checks (None if not run)."""
-    from offloadlab.experiments import handoff
-
-    if tables.handoff.empty:
-        return None
-    result = handoff.Result(tables.handoff, tables.handoff_series)
-    return {**result.summary(), "checks": [vars(c) for c in result.checks()]}
+    files = tables.meta["scenario_files"]
+    out.print(f"report: {config.out_dir / 'report.html'}\nscenarios: "
+              + ", ".join(str(config.out_dir / f) for f in files)
+              + f" (try: offload model {config.out_dir / files[0]})", markup=False)
 
 
 def verdict_table(tables) -> Table:

@@ -15,6 +15,7 @@ import dataclasses
 import math
 from collections.abc import Callable
 from dataclasses import dataclass
+from functools import cached_property
 from pathlib import Path
 
 import pandas as pd
@@ -98,6 +99,12 @@ class Result:
     def medians(self) -> pd.DataFrame:
         """Per policy, in the experiment's order: medians over the repeats, and the
         throughput as a ratio to inline's median."""
+        return self._medians
+
+    # Computed once: the summary, the checks, a terminal table and a report section all
+    # read the same medians.
+    @cached_property
+    def _medians(self) -> pd.DataFrame:
         order = list(dict.fromkeys(self.runs["policy"]))
         grouped = self.runs.groupby("policy", sort=False)
         table = grouped[["throughput", "mean_s", "p99_s", "host_cpu_s", "engine_cpu_s",

@@ -14,14 +14,17 @@ import math
 from collections.abc import Callable, Iterable
 from datetime import datetime
 from pathlib import Path
+from typing import TYPE_CHECKING
 from urllib.parse import quote
 
 import pandas as pd
 
-from offloadlab.experiments import handoff
 from offloadlab.report.study import FIGURES, MAPE_CUT, write_figures
-from offloadlab.results import write_atomic
+from offloadlab.results import DPI, write_atomic
 from offloadlab.study.tables import StudyTables
+
+if TYPE_CHECKING:
+    from offloadlab.experiments import handoff
 
 MISSING = "–"
 VERDICT_STYLES = ("helps", "hurts", "neutral")  # CSS classes of the same names
@@ -51,14 +54,26 @@ figcaption { color: #444; font-size: 0.92em; margin-top: 0.3em; }
 
 # A cell: plain text, or text with a CSS class (e.g. "num", "yes").
 Cell = str | tuple[str, str]
+# The handoff section's figure: its name among the study's figures, and how to read it.
+HANDOFF_FIGURE = "handoff"
+HANDOFF_CAPTION = (
+    "Seed 004's handoff policies on the testbed with a slowed engine: throughput (dots are "
+    "the repeats, the label the change against inline), mean and p99 response time, and "
+    "the engine's connections and Soft_limit over a P-L-FCFS run.")
 
 
-def write_report(tables: StudyTables, out_dir: str | Path) -> Path:
+def write_report(tables: StudyTables, out_dir: str | Path,
+                 handoff: handoff.Result | None = None) -> Path:
     """Write the figures to ``out_dir/figures/`` and ``out_dir/report.html``; return the
-    path of report.html."""
+    path of report.html. ``handoff`` is the result of the handoff experiment the study
+    ran (None: it did not run); its section and figure come from it as it is."""
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     figures = write_figures(tables, out_dir / "figures")
+    captions = {name: kind.caption for name, kind in FIGURES.items()}
+    if handoff is not None:
+        figures |= _handoff_figure(handoff, out_dir / "figures")
+        captions[HANDOFF_FIGURE] = HANDOFF_CAPTION
     meta = tables.meta
     title = _esc(str(meta.get("title", "offload study")))
     body = [f"<h1>{title}</h1>",
@@ -88,7 +103,7 @@ def write_report(tables: StudyTables, out_dir: str | Path) -> Path:
                      "request over the calibration runs; R² says how much of the variation "
                      "each explains; counted per wake-up compares the server's own count."),
             _section("Connection handoff on the testbed",
-                     _handoff(tables.handoff, tables.handoff_series, meta.get("handoff")),
+                     _handoff(handoff, meta.get("handoff")),
                      "Seed 004's policies in handoff mode (the engine accepts every "
                      "connection; P host first, L load control, FCFS or Tn selection) "
                      "against inline, with the engine slowed. Medians of the repeats; host "
@@ -96,7 +111,7 @@ def write_report(tables: StudyTables, out_dir: str | Path) -> Path:
                      "requests served on engine-held connections. With a closed loop, more "
                      "throughput is also a lower mean response time."),
             _list("More notes", meta.get("more_notes") or []),
-            _figures(figures, out_dir)]
+            _figures(figures, captions, out_dir)]
     page = ("<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n"
             f"<title>{title}</title>\n"
             f"<style>{CSS}</style>\n</head>\n<body>\n" + "\n".join(body) + "\n</body>\n</html>\n")
@@ -212,16 +227,15 @@ def _saturation(s: pd.DataFrame) -> str:
                    "connect (ms)", "goodput (MB/s)"), rows)
 
 
-def _handoff(runs: pd.DataFrame, series: pd.DataFrame, setup: dict | None) -> str:
-    if runs.empty:
+def _handoff(result: handoff.Result | None, setup: dict | None) -> str:
+    if result is None:
         return _table((), [])
-    summary = handoff.Result(runs, series).medians()
     rows = [[_text(d["policy"]), (_sig(d["throughput"]), "num"),
              (_pct(d["vs_inline"] - 1, signed=True), "num"), (_ms(d["mean_s"]), "num"),
              (_ms(d["p99_s"]), "num"), (_us(d["host_cpu_s"]), "num"),
              (_us(d["engine_cpu_s"]), "num"), (_pct(d["engine_share"]), "num"),
              (_int(d["errors"]), "num"), (_int(d["runs"]), "num")]
-            for d in summary.to_dict("records")]
+            for d in result.summary()["summary"]]
     parts = []
     if setup:
         parts.append(f"<p>{_esc(_handoff_setup(setup))}</p>")
@@ -229,7 +243,7 @@ def _handoff(runs: pd.DataFrame, series: pd.DataFrame, setup: dict | None) -> st
                          "engine (µs)", "on engine", "errors", "runs"), rows))
     checks = [f'<li>{_esc(c.claim)}: <span class="{"yes" if c.holds else "no"}">'
               f'{"holds" if c.holds else "does not hold"}</span> ({_esc(c.detail)})</li>'
-              for c in handoff.checks(summary)]
+              for c in result.checks()]
     if checks:
         parts.append("<ul>\n" + "\n".join(checks) + "\n</ul>")
     return "\n".join(parts)
@@ -270,14 +284,24 @@ def _cost_model(c: pd.DataFrame) -> str:
                    "R² (wake-ups)"), rows)
 
 
-def _figures(figures: dict[str, Path], out_dir: Path) -> str:
+def _handoff_figure(result: handoff.Result, folder: Path) -> dict[str, Path]:
+    """The experiment's own figure as the study's ``handoff.png`` (none: nothing drawn)."""
+    (fig,) = result.figures().values()  # the experiment draws one
+    if fig is None:
+        return {}
+    path = folder / f"{HANDOFF_FIGURE}.png"
+    write_atomic(path, lambda tmp: fig.savefig(tmp, dpi=DPI, format="png"))
+    return {HANDOFF_FIGURE: path}
+
+
+def _figures(figures: dict[str, Path], captions: dict[str, str], out_dir: Path) -> str:
     if not figures:
         return "<h2>Figures</h2>\n<p>No table had data to draw.</p>"
     parts = ["<h2>Figures</h2>"]
     for name, path in figures.items():
         data = base64.b64encode(path.read_bytes()).decode("ascii")
         href = quote(path.relative_to(out_dir).as_posix())
-        caption = FIGURES[name].caption
+        caption = captions[name]
         parts.append(f'<figure>\n<a href="{_esc(href)}"><img src="data:image/png;base64,'
                      f'{data}" alt="{_esc(name)} figure"></a>\n'
                      f"<figcaption>{_esc(caption)} "

@@ -22,7 +22,6 @@ from matplotlib.lines import Line2D
 from matplotlib.patches import Patch
 from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter
 
-from offloadlab.report.handoff import testbed_figure
 from offloadlab.report.plots import (
     ENGINE,
     HOST,
@@ -305,10 +304,6 @@ FIGURES: dict[str, FigureKind] = {
         "Model error at each testbed point against measured utilisation: inside the green "
         "bands the ±5%/±15% targets hold; MAPE counts validation points left of the dotted "
         "line; triangles on the edge are off the scale."),
-    "handoff": FigureKind(("handoff", "handoff_series"), testbed_figure,
-        "Seed 004's handoff policies on the testbed with a slowed engine: throughput (dots "
-        "are the repeats, the label the change against inline), mean and p99 response time, "
-        "and the engine's connections and Soft_limit over a P-L-FCFS run."),
 }
 
 

@@ -16,12 +16,11 @@ import pandas as pd
 
 from offloadlab import model
 from offloadlab.calibrate import fit
-from offloadlab.experiments import handoff
 from offloadlab.model.verdict import HELPS, HURTS, MARGIN, NEUTRAL
 from offloadlab.scenario import Scenario
 from offloadlab.study.measure import Measured, core_shares, cpu_rows
 from offloadlab.study.plan import MIX, Plan
-from offloadlab.study.tables import COLUMNS, StudyTables, empty
+from offloadlab.study.tables import COLUMNS, StudyTables
 
 TARGETS = {"U_host": 0.05, "U_engine": 0.05, "T": 0.15}
 KS_P = 0.2
@@ -57,7 +56,6 @@ class Study:
     calibration: dict[tuple[str, str], list[Measured]]
     sweeps: dict[tuple[str, str], list[Measured]]
     predictions: dict[tuple[str, str], dict[str, pd.DataFrame]]
-    handoff: handoff.Result | None = None
     # Seed 000's model fitted on the same runs: the baseline the report shows beside.
     seed: Fitted | None = None
 
@@ -152,8 +150,6 @@ def tables(study: Study, meta: dict) -> StudyTables:
               "wakeup": m.wakeup.cost, "cooling": m.wakeup.cooling,
               "counted_per_wakeup": m.wakeup.counted, "wakeup_r2": m.wakeup.r2}
              for m in fitted.models], columns=list(COLUMNS["cost_model"])),
-        handoff=study.handoff.runs if study.handoff else empty("handoff"),
-        handoff_series=study.handoff.series if study.handoff else empty("handoff_series"),
         meta={**meta, "notes": notes[:FIRST_NOTES], "more_notes": notes[FIRST_NOTES:]},
     ).check()
 

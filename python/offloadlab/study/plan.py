@@ -12,7 +12,6 @@ import pandas as pd
 
 from offloadlab import dist
 from offloadlab.errors import InputError
-from offloadlab.experiments import handoff
 from offloadlab.testbed import server
 from offloadlab.workload import fileset, presets
 from offloadlab.workload.classes import CLASSES, class_name
@@ -32,8 +31,7 @@ class Budget:
     sweep: tuple[float, ...]
     sim_requests: int
 
-    def load_seconds(self, classes: int, modes: int, mix: bool = False,
-                     handoff_runs: int = 0) -> float:
+    def load_seconds(self, classes: int, modes: int, mix: bool = False) -> float:
         """Seconds of load the testbed phases plan (without server start-up); the mix
         is measured but not calibrated on. A sweep adds one point, at the operating
         rate, :data:`OPERATING_RUNS` run lengths long (at most: it replaces a sweep point
@@ -41,7 +39,7 @@ class Budget:
         saturation = SATURATION_REPEATS * self.saturation_s
         sweep = self.run_s * (len(self.sweep) + OPERATING_RUNS)
         per = saturation + self.run_s * len(self.calibration) + sweep
-        return modes * (classes * per + mix * (saturation + sweep)) + handoff_runs * self.run_s
+        return modes * (classes * per + mix * (saturation + sweep))
 
 
 BUDGETS = {b.name: b for b in (
@@ -70,10 +68,9 @@ STOP_SHORTFALL = 0.10
 # keep the engine path full too (32 left host and engine both idle at times).
 SATURATION_CLIENTS = 128
 # Modes the model describes: every request on the host, or every one through the engine.
-# Handoff mode splits them by policy; the study runs it in its own phase instead.
+# Handoff mode splits them by policy; the study runs it as an experiment of its own
+# (study/pipeline.py).
 STUDY_MODES = tuple(m for m in server.MODES if m != "handoff")
-# Runs per policy in the handoff experiment (interleaved; the report shows medians).
-HANDOFF_REPEATS = 3
 
 
 # The name of the mixed load: every studied class in one stream.
@@ -104,27 +101,11 @@ class Plan:
     # Each class's share of the requests in the mix and in the fitted scenario.
     shares: dict[str, float]
     mix: ClassLoad | None = None
-    # The handoff experiment's engine slowdown (None: the experiment does not run).
-    handoff_slowdown: float | None = None
-
-    def handoff(self) -> handoff.Experiment | None:
-        """Seed 004's policies on the smallest studied class (socket work matters most
-        there), one run per policy and repeat of the budget's run length."""
-        if self.handoff_slowdown is None:
-            return None
-        load = min(self.classes, key=lambda c: c.size_class)
-        return handoff.Experiment(
-            root=load.root, manifest=load.manifest, size_class=load.size_class,
-            slowdown=self.handoff_slowdown, run_s=self.budget.run_s,
-            repeats=HANDOFF_REPEATS, host_core=self.host_core, engine_core=self.engine_core,
-            seed=self.seed)
 
     def load_seconds(self) -> float:
         """Seconds of load this plan runs (without server start-up)."""
-        experiment = self.handoff()
-        runs = 0 if experiment is None else len(experiment.policies) * experiment.repeats
         return self.budget.load_seconds(len(self.classes), len(self.modes),
-                                        self.mix is not None, runs)
+                                        self.mix is not None)
 
     @property
     def offload_modes(self) -> tuple[str, ...]:

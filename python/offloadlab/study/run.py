@@ -7,8 +7,7 @@ Phases, each reported to ``progress(phase, done, total)`` in seconds of planned 
    (:mod:`offloadlab.calibrate.fit`) and one fitted scenario per offload mode;
 3. measure: the Poisson sweep at fractions of the model's saturation rate, stopping
    after a point whose p99 or error rate passes its bound;
-4. predict and compare: model (both delay variants) and simulator at the swept rates;
-5. handoff: seed 004's policies against inline with a slowed engine, if the plan asks.
+4. predict and compare: model (both delay variants) and simulator at the swept rates.
 """
 
 from __future__ import annotations
@@ -23,7 +22,6 @@ import pandas as pd
 from offloadlab import model, scenario, sim
 from offloadlab.calibrate import fit
 from offloadlab.dist import Deterministic
-from offloadlab.experiments import handoff
 from offloadlab.scenario import Queue, Scenario, TrafficClass
 from offloadlab.study import compare
 from offloadlab.study.measure import Measured, measure
@@ -109,14 +107,7 @@ def run(plan: Plan, progress: Progress | None = None,
                                                budget.sim_requests, plan.seed)
         predictions[load.name, mode] |= baseline(seed, load.name, mode, rates)
         tick("predict", i + 1, len(pairs))
-    experiment = plan.handoff()
-    result = None
-    if experiment is not None:
-        def step(_: str, done: int, total: int) -> None:
-            tick("handoff", done * budget.run_s, total * budget.run_s)
-        result = handoff.run(experiment, step)
-    return compare.Study(plan, fitted, saturation, calibration, sweeps, predictions, result,
-                         seed)
+    return compare.Study(plan, fitted, saturation, calibration, sweeps, predictions, seed)
 
 
 def operating_rates(fitted: compare.Fitted) -> dict[str, float]:

@@ -12,8 +12,6 @@ from dataclasses import dataclass, field
 
 import pandas as pd
 
-from offloadlab.experiments import handoff
-
 # Each table's columns, in order; ``StudyTables.check`` holds the frames to them.
 COLUMNS: dict[str, tuple[str, ...]] = {
     # One row per (source, mode, class, rate). source: model | sim | testbed. The model's
@@ -76,11 +74,6 @@ COLUMNS: dict[str, tuple[str, ...]] = {
     # per wake-up of the model, and the R² of that fit.
     "cost_model": ("mode", "side", "c0", "c_pkt", "c_byte", "r2", "classes", "note",
                    "wakeup", "cooling", "counted_per_wakeup", "wakeup_r2"),
-    # Seed 004's handoff policies on the testbed with a slowed engine: one row per run
-    # (policy, repeat) and the engine's Cnum, Soft_limit and Qlen every 0.1 s
-    # (:mod:`offloadlab.experiments.handoff` documents the columns). Empty when not run.
-    "handoff": handoff.RUN_COLUMNS,
-    "handoff_series": handoff.SERIES_COLUMNS,
 }
 
 
@@ -100,8 +93,6 @@ class StudyTables:
     verdicts: pd.DataFrame
     costs: pd.DataFrame
     cost_model: pd.DataFrame
-    handoff: pd.DataFrame
-    handoff_series: pd.DataFrame
     meta: dict = field(default_factory=dict)
 
     def check(self) -> StudyTables:

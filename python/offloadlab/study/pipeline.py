@@ -1,0 +1,235 @@
+"""The study from its settings to its output folder, without the command line:
+:class:`StudyConfig` holds and checks what ``offload study`` was asked, :func:`prepare`
+builds the plan (writing seed 000's file sets when no file set is given), and
+:func:`run` runs it and writes every output file. ``offload study`` and ``offload
+demo`` add only their flags, the progress bar and what they print.
+
+Beside the study's own phases (:mod:`offloadlab.study.run`), the pipeline runs seed
+004's handoff experiment (:mod:`offloadlab.experiments.handoff`) as a section: its
+result goes as it is to the report's section and to summary.json's ``handoff`` key."""
+
+from __future__ import annotations
+
+import datetime
+import os
+import platform
+import shlex
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+from offloadlab import dist, scenario
+from offloadlab.errors import for_flag
+from offloadlab.experiments import handoff
+from offloadlab.report.html import write_report
+from offloadlab.results import jsonable, write_outputs
+from offloadlab.study import compare, plan
+from offloadlab.study import run as study_run
+from offloadlab.study.tables import StudyTables
+from offloadlab.testbed import cores
+from offloadlab.units import parse_time
+
+DEFAULT_WORK = "exp(mean=100us)"
+# offload demo: seed 000's classes 0 (small) and 3 (large), inline against engine mode,
+# on the quick budget; README.md states its planned time (tests/test_design.py).
+DEMO_CLASSES = "0,3"
+DEMO_MODES = "inline,engine"
+DEMO_BUDGET = "quick"
+# The classes studied when neither --classes nor --fileset chooses them.
+PRESET_CLASSES = (0, 1, 2, 3, 4)
+# Runs per policy in the handoff experiment (interleaved; the report shows medians).
+HANDOFF_REPEATS = 3
+
+Say = Callable[[str], None]
+
+
+@dataclass(frozen=True)
+class StudyConfig:
+    """What ``offload study`` was asked, as its flags give it (text where the flag is
+    text), checked when made: a bad value raises :class:`~offloadlab.errors.InputError`
+    naming its flag, before any file is written. ``handoff_slowdown`` None skips the
+    handoff experiment."""
+
+    out_dir: Path = Path("study")
+    fileset: Path | None = None
+    classes: str | None = None
+    modes: str = "inline,engine"
+    budget: str = "quick"
+    work: str | None = None  # None: DEFAULT_WORK
+    run_length: str | None = None
+    seed: int = 1
+    host_core: int | None = None
+    engine_core: int | None = None
+    mix: bool = True
+    handoff_slowdown: float | None = handoff.Experiment.slowdown
+
+    def __post_init__(self) -> None:
+        # In the order the flags were checked before the pipeline had a home, so a
+        # command with two bad flags names the same one it always did.
+        for check in (self.size_classes, self.mode_names, self.chosen_budget,
+                      self.work_dist):
+            check()
+
+    @classmethod
+    def demo(cls, out_dir: Path) -> StudyConfig:
+        """``offload demo``: a small and a large class, inline against engine mode, on
+        the quick budget."""
+        return cls(out_dir, classes=DEMO_CLASSES, modes=DEMO_MODES, budget=DEMO_BUDGET)
+
+    def size_classes(self) -> tuple[int, ...] | None:
+        """--classes as numbers (None: every class the file set has)."""
+        return None if self.classes is None else plan.parse_classes(self.classes)
+
+    def mode_names(self) -> tuple[str, ...]:
+        return plan.parse_modes(self.modes)
+
+    def chosen_budget(self) -> plan.Budget:
+        return plan.with_budget_override(plan.budget(self.budget),
+                                         for_flag("--run-length", parse_time, self.run_length))
+
+    def work_dist(self) -> dist.Dist:
+        return for_flag("--work", dist.parse, self.work or DEFAULT_WORK)
+
+
+@dataclass(frozen=True)
+class Prepared:
+    """A study ready to run: its config, its plan, and when preparing began (the
+    summary's start time and duration count the file sets written for it)."""
+
+    config: StudyConfig
+    plan: plan.Plan
+    started: float
+
+    def handoff(self) -> handoff.Experiment | None:
+        """Seed 004's policies on the smallest studied class (socket work matters most
+        there), one run per policy and repeat of the budget's run length; None when the
+        config skips it."""
+        if self.config.handoff_slowdown is None:
+            return None
+        load = min(self.plan.classes, key=lambda c: c.size_class)
+        return handoff.Experiment(
+            root=load.root, manifest=load.manifest, size_class=load.size_class,
+            slowdown=self.config.handoff_slowdown, run_s=self.plan.budget.run_s,
+            repeats=HANDOFF_REPEATS, host_core=self.plan.host_core,
+            engine_core=self.plan.engine_core, seed=self.plan.seed)
+
+    def load_seconds(self) -> float:
+        """Seconds of load the study plans (without server start-up)."""
+        experiment = self.handoff()
+        runs = 0 if experiment is None else len(experiment.policies) * experiment.repeats
+        return self.plan.load_seconds() + runs * self.plan.budget.run_s
+
+
+def prepare(config: StudyConfig, say: Say = lambda text: None) -> Prepared:
+    """The plan of ``config``: the classes of --fileset, or seed 000's file sets written
+    under OUT/fileset (kept from an earlier study with the same seed). ``say`` tells
+    what takes a while."""
+    started = time.time()
+    names, work = config.mode_names(), config.work_dist()
+    classes = config.size_classes()
+    host_core, engine_core = cores.choose(config.host_core, config.engine_core)
+    if config.fileset is not None:
+        loads = plan.folder_classes(config.fileset, classes)
+        workload = f"file set {config.fileset}"
+    config.out_dir.mkdir(parents=True, exist_ok=True)
+    if config.fileset is None:
+        say("writing seed 000's file sets …")
+        loads = plan.preset_classes(classes or PRESET_CLASSES, config.out_dir / "fileset",
+                                    config.seed)
+        workload = "seed 000's file sets"
+    workload += (f", classes {', '.join(load.name for load in loads)}, one class per run, "
+                 "HTTP/1.0 Poisson arrivals")
+    mixed, shares = plan.mix(loads) if len(loads) > 1 else (None, {loads[0].name: 1.0})
+    if config.mix and mixed is not None:
+        workload += ", and all of them mixed (" + ", ".join(
+            f"{name} {share:.0%}" for name, share in shares.items()) + ")"
+    the_plan = plan.Plan(loads, names, config.chosen_budget(),
+                         work if work.mean > 0 else None, host_core, engine_core,
+                         config.seed, workload, shares, mixed if config.mix else None)
+    prepared = Prepared(config, the_plan, started)
+    if (experiment := prepared.handoff()) is not None:
+        experiment.check()
+    return prepared
+
+
+def run(prepared: Prepared, progress: study_run.Progress | None = None) -> StudyTables:
+    """Run the study and write its folder: the fitted scenarios, results.parquet and
+    summary.json (each atomically, the summary last), then report.html and its
+    figures. Returns the tables the report shows."""
+    config = prepared.config
+    result = study_run.run(prepared.plan, progress)
+    experiment = prepared.handoff()
+    handoff_result = None if experiment is None else _run_handoff(experiment, progress)
+    tables = compare.tables(result, _meta(prepared, experiment))
+    write_outputs(config.out_dir, {
+        **{f"scenario-{mode}.toml": scenario.dumps(sc)
+           for mode, sc in result.fitted.scenarios.items()},
+        "results.parquet": results_frame(tables, config.seed),
+        "summary.json": summary(tables, handoff_result)})
+    write_report(tables, config.out_dir, handoff_result)
+    return tables
+
+
+def _run_handoff(experiment: handoff.Experiment,
+                 progress: study_run.Progress | None) -> handoff.Result:
+    """The handoff experiment, its progress in seconds of load like the study's phases."""
+    def step(_: str, done: int, total: int) -> None:
+        if progress is not None:
+            progress("handoff", done * experiment.run_s, total * experiment.run_s)
+    return handoff.run(experiment, step)
+
+
+def _meta(prepared: Prepared, experiment: handoff.Experiment | None) -> dict:
+    """The run facts the report's header and summary.json's ``meta`` show."""
+    the_plan = prepared.plan
+    classes = [load.name for load in the_plan.classes]
+    return {
+        "title": f"Offload study: {', '.join(classes)} in {', '.join(the_plan.modes)} mode",
+        "command": shlex.join(["offload", *sys.argv[1:]]),
+        "started": datetime.datetime.fromtimestamp(prepared.started).isoformat(
+            timespec="seconds"),
+        "duration_s": time.time() - prepared.started, "budget": the_plan.budget.name,
+        "modes": list(the_plan.modes), "classes": classes, "workload": the_plan.workload,
+        "machine": _machine(the_plan, prepared.config.work_dist()),
+        "scenario_files": [f"scenario-{m}.toml" for m in the_plan.offload_modes],
+        "notes": [],
+        "handoff": None if experiment is None else experiment.describe(),
+    }
+
+
+def _machine(the_plan: plan.Plan, work: dist.Dist) -> str:
+    n = len(os.sched_getaffinity(0))
+    return (f"{platform.node()}: {n} cores ({platform.processor() or platform.machine()}),"
+            f" Linux {platform.release()}; host thread on core {the_plan.host_core}, engine "
+            f"on core {the_plan.engine_core}, load generator unpinned; application work "
+            f"{work}")
+
+
+def results_frame(tables: StudyTables, seed: int):
+    """The points in the shared result schema: the host-alone columns (U_noe, T_noe)
+    on inline rows, the offload columns (U_cpu, U_oe, T, T_sum) on the others."""
+    frame = tables.points.copy()
+    inline = frame["mode"] == "inline"
+    frame["U_noe"] = frame["U_host"].where(inline)
+    frame["T_noe"] = frame["T"].where(inline)
+    frame["U_cpu"] = frame["U_host"].where(~inline)
+    frame["U_oe"] = frame["U_engine"].where(~inline)
+    frame["T"] = frame["T"].where(~inline)
+    frame["seed"] = seed
+    return frame
+
+
+def summary(tables: StudyTables, handoff_result: handoff.Result | None) -> dict:
+    return jsonable({
+        "meta": tables.meta,
+        "verdicts": tables.verdicts.to_dict("records"),
+        "saturation": tables.saturation.to_dict("records"),
+        "accuracy": tables.accuracy.to_dict("records"),
+        "costs": tables.costs.to_dict("records"),
+        "cost_model": tables.cost_model.to_dict("records"),
+        # The experiment's medians per policy and its checks, as the report shows them.
+        "handoff": None if handoff_result is None else {
+            **handoff_result.summary(), "checks": [vars(c) for c in handoff_result.checks()]},
+    })
