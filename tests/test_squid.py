@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from offloadlab.errors import InputError, RunError
+from offloadlab.experiments import appcache
 from offloadlab.testbed import cores, squid
 from offloadlab.testbed.server import ServerOptions, running
 from offloadlab.workload.classes import MiB
@@ -95,10 +96,13 @@ def test_a_squid_that_cannot_start_is_a_run_error_with_its_reason(origin, monkey
     assert set(Path(tempfile.gettempdir()).glob("offloadlab-squid-*")) <= folders
 
 
-def test_a_missing_squid_says_how_to_install_it(monkeypatch):
+def test_a_missing_squid_says_how_to_install_it(monkeypatch, small_site):
     monkeypatch.setattr(squid.shutil, "which", lambda *a, **k: None)
     with pytest.raises(RunError, match="apt-get install squid"):
         squid.binary()
+    with pytest.raises(RunError, match="apt-get install squid"):
+        _experiment(small_site, proxy="squid").check()
+    _experiment(small_site, proxy="emulated").check()  # no Squid needed
 
 
 def test_the_config_binds_loopback_and_maps_the_policy(tmp_path):
@@ -132,3 +136,31 @@ def test_the_log_counts_hits_and_misses_and_counts_what_it_cannot_read():
     counts = squid.count_log(lines)
     assert counts == squid.LogCounts(hits=3, misses=3, other=2, unparsed=3)
     assert counts.hit_rate == 0.5 and squid.LogCounts().hit_rate is None
+
+
+@pytest.fixture(scope="module")
+def small_site(tmp_path_factory):
+    from offloadlab.workload import fileset
+    from offloadlab.workload.specs import SpecWeb2005Spec
+
+    root = tmp_path_factory.mktemp("squid-site")
+    fileset.materialise(fileset.generate(SpecWeb2005Spec(name="s", sessions=2, shared=4,
+                                                         own=2, items_per_session=3)), root)
+    return root
+
+
+def _experiment(root, **changes) -> appcache.Experiment:
+    return appcache.Experiment(root, appcache.read_site(root), appcache.budget("quick"),
+                               **changes)
+
+
+def test_a_bad_proxy_is_an_input_error_naming_the_field(small_site):
+    with pytest.raises(InputError, match="proxy 'nginx'"):
+        _experiment(small_site, proxy="nginx").check()
+    exp = _experiment(small_site, proxy="both", host_core=0, engine_core=1)
+    assert exp.variants() == [("A", "none"), ("B", "emulated"), ("C", "emulated"),
+                              ("B", "squid"), ("C", "squid")]
+    assert len(exp.plan()) == 2 * (1 + 4 * 2)
+    # Squid gets the emulated cache's size and largest object, on B's or C's core.
+    b, c = (exp.squid_options(s, 10, 8080) for s in ("B", "C"))
+    assert (b.cache_bytes, b.max_object_bytes, b.core, c.core) == (10 * MiB, MiB, 0, 1)
