@@ -34,11 +34,13 @@ def test_a_short_run_of_a_b_and_c_shows_the_cache_sparing_the_host(small_set, tm
         "--think", "det(20ms)", "--no-search",
         "--work", "exp(mean=100us)"])
     assert result.exit_code == 0, result.output
-    points = pd.read_csv(out / "points.csv")
-    assert len(points) == 2 * (1 + 2 * 2)
-    assert points["setup"].value_counts().to_dict() == {"B": 4, "C": 4, "A": 2}
-    assert points["error_share"].max() == 0 and points["compliant"].all()
-    assert (points["pages"] > 10).all() and (points["requests"] > 100).all()
+    everything = pd.read_csv(out / "points.csv")
+    # B and C with the emulated cache and with Squid (the default proxy, "both").
+    assert len(everything) == 2 * (1 + 2 * 2 * 2)
+    assert everything["setup"].value_counts().to_dict() == {"B": 8, "C": 8, "A": 2}
+    assert everything["error_share"].max() == 0 and everything["compliant"].all()
+    assert (everything["pages"] > 10).all() and (everything["requests"] > 100).all()
+    points = everything[everything["proxy"] != "squid"]
     a = points[points["setup"] == "A"].set_index("sessions")
     assert a["hit_rate"].isna().all()
     for setup in ("B", "C"):
@@ -50,9 +52,21 @@ def test_a_short_run_of_a_b_and_c_shows_the_cache_sparing_the_host(small_set, tm
         assert (big["host_cpu_us"] < 0.6 * a["host_cpu_us"]).all(), (big, a)
     small = points[(points["setup"] == "C") & (points["cache_mib"] == 0.05)]
     assert (small["hit_rate"].to_numpy() < big["hit_rate"].to_numpy()).all()
+    # Squid, holding the whole site too, misses the same requests, and in C its CPU is
+    # the engine core's, not the host's.
+    real = everything[(everything["proxy"] == "squid") & (everything["cache_mib"] == 8)]
+    for setup in ("B", "C"):
+        rows = real[real["setup"] == setup].set_index("sessions")
+        emulated = points[(points["setup"] == setup) & (points["cache_mib"] == 8)]
+        assert np.allclose(rows["hit_rate"], emulated.set_index("sessions")["hit_rate"],
+                           atol=0.02), rows
+        assert (rows["log_unparsed"] == 0).all()
+    c = real[real["setup"] == "C"].set_index("sessions")
+    assert (c["engine_cpu_us"] > 0).all() and (c["host_cpu_us"] < a["host_cpu_us"]).all()
     summary = json.loads((out / "summary.json").read_text())
     assert summary["figures"] == ["appcache.png"] and (out / "appcache.png").stat().st_size
     assert "Hit rate" in result.output and "cache on the engine" in result.output
+    assert "(squid;" in result.output
     # Four runs of C at two hit ratios fit a hit's and a miss's engine cost apart.
     costs = summary["model"]["costs"]
     assert 0 < costs["engine_hit_s"] < costs["engine_miss_s"] + costs["host_file_miss_s"]
@@ -68,7 +82,7 @@ def test_the_search_doubles_then_bisects_to_the_last_compliant_count(small_set, 
                                       search_steps=6))
     tried = []
 
-    def fake(exp, setup, n, mib):
+    def fake(exp, setup, n, mib, proxy):
         tried.append(n)
         return {"setup": setup, "sessions": n, "cache_mib": mib, "compliant": n <= 37}
     monkeypatch.setattr(appcache, "run_point", fake)
@@ -76,7 +90,7 @@ def test_the_search_doubles_then_bisects_to_the_last_compliant_count(small_set, 
     assert appcache.most_sessions(exp, "C", probes) == 37
     assert tried == [4, 8, 16, 32, 64, 48, 40, 36, 38, 37]
     tried.clear()
-    monkeypatch.setattr(appcache, "run_point", lambda e, s, n, m: {"compliant": False})
+    monkeypatch.setattr(appcache, "run_point", lambda e, s, n, m, p: {"compliant": False})
     assert appcache.most_sessions(exp, "A", []) is None
 
 

@@ -61,6 +61,10 @@ def appcache_cmd(
     search: Annotated[bool, typer.Option(
         "--search/--no-search",
         help="Also search each set-up's most sessions within the QoS.")] = True,
+    proxy: Annotated[str, typer.Option(
+        help="The cache of set-ups B and C: emulated (the server's in-process cache), "
+             "squid (a real Squid in front of the server; apt-get install squid) or both "
+             "side by side.")] = "both",
 ) -> None:
     """Seed 001's object cache: the server alone (A), the cache on the host (B) and on
     the engine (C) under SPECweb2005-like sessions, with model and simulator beside."""
@@ -81,7 +85,7 @@ def appcache_cmd(
         root=fileset_dir, site=appcache.read_site(fileset_dir), budget=chosen,
         workload=workload, think=think, cache_policy=cache_policy, time_good_s=good_s,
         time_tolerable_s=tolerable_s, work=work, host_core=host, engine_core=engine,
-        generator_core=host, search=search, seed=seed))
+        generator_core=host, search=search, seed=seed, proxy=proxy))
 
 
 def parse_sizes(text: str | None, what: str) -> tuple[float, ...] | None:
@@ -124,13 +128,14 @@ def run(out_dir: Path, exp: appcache.Experiment) -> None:
 
     exp.check()
     chosen = exp.budget
-    runs = len(chosen.sessions) * (1 + 2 * len(chosen.cache_mib))
+    runs = len(exp.plan())
     err.print(f"appcache: {runs} runs of {chosen.measure_s:g} s"
               + (", then the search for the most compliant sessions" if exp.search else ""),
               highlight=False)
     result = appcache.run(exp, progress=_say)
     costs, versus = result.model
-    out.print(hit_table(result))
+    for proxy in exp.proxies:
+        out.print(hit_table(result, proxy))
     out.print(setup_table(result))
     out.print(model_table(versus, costs))
     if exp.search:
@@ -143,11 +148,11 @@ def _say(what: str, done: int, total: int) -> None:
         err.print(f"[dim]{done + 1}/{total}: {what}[/]", highlight=False)
 
 
-def hit_table(result: appcache.Result) -> Table:
-    table = result.hit_table("C")
+def hit_table(result: appcache.Result, proxy: str = "emulated") -> Table:
+    table = result.hit_table("C", proxy)
     t = Table("sessions", *(f"{c:g} MiB" for c in table.columns),
-              title="Hit rate (%), cache on the engine (seed 001 Table 4.4: 95.0 / 94.1 / "
-                    "93.1 % at 5 / 50 / 100 sessions with 10 MiB)")
+              title=f"Hit rate (%), cache on the engine ({proxy}; seed 001 Table 4.4: 95.0 "
+                    "/ 94.1 / 93.1 % at 5 / 50 / 100 sessions with 10 MiB)")
     for n, row in table.iterrows():
         t.add_row(str(n), *(f"{v:.2f}" if v == v else "" for v in row))
     return t
@@ -157,12 +162,13 @@ def setup_table(result: appcache.Result) -> Table:
     exp = result.experiment
     p = result.points
     at = p[(p["setup"] == "A") | (p["cache_mib"] == exp.operating)]
-    t = Table("set-up", "sessions", "hit %", "host CPU %", "engine CPU %", "page ms",
+    t = Table("set-up", "proxy", "sessions", "hit %", "host CPU %", "engine CPU %", "page ms",
               "request ms", "MB/s", f"≤{exp.time_good_s:g} s", f"≤{exp.time_tolerable_s:g} s",
               "errors", title=f"A server alone, B cache on the host, C cache on the engine "
                               f"(B, C at {exp.operating:g} MiB)")
-    for r in at.sort_values(["sessions", "setup"]).to_dict("records"):
-        t.add_row(r["setup"], str(r["sessions"]), _pct(r["hit_rate"]), _pct(r["host_util"]),
+    for r in at.sort_values(["sessions", "setup", "proxy"]).to_dict("records"):
+        t.add_row(r["setup"], r["proxy"], str(r["sessions"]), _pct(r["hit_rate"]),
+                  _pct(r["host_util"]),
                   _pct(r["engine_util"]), ms(r["page_mean_s"]), ms(r["request_mean_s"]),
                   f"{r['byte_rate'] / 1e6:.2f}", _pct(r["good"]), _pct(r["tolerable"]),
                   _pct(r["error_share"]))
@@ -194,8 +200,8 @@ def search_line(result: appcache.Result) -> str:
     from offloadlab.experiments.appcache import SETUPS
 
     parts = []
-    for setup in SETUPS:
-        n, failed = result.most_sessions.get(setup), result.first_failed(setup)
+    for setup in result.most_sessions:
+        n, failed = result.most_sessions[setup], result.first_failed(setup)
         if n is None:
             parts.append(f"{setup} none (failed at {failed:,})")
         elif failed is None:

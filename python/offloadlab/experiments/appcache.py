@@ -5,6 +5,14 @@ of the application, under SPECweb2005-like sessions, in three set-ups:
 - ``B``: the cache on the host thread, in front of the application (inline mode);
 - ``C``: the cache on the engine (engine mode): hits never reach the host.
 
+**Two caches** (``proxy``). The *emulated* one is the server's own in-process stand-in
+for Squid (``app_offload="cache"``): fast, with no separate process and no socket hop.
+With ``squid`` set-ups B and C run a real Squid (:mod:`offloadlab.testbed.squid`) in
+front of the server, which then runs as in A, cache off: B has Squid pinned to the
+host's core, C to the engine's core (the stand-in for seed 001's XScale core). Squid gets
+the emulated cache's size, largest object and policy. ``both`` runs the two side by side;
+the points' ``proxy`` column tells them apart (``none`` for A).
+
 **The matrix.** Each point is one set-up, one number of sessions and one cache size (A
 has none). The sessions are closed-loop clients walking the page mix, with think times
 (:func:`offloadlab.workload.sessions.sessions`), over a SPECweb2005-like site
@@ -41,6 +49,7 @@ bisects.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import math
 from collections.abc import Callable, Sequence
@@ -54,7 +63,7 @@ import pandas as pd
 
 from offloadlab.errors import InputError, require
 from offloadlab.results import Check
-from offloadlab.testbed import load
+from offloadlab.testbed import load, squid
 from offloadlab.testbed.documents import ServerStats
 from offloadlab.testbed.server import ServerOptions, running
 from offloadlab.workload import fileset, site, stream
@@ -67,6 +76,8 @@ if TYPE_CHECKING:
 
 SETUPS = ("A", "B", "C")
 SETUP_NAMES = {"A": "server alone", "B": "cache on the host", "C": "cache on the engine"}
+# Which cache B and C run: the server's in-process stand-in, Squid in front, or both.
+PROXIES = ("emulated", "squid", "both")
 # SPECweb2005's page QoS: shares of pages within Time_Good and Time_Tolerable, and the
 # failed requests a compliant run may have (reference 001 §4.5).
 GOOD_SHARE, TOLERABLE_SHARE, MAX_ERROR_SHARE = 0.95, 0.99, 0.005
@@ -76,11 +87,11 @@ TIME_GOOD_S, TIME_TOLERABLE_S = 3.0, 5.0
 MAX_SESSIONS = 20_000
 # The load generator as in the other testbed experiments, checking each body's length.
 _LOAD = {"threads": 1, "verify": "length", "timeout_s": 10.0}
-POINT_COLUMNS = ("setup", "sessions", "cache_mib", "requests", "rate", "dynamic_share",
+POINT_COLUMNS = ("setup", "proxy", "sessions", "cache_mib", "requests", "rate", "dynamic_share",
                  "pages", "hit_rate",
                  "host_util", "engine_util", "host_cpu_us", "engine_cpu_us",
                  "request_mean_s", "page_mean_s", "byte_rate", "good", "tolerable",
-                 "error_share", "compliant")
+                 "error_share", "compliant", "log_unparsed")
 
 
 @dataclass(frozen=True)
@@ -129,8 +140,13 @@ class Experiment:
     generator_core: int | None = None
     search: bool = True
     seed: int = 1
+    #: B's and C's cache: ``emulated``, ``squid`` or ``both`` (see the module notes).
+    proxy: str = "both"
 
     def check(self) -> None:
+        require(self.proxy in PROXIES,
+                f"proxy {self.proxy!r}: use emulated (the server's in-process cache), "
+                "squid (Squid in front of the server) or both")
         require(self.workload in MIXES,
                 f"workload {self.workload!r}: use one of {', '.join(MIXES)}")
         require(self.site.workload == self.workload,
@@ -148,6 +164,24 @@ class Experiment:
             self.options(setup, self.operating_mib).check()
         stream.sessions(self.objects(1), self.workload, clients=1, sessions=1,
                         think=self.think, seed=self.seed)  # checks the think time
+        if "squid" in self.proxies:
+            squid.binary()  # installed, before any run
+
+    @property
+    def proxies(self) -> tuple[str, ...]:
+        """The caches B and C run with, in run order."""
+        return ("emulated", "squid") if self.proxy == "both" else (self.proxy,)
+
+    def variants(self) -> list[tuple[str, str]]:
+        """(set-up, proxy) of each kind of run: A once, B and C with each proxy."""
+        return [("A", "none")] + [(setup, proxy) for proxy in self.proxies
+                                  for setup in ("B", "C")]
+
+    def plan(self) -> list[tuple[str, str, int, float | None]]:
+        """The matrix's runs: (set-up, proxy, sessions, cache MiB or None for A)."""
+        return [(setup, proxy, n, mib) for n in self.budget.sessions
+                for setup, proxy in self.variants()
+                for mib in ((None,) if setup == "A" else self.budget.cache_mib)]
 
     @property
     def operating(self) -> float:
@@ -174,6 +208,14 @@ class Experiment:
                              engine_core=self.engine_core if mode == "engine" else None,
                              work=self.work, seed=self.seed, **cache)
 
+    def squid_options(self, setup: str, cache_mib: float, origin_port: int
+                      ) -> squid.SquidOptions:
+        """Squid in front of the origin on ``origin_port``, with the emulated cache's
+        size, largest object and policy, on the host's core (B) or the engine's (C)."""
+        size, largest = self.options(setup, cache_mib).cache_bytes()
+        return squid.SquidOptions(origin_port, size, largest, self.cache_policy,
+                                  core=self.engine_core if setup == "C" else self.host_core)
+
     def generator_cores(self) -> list[int]:
         return [] if self.generator_core is None else [self.generator_core]
 
@@ -199,6 +241,7 @@ class Experiment:
                 "site": fileset.spec_to_dict(self.site),
                 "warm_requests_per_file": self.warm_requests_per_file,
                 "operating_mib": self.operating, "cache_policy": self.cache_policy,
+                "proxy": self.proxy,
                 "time_good_s": self.time_good_s, "time_tolerable_s": self.time_tolerable_s,
                 "work": self.work, "budget": self.budget.name,
                 "measure_s": self.budget.measure_s, "files": len(self.manifest),
@@ -211,23 +254,26 @@ class Result:
 
     experiment: Experiment
     points: pd.DataFrame
-    #: Per set-up, the most compliant sessions found (None: not even the first probe)
-    #: and every probe of the search.
+    #: Per kind of run (:func:`name`: ``A``, ``B``, ``C``, ``B squid``, ``C squid``), the
+    #: most compliant sessions found (None: not even the first probe) and every probe of
+    #: the search.
     most_sessions: dict[str, int | None] = field(default_factory=dict)
     probes: pd.DataFrame | None = None
 
-    def first_failed(self, setup: str) -> int | None:
-        """The fewest sessions ``setup`` failed the QoS with in the search (None: it
-        never failed, so its most sessions is only a lower bound)."""
-        if self.probes is None:
+    def first_failed(self, kind: str) -> int | None:
+        """The fewest sessions ``kind`` (a :func:`name`) failed the QoS with in the
+        search (None: it never failed, so its most sessions is only a lower bound)."""
+        if self.probes is None or self.probes.empty:
             return None
-        failed = self.probes[(self.probes["setup"] == setup) & ~self.probes["compliant"]]
+        probes = self.probes
+        names = [name(s, p) for s, p in zip(probes["setup"], probes["proxy"], strict=True)]
+        failed = probes[(pd.Series(names, index=probes.index) == kind) & ~probes["compliant"]]
         return int(failed["sessions"].min()) if len(failed) else None
 
-    def hit_table(self, setup: str = "C") -> pd.DataFrame:
-        """Hit rate (%) by sessions (rows) and cache size in MiB (columns): the analog of
-        seed 001's Table 4.4."""
-        rows = self.points[self.points["setup"] == setup]
+    def hit_table(self, setup: str = "C", proxy: str = "emulated") -> pd.DataFrame:
+        """Hit rate (%) by sessions (rows) and cache size in MiB (columns) of ``setup``
+        with ``proxy``: the analog of seed 001's Table 4.4."""
+        rows = self.points[(self.points["setup"] == setup) & (self.points["proxy"] == proxy)]
         return rows.pivot_table(index="sessions", columns="cache_mib", values="hit_rate"
                                 ) * 100
 
@@ -237,8 +283,10 @@ class Result:
         point (:mod:`offloadlab.calibrate.appcache`)."""
         from offloadlab.calibrate import appcache as fitting
 
-        costs = fitting.fit(self.points)
-        return costs, fitting.compare(self.points, costs)
+        # The model is the emulated cache's: Squid's runs have other costs.
+        points = self.points[self.points["proxy"] != "squid"]
+        costs = fitting.fit(points)
+        return costs, fitting.compare(points, costs)
 
     def tables(self) -> dict[str, pd.DataFrame | None]:
         return {"points.csv": self.points, "model.csv": self.model[1],
@@ -262,37 +310,51 @@ class Result:
                                               self.model[1])}
 
 
-def run_point(exp: Experiment, setup: str, sessions: int, cache_mib: float | None) -> dict:
-    """One run (see the module notes); a row of :data:`POINT_COLUMNS`."""
+def run_point(exp: Experiment, setup: str, sessions: int, cache_mib: float | None,
+              proxy: str = "emulated") -> dict:
+    """One run (see the module notes); a row of :data:`POINT_COLUMNS`. With ``proxy``
+    ``squid``, B and C send the load through Squid to the server in A's set-up."""
     measured = exp.measured_stream(sessions)
     warm = exp.warm_stream(sessions)
-    options = exp.options(setup, cache_mib)
+    with_squid = setup != "A" and proxy == "squid"
+    options = exp.options("A" if with_squid else setup, cache_mib)
     cores = exp.generator_cores()
-    with running(options) as server:
+    with running(options) as server, (
+            squid.running(exp.squid_options(setup, cache_mib, server.port)) if with_squid
+            else contextlib.nullcontext()) as front:
+        url = server.url if front is None else front.url
         if warm is not None:
-            load.run(server.url, warm, exp.manifest, cores=cores, **_LOAD)
+            load.run(url, warm, exp.manifest, cores=cores, **_LOAD)
         before = ServerStats.from_json(json.loads(server.control.snapshot()))
-        result = load.run(server.url, measured, exp.manifest, records=True, cores=cores,
+        if front is not None:
+            mark, squid_cpu = front.mark(), front.cpu_s()
+        result = load.run(url, measured, exp.manifest, records=True, cores=cores,
                           max_duration_s=exp.budget.measure_s + 2 * _LOAD["timeout_s"],
                           **_LOAD)
+        if front is not None:
+            squid_cpu = front.cpu_s() - squid_cpu
     after = ServerStats.from_json(server.final)
-    return {"setup": setup, "sessions": sessions,
-            "cache_mib": None if setup == "A" else cache_mib,
-            **_server_side(before, after), **_client_side(exp, measured, result)}
+    if front is None:
+        side = _server_side(before, after)
+    else:  # Squid has stopped, and its log is complete
+        side = _squid_side(setup, before, after, front.counts(mark), squid_cpu)
+    return {"setup": setup, "proxy": "none" if setup == "A" else proxy,
+            "sessions": sessions, "cache_mib": None if setup == "A" else cache_mib,
+            **side, **_client_side(exp, measured, result)}
+
+
+def _cpu(doc: ServerStats, role: str) -> float:
+    return sum(t.cpu_s for t in doc.threads if t.role == role)
 
 
 def _server_side(before: ServerStats, after: ServerStats) -> dict:
     """Hit rate and CPU between two stats documents."""
     elapsed = after.elapsed_s - before.elapsed_s
     requests = after.requests - before.requests  # the application's
-
-    def cpu(doc: ServerStats, role: str) -> float:
-        return sum(t.cpu_s for t in doc.threads if t.role == role)
-
-    host = cpu(after, "host") - cpu(before, "host")
+    host = _cpu(after, "host") - _cpu(before, "host")
     # The engine's busy time: its spinning while idle is not work.
     idle = after.engine.idle_poll_s - before.engine.idle_poll_s
-    engine = cpu(after, "engine") - cpu(before, "engine") - idle
+    engine = _cpu(after, "engine") - _cpu(before, "engine") - idle
     if after.cache is None:
         hit_rate, served = None, requests
     else:
@@ -303,7 +365,24 @@ def _server_side(before: ServerStats, after: ServerStats) -> dict:
     return {"hit_rate": hit_rate, "host_util": host / elapsed,
             "engine_util": engine / elapsed if engine > 0 else None,
             "host_cpu_us": 1e6 * host / served if served else None,
-            "engine_cpu_us": 1e6 * engine / served if served and engine > 0 else None}
+            "engine_cpu_us": 1e6 * engine / served if served and engine > 0 else None,
+            "log_unparsed": None}
+
+
+def _squid_side(setup: str, before: ServerStats, after: ServerStats,
+                counts: squid.LogCounts, squid_cpu_s: float) -> dict:
+    """Hit rate from Squid's log, and CPU: the origin's host thread, plus Squid's on
+    the host's core in B; Squid's is the engine's in C. Per request Squid served."""
+    elapsed = after.elapsed_s - before.elapsed_s
+    host = _cpu(after, "host") - _cpu(before, "host") + (squid_cpu_s if setup == "B" else 0)
+    engine = squid_cpu_s if setup == "C" else None
+    served = counts.served
+    return {"hit_rate": counts.hit_rate, "host_util": host / elapsed,
+            "engine_util": None if engine is None else engine / elapsed,
+            "host_cpu_us": 1e6 * host / served if served else None,
+            "engine_cpu_us": 1e6 * engine / served if served and engine is not None
+            else None,
+            "log_unparsed": counts.unparsed}
 
 
 def _client_side(exp: Experiment, measured: stream.Stream, result: load.LoadResult) -> dict:
@@ -347,19 +426,18 @@ def run(exp: Experiment, progress: Callable[[str, int, int], None] | None = None
     """The matrix, then the search (see the module notes). ``progress(what, done,
     total)`` before each run of the matrix and each probe of the search."""
     exp.check()
-    plan = [(setup, n, None if setup == "A" else mib)
-            for n in exp.budget.sessions for setup in SETUPS
-            for mib in ((None,) if setup == "A" else exp.budget.cache_mib)]
+    plan = exp.plan()
     rows = []
-    for i, (setup, n, mib) in enumerate(plan):
+    for i, (setup, proxy, n, mib) in enumerate(plan):
         if progress is not None:
-            progress(_label(setup, n, mib), i, len(plan))
-        rows.append(run_point(exp, setup, n, mib))
+            progress(_label(setup, proxy, n, mib), i, len(plan))
+        rows.append(run_point(exp, setup, n, mib, proxy))
     result = Result(exp, pd.DataFrame(rows, columns=POINT_COLUMNS))
     if exp.search:
         probes = []
-        for setup in SETUPS:
-            result.most_sessions[setup] = most_sessions(exp, setup, probes, progress)
+        for setup, proxy in exp.variants():
+            result.most_sessions[name(setup, proxy)] = most_sessions(exp, setup, probes,
+                                                                     progress, proxy)
         result.probes = pd.DataFrame(probes, columns=POINT_COLUMNS)
     if progress is not None:
         progress("", len(plan), len(plan))
@@ -367,18 +445,20 @@ def run(exp: Experiment, progress: Callable[[str, int, int], None] | None = None
 
 
 def most_sessions(exp: Experiment, setup: str, probes: list[dict],
-                  progress: Callable[[str, int, int], None] | None = None) -> int | None:
-    """The most sessions ``setup`` serves compliantly: double from the matrix's largest
-    count until a run fails, then bisect ``search_steps`` times. Every run is appended
-    to ``probes``. None if the first probe already fails."""
+                  progress: Callable[[str, int, int], None] | None = None,
+                  proxy: str = "emulated") -> int | None:
+    """The most sessions ``setup`` serves compliantly with ``proxy``: double from the
+    matrix's largest count until a run fails, then bisect ``search_steps`` times. Every
+    run is appended to ``probes``. None if the first probe already fails."""
     mib = None if setup == "A" else exp.operating
     good, bad = None, None
     n = max(exp.budget.sessions)
     steps = 0
     while bad is None and n <= MAX_SESSIONS:
         if progress is not None:
-            progress(f"search {_label(setup, n, mib)}", len(probes), len(probes) + 1)
-        probes.append(run_point(exp, setup, n, mib))
+            progress(f"search {_label(setup, proxy, n, mib)}", len(probes),
+                     len(probes) + 1)
+        probes.append(run_point(exp, setup, n, mib, proxy))
         if probes[-1]["compliant"]:
             good, n = n, 2 * n
         else:
@@ -387,16 +467,24 @@ def most_sessions(exp: Experiment, setup: str, probes: list[dict],
             and bad - good > 1:
         n = (good + bad) // 2
         if progress is not None:
-            progress(f"search {_label(setup, n, mib)}", len(probes), len(probes) + 1)
-        probes.append(run_point(exp, setup, n, mib))
+            progress(f"search {_label(setup, proxy, n, mib)}", len(probes),
+                     len(probes) + 1)
+        probes.append(run_point(exp, setup, n, mib, proxy))
         good, bad = (n, bad) if probes[-1]["compliant"] else (good, n)
         steps += 1
     return good
 
 
-def _label(setup: str, sessions: int, mib: float | None) -> str:
+def name(setup: str, proxy: str) -> str:
+    """A kind of run's short name: ``A``, ``B`` and ``C`` (the emulated cache), ``B
+    squid`` and ``C squid``."""
+    return f"{setup} squid" if proxy == "squid" else setup
+
+
+def _label(setup: str, proxy: str, sessions: int, mib: float | None) -> str:
     cache = "" if mib is None else f", {mib:g} MiB"
-    return f"{setup} ({SETUP_NAMES[setup]}), {sessions} sessions{cache}"
+    what = SETUP_NAMES[setup] + (", Squid" if proxy == "squid" else "")
+    return f"{setup} ({what}), {sessions} sessions{cache}"
 
 
 def generated_site(folder: Path, sessions: Sequence[int], workload: str, seed: int) -> Path:

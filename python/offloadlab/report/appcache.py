@@ -2,7 +2,8 @@
 
 - the hit rate against the cache size, one line per session count (the graph of Table
   4.4);
-- by sessions, for set-ups A, B and C (B and C at the operating cache size):
+- by sessions, for set-ups A, B and C (B and C at the operating cache size), the
+  emulated cache solid and Squid dashed:
   - the host's CPU utilisation, with the engine's for C (Figures 4.4-4.6, averaged);
   - the mean page time (Figure 4.7);
   - the byte rate (Figure 4.8);
@@ -21,6 +22,8 @@ from matplotlib.ticker import NullFormatter, ScalarFormatter
 from offloadlab.report.plots import ENGINE, HOST, HOST_ALONE
 
 COLORS = {"A": HOST_ALONE, "B": "tab:orange", "C": HOST}
+# Line styles of the two caches (A has none).
+STYLES = {"none": "o-", "emulated": "o-", "squid": "s--"}
 
 
 def figure(points: pd.DataFrame, operating_mib: float,
@@ -32,9 +35,11 @@ def figure(points: pd.DataFrame, operating_mib: float,
     _hits(hits, points)
     at = points[(points["setup"] == "A") | (points["cache_mib"] == operating_mib)]
     _by_sessions(cpu, at, "host_util", 100, "host CPU (%)")
-    engine = at[at["setup"] == "C"].sort_values("sessions")
-    cpu.plot(engine["sessions"], engine["engine_util"] * 100, "s--", color=ENGINE,
-             label="C: engine")
+    for proxy, style in (("emulated", "s-"), ("squid", "s--")):
+        engine = at[(at["setup"] == "C") & (at["proxy"] == proxy)].sort_values("sessions")
+        if len(engine):
+            cpu.plot(engine["sessions"], engine["engine_util"] * 100, style, color=ENGINE,
+                     label=f"C: engine{', Squid' if proxy == 'squid' else ''}")
     cpu.legend(fontsize="small")
     _by_sessions(page, at, "page_mean_s", 1e3, "mean page time (ms)")
     _by_sessions(rate, at, "byte_rate", 1e-6, "byte rate (MB/s)")
@@ -43,17 +48,19 @@ def figure(points: pd.DataFrame, operating_mib: float,
     _predicted(engine_fit, versus[versus["setup"] == "C"] if len(versus) else versus,
                "engine_util", "engine CPU, C (%)")
     fig.suptitle(f"Object cache: A server alone, B cache on the host, C cache on the "
-                 f"engine (B and C at {operating_mib:g} MiB)")
+                 f"engine (B and C at {operating_mib:g} MiB; Squid dashed)")
     return fig
 
 
 def _hits(ax: Axes, points: pd.DataFrame) -> None:
-    for (setup, style) in (("C", "o-"), ("B", "x:")):
-        rows = points[points["setup"] == setup]
+    for setup, proxy, style in (("C", "emulated", "o-"), ("B", "emulated", "x:"),
+                                ("C", "squid", "s--"), ("B", "squid", "+-.")):
+        rows = points[(points["setup"] == setup) & (points["proxy"] == proxy)]
+        what = f"{setup}{' Squid' if proxy == 'squid' else ''}"
         for i, (n, g) in enumerate(rows.groupby("sessions")):
             g = g.sort_values("cache_mib")
             ax.plot(g["cache_mib"], g["hit_rate"] * 100, style, color=f"C{i}",
-                    label=f"{setup}, {n} sessions")
+                    label=f"{what}, {n} sessions")
     ax.set_xscale("log")
     ax.set_xlabel("cache size (MiB)")
     ax.set_ylabel("hit rate (%)")
@@ -86,11 +93,12 @@ def _predicted(ax: Axes, versus: pd.DataFrame, column: str, label: str) -> None:
 
 def _by_sessions(ax: Axes, points: pd.DataFrame, column: str, scale: float,
                  label: str) -> None:
-    for setup, color in COLORS.items():
-        rows = points[points["setup"] == setup].sort_values("sessions")
+    for (setup, proxy), rows in points.groupby(["setup", "proxy"]):
+        rows = rows.sort_values("sessions")
         values = rows[column].astype(float) * scale
         if np.isfinite(values).any():
-            ax.plot(rows["sessions"], values, "o-", color=color, label=setup)
+            ax.plot(rows["sessions"], values, STYLES[proxy], color=COLORS[setup],
+                    label=f"{setup}{' Squid' if proxy == 'squid' else ''}")
     ax.set_xscale("log")
     ax.set_xticks(sorted(points["sessions"].unique()))
     ax.xaxis.set_major_formatter(ScalarFormatter())

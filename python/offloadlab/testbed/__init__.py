@@ -5,5 +5,6 @@ software offload engine, ``uring``) with checked options, in the foreground or o
 worker thread; :mod:`offloadlab.testbed.load` drives the Rust load generator with a
 request stream; :mod:`offloadlab.testbed.modes` sends the same load to each mode in
 turn and keeps both sides' reports, which :mod:`offloadlab.testbed.documents` reads
-into dataclasses.
+into dataclasses; :mod:`offloadlab.testbed.squid` runs Squid as a reverse proxy in
+front of the server, pinned to a core (seed 001's set-ups B and C).
 """
