@@ -30,7 +30,7 @@ def test_a_short_run_of_a_b_and_c_shows_the_cache_sparing_the_host(small_set, tm
     out = tmp_path / "out"
     result = CliRunner().invoke(app, [
         "appcache", "--fileset", str(small_set), "--out", str(out),
-        "--sessions", "3,6", "--cache-sizes", "0.05,8", "--run-length", "2s",
+        "--sessions", "3,6", "--cache-sizes", "0.05,8", "--run-length", "1s",
         "--think", "det(20ms)", "--no-search",
         "--work", "exp(mean=100us)"])
     assert result.exit_code == 0, result.output
