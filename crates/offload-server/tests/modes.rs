@@ -4,10 +4,11 @@
 //! (handoff mode) connections placed and moved by seed 004's policy, and seed 001's
 //! object cache on the host thread and on the engine.
 
+use std::collections::HashMap;
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpStream};
 use std::path::Path;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, OnceLock};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
@@ -23,8 +24,13 @@ const MODES: [Mode; 4] = [Mode::Inline, Mode::Engine, Mode::Uring, Mode::Handoff
 /// Seed 000's classes by their edges: 0 B, 1 KiB, 10 KiB, 100 KiB, 1 MiB, 10 MiB.
 const SIZES: [usize; 6] = [0, 1 << 10, 10 << 10, 100 << 10, 1 << 20, 10 << 20];
 
-fn content(size: usize) -> Vec<u8> {
-    (0..size).map(|i| ((i * 31 + size) % 251) as u8).collect()
+/// A file's bytes, made once per size: made afresh, the 10 MiB file alone took a debug
+/// build about 0.3 s for every server a test started.
+fn content(size: usize) -> &'static [u8] {
+    static MADE: OnceLock<Mutex<HashMap<usize, &'static [u8]>>> = OnceLock::new();
+    let mut made = MADE.get_or_init(Default::default).lock().unwrap();
+    made.entry(size)
+        .or_insert_with(|| Vec::leak((0..size).map(|i| ((i * 31 + size) % 251) as u8).collect()))
 }
 
 struct Server {
