@@ -35,6 +35,8 @@ import threading
 import time
 from pathlib import Path
 
+from offloadlab.errors import RunError
+from offloadlab.testbed.documents import ServerStats
 from offloadlab.testbed.server import ServerOptions, running
 
 
@@ -182,24 +184,30 @@ while time.monotonic() < end:
 
 def takeover(root: Path) -> None:
     options = ServerOptions(root, mode="engine", host_core=0, engine_core=1)
-    with running(options) as server:
-        stop = threading.Event()
-        out: list[list[float]] = []
-        kept = threading.Thread(target=lambda: out.append(kept_client(server.port, "/f", stop)))
-        kept.start()
-        # The hog watches its own clock: a `timeout` wrapper on the same core would
-        # never run to stop it.
-        hog = subprocess.Popen([sys.executable, "-c", HOG])
-        try:
-            hog.wait(timeout=10)
-        finally:
-            hog.kill()
-        stop.set()
-        kept.join()
-    engine = server.final["engine"]
+    out: list[list[float]] = []
+    try:
+        with running(options) as server:
+            stop = threading.Event()
+            kept = threading.Thread(
+                target=lambda: out.append(kept_client(server.port, "/f", stop)))
+            kept.start()
+            # The hog watches its own clock: a `timeout` wrapper on the same core would
+            # never run to stop it.
+            hog = subprocess.Popen([sys.executable, "-c", HOG])
+            try:
+                hog.wait(timeout=10)
+            finally:
+                hog.kill()
+            stop.set()
+            kept.join()
+        taken = "no"
+    except RunError as exc:  # running() refuses a run whose engine was taken over
+        if not out:
+            raise  # it failed before the hog ran
+        taken = f"yes ({exc})"
     print(f"  2 s SCHED_FIFO hog on the engine's core (exit {hog.returncode}): takeover "
-          f"{'yes' if engine['failed'] else 'no'} (target no); {len(out[0]):,} requests "
-          f"served meanwhile, longest {max(out[0]):.2f} s")
+          f"{taken} (target no); {len(out[0]):,} requests served meanwhile, longest "
+          f"{max(out[0]):.2f} s")
     stalled = ServerOptions(root, mode="engine", host_core=0, engine_core=1,
                             fault=("stall", 2))
     with running(stalled) as server:
@@ -214,7 +222,7 @@ def takeover(root: Path) -> None:
         s.close()
     print(f"  injected stall: connection closed {closed * 1e3:.0f} ms after the stalled "
           f"request (target < 1000); takeover reason: "
-          f"{server.final['engine']['takeover_reason']}")
+          f"{ServerStats.from_json(server.final).engine.takeover_reason}")
 
 
 def low_rate(root: Path, requests: int) -> None:

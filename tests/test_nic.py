@@ -15,7 +15,7 @@ from typer.testing import CliRunner
 from offloadlab.cli import app
 from offloadlab.datacentre import config
 from offloadlab.errors import InputError
-from offloadlab.experiments import nic
+from offloadlab.experiments import nic, protocol
 from offloadlab.model.protocol_costs import TABLE5
 
 SIZES = (1024, 4096, 16384, 65536, 262144)
@@ -46,14 +46,28 @@ def test_the_joint_fit_recovers_known_costs():
 
 
 def test_a_short_run_over_the_veth_pair(tmp_path):
-    exp = nic.Experiment(sizes=(4096, 16384, 65536), run_s=0.5, repeats=1)
-    runs = nic.run(exp, tmp_path / "set")
+    exp = nic.Experiment(root=tmp_path / "set", sizes=(4096, 16384, 65536), run_s=0.5,
+                         repeats=1)
+    result = nic.run(exp)
+    runs = result.runs
     assert len(runs) == 9 and (runs["throughput"] > 0).all()
     at = runs.set_index(["setting", "size"])["host_us"]
     # Segmenting 64 KiB into 46 packets costs the host more than handing the NIC one
     # segment (measured: 38 against 77 µs).
     assert at["no segmentation", 65536] > at["offloaded", 65536]
     assert "offload-nic-" not in namespaces()
+    # The folder the command writes: the same files and keys as before the protocol,
+    # and a costs.json the data-centre model reads.
+    out = tmp_path / "out"
+    names = protocol.write(out, exp, result)
+    assert names == ["runs.csv", "savings.csv", "nic.png", "costs.json", "summary.json"]
+    costs = json.loads((out / "costs.json").read_text())
+    assert {"fit", "packet_s", "byte_costs", "note"} <= set(costs)
+    (out / "dc.toml").write_text('[network]\nmeasured_costs = "costs.json"\n')
+    assert config.load(out / "dc.toml").network.packet_s == costs["packet_s"]
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["experiment"]["sizes"] == [4096, 16384, 65536]
+    assert {"fit", "savings", "checks", "figures"} <= set(summary)
 
 
 def test_the_namespace_is_removed_when_a_run_fails():
@@ -85,6 +99,16 @@ def test_bad_sizes_exit_2(args, fragment, tmp_path):
     assert result.exit_code == 2 and fragment in result.output
 
 
-def test_an_experiment_checks_its_sizes():
+def test_an_experiment_checks_its_sizes(tmp_path):
     with pytest.raises(InputError, match="sizes"):
-        nic.Experiment(sizes=(0, 1, 2)).check()
+        nic.Experiment(root=tmp_path, sizes=(0, 1, 2)).check()
+
+
+def test_an_experiment_names_what_the_machine_lacks(tmp_path, monkeypatch):
+    exp = nic.Experiment(root=tmp_path)
+    monkeypatch.setattr(nic.os, "geteuid", lambda: 1000)
+    with pytest.raises(InputError, match="needs root; run as root"):
+        exp.check()
+    monkeypatch.setattr(nic.shutil, "which", lambda _: None)
+    with pytest.raises(InputError, match="apt-get install iproute2 ethtool"):
+        exp.check()

@@ -22,7 +22,7 @@ def test_a_short_experiment_runs_every_policy_and_writes_its_files(served_set, t
     result = CliRunner().invoke(app, [
         "handoff", "testbed", "--fileset", str(served_set), "--out", str(out),
         "--policies", "inline,N-N-FCFS,handoff:P-L-FCFS", "--clients", "8",
-        "--keep-alive", "20", "--run-length", "1s", "--repeats", "2",
+        "--keep-alive", "20", "--run-length", "0.5s", "--repeats", "2",
         "--engine-slowdown", "2"])
     assert result.exit_code == 0, result.output
     runs = pd.read_csv(out / "runs.csv")

@@ -250,34 +250,24 @@ def nic_cmd(
     run_length: Annotated[str, typer.Option(help="Length of each run.")] = "2s",
     repeats: Annotated[int, typer.Option(min=1, help="Runs per setting and size.")] = 3,
     out_dir: Annotated[Path, typer.Option(
-        "--out", help="Folder for runs.csv, savings.csv, costs.json and nic.png "
-                      "(created; files in it are replaced).")] = Path("datacentre-nic"),
+        "--out", help="Folder for runs.csv, savings.csv, costs.json, nic.png and "
+                      "summary.json (created; files in it are replaced).")
+    ] = Path("datacentre-nic"),
 ) -> None:
     """Measure what checksum and segmentation offload save the host, by message size:
     the server in a private network namespace behind a veth pair whose offloads are
     switched with ethtool (needs root)."""
     from offloadlab.experiments import nic
-    from offloadlab.model.protocol_costs import TABLE5
-    from offloadlab.report import datacentre as figure
 
     try:
         chosen = tuple(parse_bytes(s.strip(), "--sizes") for s in sizes.split(","))
     except InputError as exc:
         raise InputError(f"--sizes {sizes!r}: {exc}") from None
-    exp = nic.Experiment(sizes=chosen, run_s=flag_time("--run-length", run_length),
-                         repeats=repeats)
-    exp.check()
-    out_dir.mkdir(parents=True, exist_ok=True)
-    runs = nic.run(exp, out_dir / "fileset", progress=_say_run)
-    fitted = nic.fit(runs)
-    saved = nic.savings(runs)
-    costs = nic.byte_costs(fitted, TABLE5["datacenter"])
-    write_folder(out_dir, {
-        "runs.csv": runs, "savings.csv": saved, "nic.png": figure.nic(saved),
-        "costs.json": {"fit": fitted.__dict__, "packet_s": fitted.packet,
-                       "byte_costs": costs.__dict__,
-                       "note": "sender costs measured; receiver costs from Table 5's "
-                               "data-centre row"}})
+    exp = nic.Experiment(root=out_dir / "fileset", sizes=chosen,
+                         run_s=flag_time("--run-length", run_length), repeats=repeats)
+    result = nic.run(exp, progress=_say_run)
+    fitted, saved = result.costs(), result.savings()
+    write_experiment(out_dir, exp, result)
     t = Table("size", *(f"{s} µs" for s in nic.SETTINGS), "segmentation saves",
               "checksum saves", title="host CPU per request")
     for r in saved.to_dict("records"):

@@ -15,7 +15,8 @@ cost is the copy, and without checksum offload the checksum with it. For each se
 the host's CPU per request is measured at each message size; :func:`fit` finds the
 per-request, per-byte (copy and checksum), per-packet and per-segment costs from all
 three together.
-It needs root (namespaces, ethtool) and the ``ip`` and ``ethtool`` commands.
+It needs root (namespaces, ethtool) and the ``ip`` and ``ethtool`` commands;
+:meth:`Experiment.check` says which is missing and how to get it.
 """
 
 from __future__ import annotations
@@ -38,7 +39,8 @@ import pandas as pd
 from scipy import optimize
 
 from offloadlab.errors import RunError, require
-from offloadlab.model.protocol_costs import TSO_BYTES, ByteCosts
+from offloadlab.model.protocol_costs import TABLE5, TSO_BYTES, ByteCosts
+from offloadlab.results import Check
 from offloadlab.testbed import load
 from offloadlab.testbed.documents import ServerStats
 from offloadlab.workload import fileset, stream
@@ -57,8 +59,11 @@ MSS = MTU - 52          # IPv4 and TCP headers with timestamps
 _START_S = 20.0
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class Experiment:
+    """``root``: the file set served (written there on the first run)."""
+
+    root: Path
     sizes: tuple[int, ...] = (1024, 4096, 16384, 65536, 262144)
     run_s: float = 2.0
     repeats: int = 3
@@ -75,7 +80,12 @@ class Experiment:
         require(not missing, f"{' and '.join(missing)} not found; install them "
                              "(apt-get install iproute2 ethtool)")
         require(os.geteuid() == 0, "creating a network namespace and setting a device's "
-                                   "offloads needs root; run as root")
+                                   "offloads needs root; run as root (e.g. with sudo)")
+
+    def describe(self) -> dict:
+        return {"root": str(self.root), "sizes": list(self.sizes), "run_s": self.run_s,
+                "repeats": self.repeats, "clients": self.clients,
+                "files_per_size": self.files_per_size}
 
 
 @contextlib.contextmanager
@@ -102,11 +112,46 @@ def veth_namespace() -> Iterator[tuple[str, str]]:
         subprocess.run(["ip", "netns", "del", ns], capture_output=True, timeout=30)
 
 
-def run(exp: Experiment, root: Path, progress: Callable[[str, int, int], None] | None = None
-        ) -> pd.DataFrame:
-    """One row per run: setting, size, repeat, host CPU per request, throughput."""
+@dataclass(frozen=True)
+class Result:
+    """The experiment's result (:mod:`offloadlab.experiments.protocol`)."""
+
+    experiment: Experiment
+    runs: pd.DataFrame  # one row per run: setting, size, repeat, host CPU, throughput
+
+    def costs(self) -> Costs:
+        return fit(self.runs)
+
+    def savings(self) -> pd.DataFrame:
+        return savings(self.runs)
+
+    def tables(self) -> dict[str, pd.DataFrame | dict]:
+        fitted = self.costs()
+        return {"runs.csv": self.runs, "savings.csv": self.savings(),
+                # What a data-centre file's network.measured_costs reads.
+                "costs.json": {
+                    "fit": vars(fitted), "packet_s": fitted.packet,
+                    "byte_costs": vars(byte_costs(fitted, TABLE5["datacenter"])),
+                    "note": "sender costs measured; receiver costs from Table 5's "
+                            "data-centre row"}}
+
+    def summary(self) -> dict:
+        return {"fit": vars(self.costs()), "savings": self.savings().to_dict("records")}
+
+    def checks(self) -> list[Check]:
+        return []  # none: the savings are measured for the model, not held to a claim
+
+    def figures(self) -> dict:
+        from offloadlab.report import datacentre as figure
+
+        return {"nic.png": figure.nic(self.savings())}
+
+
+def run(exp: Experiment, progress: Callable[[str, int, int], None] | None = None
+        ) -> Result:
+    """Every setting at every size, ``repeats`` times."""
     exp.check()
-    manifest = _fileset(exp, root)
+    manifest = _fileset(exp)
     rows = []
     total = len(SETTINGS) * len(exp.sizes) * exp.repeats
     with veth_namespace() as (ns, device):
@@ -117,12 +162,12 @@ def run(exp: Experiment, root: Path, progress: Callable[[str, int, int], None] |
                     if progress is not None:
                         progress(f"{setting}, {size:,} B", len(rows), total)
                     objects = manifest[manifest["size_bytes"] == size].reset_index(drop=True)
-                    host_s, rate = _one(exp, ns, root, objects)
+                    host_s, rate = _one(exp, ns, objects)
                     rows.append({"setting": setting, "size": size, "repeat": rep,
                                  "host_us": host_s * 1e6, "throughput": rate})
     if progress is not None:
         progress("", total, total)
-    return pd.DataFrame(rows)
+    return Result(exp, pd.DataFrame(rows))
 
 
 @dataclass(frozen=True)
@@ -193,7 +238,8 @@ def byte_costs(costs: Costs, receive: ByteCosts) -> ByteCosts:
                      rx_copy_offload=receive.rx_copy_offload)
 
 
-def _fileset(exp: Experiment, root: Path) -> pd.DataFrame:
+def _fileset(exp: Experiment) -> pd.DataFrame:
+    root = exp.root
     if not (root / "fileset.json").exists():
         paths = [f"s{s}/f{i}.bin" for s in exp.sizes for i in range(exp.files_per_size)]
         sizes = np.array([s for s in exp.sizes for _ in range(exp.files_per_size)])
@@ -205,7 +251,7 @@ def _fileset(exp: Experiment, root: Path) -> pd.DataFrame:
     return manifest
 
 
-def _one(exp: Experiment, ns: str, root: Path, objects: pd.DataFrame) -> tuple[float, float]:
+def _one(exp: Experiment, ns: str, objects: pd.DataFrame) -> tuple[float, float]:
     """Serve ``objects`` inside ``ns`` (host thread on the first core, bodies copied)
     under closed-loop keep-alive load from outside; the host's CPU per request and the
     throughput."""
@@ -213,7 +259,7 @@ def _one(exp: Experiment, ns: str, root: Path, objects: pd.DataFrame) -> tuple[f
         stats = Path(tmp) / "stats.json"
         server = subprocess.Popen(
             ["ip", "netns", "exec", ns, sys.executable, "-m", "offloadlab", "serve",
-             str(root), "--host", SERVER_IP, "--allow-remote", "--port", str(PORT),
+             str(exp.root), "--host", SERVER_IP, "--allow-remote", "--port", str(PORT),
              "--host-core", "0", "--sendfile-above", str(2**62), "--stats", str(stats)],
             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
         try:

@@ -1,18 +1,18 @@
 """What every experiment is, and the one writer of its output folder.
 
 An experiment is a frozen dataclass of its settings with ``describe()`` (the settings
-for ``summary.json``) and ``check()`` (its inputs, before any run). Its module's
-``run(exp, progress)`` returns a result with ``tables()`` (file name -> DataFrame, None
-for one not made), ``summary()`` (what ``summary.json`` holds besides the settings, the
-checks and the figures' names), ``checks()`` (a paper's claims against the numbers)
-and ``figures()`` (file name -> Figure, None where there was nothing to draw).
-:func:`write` turns that into the folder.
+for ``summary.json``) and ``check()`` (its inputs and what the machine must have, before
+any run). Its module's ``run(exp, progress)`` returns a result with ``tables()`` (file
+name -> DataFrame, or a JSON document under a ``.json`` name that other commands read;
+None for one not made), ``summary()`` (what ``summary.json`` holds besides the
+settings, the checks and the figures' names), ``checks()`` (a paper's claims against
+the numbers) and ``figures()`` (file name -> Figure, None where there was nothing to
+draw). :func:`write` turns that into the folder.
 
-Following it so far: :mod:`~offloadlab.experiments.handoff`,
+Every testbed experiment follows it: :mod:`~offloadlab.experiments.handoff`,
 :mod:`~offloadlab.experiments.online`, :mod:`~offloadlab.experiments.wait`,
-:mod:`~offloadlab.experiments.hybrid`, :mod:`~offloadlab.experiments.multitier` and
-:mod:`~offloadlab.experiments.appcache`. Not yet: nic, whose command still writes its
-folder itself.
+:mod:`~offloadlab.experiments.hybrid`, :mod:`~offloadlab.experiments.multitier`,
+:mod:`~offloadlab.experiments.appcache` and :mod:`~offloadlab.experiments.nic`.
 """
 
 from __future__ import annotations
@@ -35,7 +35,7 @@ class Experiment(Protocol):
 
 
 class Result(Protocol):
-    def tables(self) -> dict[str, pd.DataFrame | None]: ...
+    def tables(self) -> dict[str, pd.DataFrame | dict | None]: ...
 
     def summary(self) -> dict: ...
 
