@@ -197,8 +197,6 @@ def model_table(versus, costs: fitting.Costs) -> Table:
 
 
 def search_line(result: appcache.Result) -> str:
-    from offloadlab.experiments.appcache import SETUPS
-
     parts = []
     for setup in result.most_sessions:
         n, failed = result.most_sessions[setup], result.first_failed(setup)
