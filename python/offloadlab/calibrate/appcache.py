@@ -9,7 +9,7 @@ Two classes share each run's request rate λ:
   is the run's measured hit ratio over all requests.
 
 The costs come from CPU seconds per second over the runs, by least squares through the
-origin:
+origin with no cost below zero:
 
 - **A** (host alone): U_host = λ E[X_a + X_p], one cost over both classes. Their mix
   is the same in every run, so they cannot be told apart.
@@ -76,11 +76,15 @@ def fit(points: pd.DataFrame) -> Costs:
 
 
 def _through_origin(x: np.ndarray, y) -> tuple:
-    """Least-squares coefficients of y on the columns of x, no intercept; Nones when the
-    columns do not tell them apart (too few runs, or no spread in the hit ratios)."""
+    """Least-squares coefficients of y on the columns of x, no intercept, none below
+    zero (a CPU cost is not negative: plain least squares gave a hit -6 µs and a missed
+    file -17 µs on a quick run whose hit ratios barely spread); Nones when the columns
+    do not tell them apart (too few runs, or no spread in the hit ratios)."""
+    from scipy.optimize import nnls
+
     if len(x) == 0 or np.linalg.matrix_rank(x) < x.shape[1]:
         return (None,) * x.shape[1]
-    coef, *_ = np.linalg.lstsq(x, np.asarray(y, float), rcond=None)
+    coef, _ = nnls(x, np.asarray(y, float))
     return tuple(float(v) for v in coef)
 
 
