@@ -31,7 +31,9 @@ def test_the_readme_layout_table_names_every_module_and_crate():
         elif (path.suffix == ".py" and not path.name.startswith("_")
               and f"{path.name}`" not in table):
             missing.append(path.name)
-    for package in ("testbed", "experiments"):
+    # The driver's parts, one by one; an experiment needs no row of its own (issue 26:
+    # adding one touches its module, its CLI module and its docs page).
+    for package in ("testbed",):
         for sub in sorted((PACKAGE / package).glob("[!_]*.py")):
             if f"`{sub.name}`" not in table:
                 missing.append(f"{package}/{sub.name}")

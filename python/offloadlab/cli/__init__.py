@@ -12,23 +12,18 @@ the ``offload writeback`` group (seed 002's write congestion, simulated); ``driv
 ``offload driver`` group (seed 002's polling device driver, modelled).
 """
 
-from offloadlab.cli import (
-    appcache,
-    datacentre,
-    driver,
-    evidence,
-    handoff,
-    serve,
-    study,
-    testbed,
-    testbed_run,
-    workload,
-    writeback,
-)
+import importlib
+import pkgutil
+
 from offloadlab.cli.common import app
 
-__all__ = ["app", "appcache", "datacentre", "driver", "evidence", "handoff", "main", "serve",
-           "study", "testbed", "testbed_run", "workload", "writeback"]
+# Each module of this package registers its verbs on `app` when imported: a new command
+# is a new module here, with nothing to add to this file. Alphabetical, as `--help`
+# lists them.
+for _module in pkgutil.iter_modules(__path__):
+    importlib.import_module(f"{__name__}.{_module.name}")
+
+__all__ = ["app", "main"]
 
 
 def main() -> None:
