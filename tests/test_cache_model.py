@@ -7,6 +7,7 @@ import pytest
 
 from offloadlab.errors import InputError
 from offloadlab.model import cache
+from offloadlab.workload.popularity import zipf_probabilities
 
 
 def simulated_lru(p, sizes, capacity, n_requests, seed):
@@ -23,7 +24,7 @@ def simulated_lru(p, sizes, capacity, n_requests, seed):
 @pytest.mark.parametrize(("alpha", "cached"), [(0.6, 0.05), (0.8, 0.1), (1.0, 0.02),
                                                (1.2, 0.2)])
 def test_che_matches_a_simulated_lru_with_equal_sizes(alpha, cached):
-    p = cache.zipf(2000, alpha)
+    p = zipf_probabilities(2000, alpha)
     sizes = np.full(2000, 1000.0)
     che = cache.lru(p, sizes, cached * sizes.sum())
     hit, byte_hit = simulated_lru(p, sizes, cached * sizes.sum(), 200_000, seed=3)
@@ -34,7 +35,7 @@ def test_che_matches_a_simulated_lru_with_equal_sizes(alpha, cached):
 
 def test_che_matches_a_simulated_lru_with_spread_sizes():
     rng = np.random.default_rng(5)
-    p = rng.permutation(cache.zipf(3000, 0.9))  # popularity independent of size
+    p = rng.permutation(zipf_probabilities(3000, 0.9))  # popularity independent of size
     sizes = np.ceil(rng.lognormal(np.log(8000), 1.2, 3000))
     capacity = 0.1 * sizes.sum()
     che = cache.lru(p, sizes, capacity)
@@ -44,12 +45,13 @@ def test_che_matches_a_simulated_lru_with_spread_sizes():
 
 
 def test_more_cache_or_more_skew_never_lowers_the_hit_ratio_and_a_big_cache_holds_all():
-    p, sizes = cache.zipf(500, 0.8), np.full(500, 10.0)
+    p, sizes = zipf_probabilities(500, 0.8), np.full(500, 10.0)
     ratios = [cache.lru(p, sizes, c).requests for c in (0, 100, 500, 1000, 4999)]
     assert ratios == sorted(ratios) and ratios[0] == 0
     whole = cache.lru(p, sizes, 5000)
     assert whole.requests == 1 and whole.characteristic == np.inf
-    skew = [cache.lru(cache.zipf(500, a), sizes, 500).requests for a in (0.0, 0.5, 1.0, 1.5)]
+    skew = [cache.lru(zipf_probabilities(500, a), sizes, 500).requests
+            for a in (0.0, 0.5, 1.0, 1.5)]
     assert skew == sorted(skew)
     assert skew[0] == pytest.approx(0.1)  # uniform: the share of objects held
     # An object larger than the cache never hits.
@@ -66,4 +68,4 @@ def test_bad_inputs_are_refused_naming_them(args, fragment):
     with pytest.raises(InputError, match=fragment):
         cache.lru(*args)
     with pytest.raises(InputError, match="alpha"):
-        cache.zipf(10, -1.0)
+        zipf_probabilities(10, -1.0)
