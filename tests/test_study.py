@@ -89,7 +89,10 @@ def test_the_fitted_scenario_is_reusable_and_matches_the_costs(real_study):
                 == pytest.approx(off["EXc"] + off["EXq"]))
         # Application work is about the configured exp(mean=100us), measured.
         assert 90e-6 < cls.app.mean < 115e-6
-        assert 0 < cls.host_overhead.mean < cls.host_proto.mean
+        # Once the host's wake-ups are counted apart (about 22 µs each), what it pays per
+        # request to talk to the engine is 1-2 µs, and noise can fit it at the fit's
+        # floor, 0 (c2 in one CI run); it stays well below the protocol work it replaces.
+        assert 0 <= cls.host_overhead.mean < cls.host_proto.mean
     assert model.evaluate(sc).rows()  # the model solves it as written
 
 
