@@ -40,6 +40,10 @@ def test_a_short_run_of_a_b_and_c_shows_the_cache_sparing_the_host(small_set, tm
     assert everything["setup"].value_counts().to_dict() == {"B": 8, "C": 8, "A": 2}
     assert everything["error_share"].max() == 0 and everything["compliant"].all()
     assert (everything["pages"] > 10).all() and (everything["requests"] > 100).all()
+    # Utilisation and CPU per request describe one window: the load's, not Squid's
+    # shutdown after it (which once diluted the Squid rows' utilisation 2.5 times).
+    window = everything["host_util"] / (everything["host_cpu_us"] * 1e-6 * everything["rate"])
+    assert window.between(0.6, 1.4).all(), everything.assign(window=window)
     points = everything[everything["proxy"] != "squid"]
     a = points[points["setup"] == "A"].set_index("sessions")
     assert a["hit_rate"].isna().all()
@@ -170,3 +174,22 @@ def test_the_fit_recovers_known_costs_and_the_model_then_matches_every_run():
     costs = fitting.fit(one)
     assert costs.engine_hit is None and costs.host_alone == pytest.approx(alone)
     assert set(fitting.compare(one, costs)["setup"]) == {"A"}
+
+
+def test_a_failed_request_leaves_the_byte_rate_and_page_times_defined():
+    from types import SimpleNamespace
+
+    # Two clients, each a dynamic page and one file; client 1's file failed (no end).
+    frame = pd.DataFrame({"dynamic": [True, False, True, False], "client": [0, 0, 1, 1]})
+    records = pd.DataFrame({"request": [0, 1, 2, 3], "intended_s": [0.0, 0.1, 0.0, 0.2],
+                            "total_s": [0.05, 0.4, 0.1, np.nan],
+                            "error": ["", "", "", "timeout"], "bytes": [100, 900, 100, 0]})
+    exp = SimpleNamespace(time_good_s=1.0, time_tolerable_s=2.0)
+    row = appcache._client_side(exp, SimpleNamespace(frame=frame),
+                                SimpleNamespace(records=records))
+    # The run spans 0 to 0.5 s: the failed request's missing end is not a NaN span.
+    assert row["byte_rate"] == pytest.approx(1100 / 0.5)
+    assert row["rate"] == pytest.approx(4 / 0.5)
+    assert row["error_share"] == 0.25 and not row["compliant"]
+    assert row["pages"] == 2 and row["page_mean_s"] == pytest.approx(0.5)
+    assert row["good"] == 0.5  # the failed page counts as never done

@@ -29,8 +29,8 @@ which is built for the largest count (beyond it, runs share the whole site).
 - **Warm-up.** The same page mix with no think time, ``warm_requests_per_file`` requests
   per file. It is not measured, as SPECweb2005's warm-up phase primes the caches.
 - **Measurement.** The sessions with their think times, for ``measure_s``. Server-side
-  figures (CPU, cache counts) are the difference between a snapshot taken after the
-  warm-up and the final document.
+  figures (CPU, cache counts) are the difference between two snapshots, one after the
+  warm-up and one when the load ends (before Squid stops, so its shutdown is not counted).
 
 **What a point reports:**
 
@@ -331,9 +331,10 @@ def run_point(exp: Experiment, setup: str, sessions: int, cache_mib: float | Non
         result = load.run(url, measured, exp.manifest, records=True, cores=cores,
                           max_duration_s=exp.budget.measure_s + 2 * _LOAD["timeout_s"],
                           **_LOAD)
+        # Taken before Squid stops: its shutdown must not count as measured time.
+        after = ServerStats.from_json(json.loads(server.control.snapshot()))
         if front is not None:
             squid_cpu = front.cpu_s() - squid_cpu
-    after = ServerStats.from_json(server.final)
     if front is None:
         side = _server_side(before, after)
     else:  # Squid has stopped, and its log is complete
@@ -405,7 +406,9 @@ def _client_side(exp: Experiment, measured: stream.Stream, result: load.LoadResu
     whole = per[(per["n"] == expected.reindex(per.index).to_numpy())]
     times = (whole["end"] - whole["start"]).where(~whole["failed"], np.inf)
     done = rec[rec["error"] == ""]
-    span = max(float(end.max() - start.min()), 1e-9) if len(rec) else 1.0
+    # A failed request has no end; the run spans from the first start to the last end.
+    ended = np.isfinite(end)
+    span = max(float(end[ended].max() - start.min()), 1e-9) if ended.any() else 1.0
     failed = int((rec["error"] != "").sum())
     good = float((times <= exp.time_good_s).mean()) if len(times) else None
     tolerable = float((times <= exp.time_tolerable_s).mean()) if len(times) else None
