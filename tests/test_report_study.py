@@ -8,6 +8,7 @@ from pathlib import Path
 from urllib.parse import unquote, urlparse
 
 import numpy as np
+import pandas as pd
 import pytest
 from matplotlib.figure import Figure
 from study_samples import handoff_result, study_tables
@@ -16,7 +17,7 @@ from offloadlab.report import study
 from offloadlab.report.html import write_report
 from offloadlab.results import jsonable
 from offloadlab.study import pipeline
-from offloadlab.study.tables import empty
+from offloadlab.study.tables import COLUMNS
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 CHROMIUM, CHROMEDRIVER = Path("/usr/bin/chromium"), Path("/usr/bin/chromedriver")
@@ -117,6 +118,11 @@ def test_inline_only_single_class(tmp_path):
     assert list(written) == list(study.FIGURES)
     fig = study.utilisation_figure(t.points)
     assert not [line for ax in fig.axes for line in ax.lines if line.get_linestyle() == "--"]
+
+
+def empty(name: str) -> pd.DataFrame:
+    """A study table with its columns and no rows."""
+    return pd.DataFrame(columns=list(COLUMNS[name]))
 
 
 def test_empty_tables_skip_their_figures(tmp_path):

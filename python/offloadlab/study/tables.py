@@ -106,8 +106,3 @@ class StudyTables:
 
     def frames(self) -> dict[str, pd.DataFrame]:
         return {name: getattr(self, name) for name in COLUMNS}
-
-
-def empty(name: str) -> pd.DataFrame:
-    """A table with its columns and no rows."""
-    return pd.DataFrame(columns=list(COLUMNS[name]))
