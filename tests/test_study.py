@@ -121,6 +121,12 @@ def test_the_exported_scenario_gives_the_studys_verdicts_and_fractions(real_stud
     ("helps", math.nan, 0.05, 1.5, 1.4, "inconclusive"),
     ("helps", 1.20, 0.05, 1.5, 1.4, "no"),
     ("helps", 0.80, 0.05, 1.5, 0.7, "no"),  # capacity measured the other way
+    # Beyond 5% the verdict's way, inside its own ±14.6%: neither (a full study's c0 in
+    # uring, 27 Nov 2026, said "no" before).
+    ("helps", 0.912, 0.146, 1.14, 1.08, "inconclusive"),
+    ("helps", 1.00, 0.146, 1.14, 1.08, "no"),  # no change at all is not the verdict's way
+    ("hurts", 0.912, 0.146, 0.9, 0.9, "no"),
+    ("neutral", 0.912, 0.146, 1.0, 1.0, "yes"),
 ])
 def test_agreement_needs_the_same_direction_and_a_margin_of_at_most_15pct(
         label, delay, margin, model_sat, measured_sat, agree):
@@ -229,3 +235,17 @@ def test_mixing_one_file_set_keeps_its_popularity(tmp_path):
             "probability"].sum()
         assert shares[name] == pytest.approx(expected)
     assert load.root == fs and load.size_class is None
+
+
+def test_the_note_on_an_inconclusive_verdict_says_which_kind():
+    row = {"class": "c0", "mode": "uring", "verdict": "helps", "rate": 961.0,
+           "measured_saturation_ratio": 1.08, "saturation_ratio": 1.14}
+    leaning = compare._verdict_note({**row, "measured_delay_ratio": 0.912, "margin": 0.146,
+                                     "agree": "inconclusive"})
+    assert "moved the verdict's way, but by less than its margin" in leaning
+    wide = compare._verdict_note({**row, "measured_delay_ratio": 0.912, "margin": 0.3,
+                                  "agree": "inconclusive"})
+    assert "decides nothing" in wide
+    unreached = compare._verdict_note({**row, "measured_delay_ratio": math.nan,
+                                       "margin": 0.05, "agree": "inconclusive"})
+    assert "decides nothing" in unreached

@@ -161,9 +161,12 @@ def _verdict_note(v: dict) -> str:
                 f"saturation ×{v['measured_saturation_ratio']:.2f} against the model's "
                 f"×{v['saturation_ratio']:.2f}")
     if v["agree"] == "inconclusive":
+        why = (f"a margin past {INCONCLUSIVE:.0%} (or a sweep that did not reach the rate) "
+               "decides nothing" if v["margin"] > INCONCLUSIVE
+               or not math.isfinite(v["measured_delay_ratio"]) else
+               "the delay moved the verdict's way, but by less than its margin")
         return (f"class {v['class']}, {v['mode']}: the verdict '{v['verdict']}' is not "
-                f"tested: {measured}; a margin past {INCONCLUSIVE:.0%} (or a sweep that did "
-                "not reach the rate) decides nothing. A longer budget narrows it.")
+                f"tested: {measured}; {why}. A longer budget narrows it.")
     return (f"class {v['class']}, {v['mode']}: the testbed does not back the verdict "
             f"'{v['verdict']}': {measured}.")
 
@@ -337,7 +340,8 @@ def verdicts(study: Study) -> list[dict]:
     uncertainty of the measured ratio and of d0 where wider. Past ``INCONCLUSIVE`` the
     comparison is ``inconclusive``; otherwise ``agree`` is "yes" when the measured
     direction is the verdict's and the measured saturation ratio does not point the
-    other way from the model's."""
+    other way from the model's, ``inconclusive`` when the measured ratio is on the
+    verdict's side of ±5% but within its wider margin, and "no" otherwise."""
     rows = []
     for mode, sc in study.fitted.scenarios.items():
         result = model.evaluate(sc)
@@ -380,7 +384,15 @@ def _agree(label: str, delay: float, margin: float, predicted_sat: float,
     # Capacity must not move the other way: up by the model and down measured, or back.
     opposite = {_direction(1 / predicted_sat, MARGIN),
                 _direction(1 / measured_sat, MARGIN)} == {HELPS, HURTS}
-    return "yes" if _direction(delay, margin) == label and not opposite else "no"
+    if opposite:
+        return "no"
+    measured = _direction(delay, margin)
+    if measured == label:
+        return "yes"
+    # On the verdict's side of ±5% but inside the ratio's own wider uncertainty: the
+    # run neither confirms the verdict nor points away from it.
+    leaning = _direction(delay, MARGIN)
+    return "inconclusive" if measured == NEUTRAL and leaning == label else "no"
 
 
 def _crossover(fitted: Fitted, cls: str, mode: str) -> tuple[float, str]:
