@@ -14,12 +14,13 @@
    the search with A still within the QoS (the thesis had 100 sessions and one client,
    every set-up well within its limits). Below saturation every set-up serves the bytes
    its sessions ask for, so the byte rates' spread is printed: within a few per cent
-   they tie, whatever their order. The most
-   sessions within the QoS follow (the thesis never measured them; we expect C > B > A).
+   they tie, whatever their order. The most sessions within the QoS follow (the thesis
+   never measured them; we expect C > B > A).
 
 A line of totals ends it. Runs `offload appcache`'s experiment (the load generator on
 the host's core, as there) with sessions 5, 50, 100, caches 1, 10, 100 MiB, both
-caches and the search. About 15 minutes on this 2-core machine at the defaults.
+caches and the search. 17 min 49 s on this 2-core machine at the defaults (quiet,
+27 Nov 2026).
 
     .venv/bin/python bench/appcache_paper.py [--measure 8] [--search-steps 2]
                                              [--requests 2000000] [--out DIR]
