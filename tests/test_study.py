@@ -4,6 +4,7 @@ bounded by the budget's run length."""
 
 import json
 import math
+import re
 
 import numpy as np
 import pandas as pd
@@ -64,6 +65,9 @@ def test_a_study_writes_its_report_results_scenarios_and_summary(real_study):
     assert {(v["class"], v["mode"]) for v in summary["verdicts"]} == {("c0", "engine"),
                                                                       ("c2", "engine")}
     assert set(summary["accuracy"][0]) == set(COLUMNS["accuracy"])
+    # Each run's steal was read from the server's core times (0 on bare metal).
+    assert re.fullmatch(r"at most \d+\.\d% of the cores' time stolen in a kept run; \d+ runs? "
+                        r"made again because more than 2% was", summary["meta"]["steal"])
     # The handoff experiment ran on the smallest class, every policy three times.
     handoff = summary["handoff"]
     assert summary["meta"]["handoff"]["size_class"] == 0

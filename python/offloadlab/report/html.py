@@ -138,6 +138,7 @@ def _meta_table(meta: dict, out_dir: Path) -> str:
             ("Duration", _esc(_duration(meta.get("duration_s")))),
             ("Budget", _esc(_text(meta.get("budget")))),
             ("Machine", _esc(_text(meta.get("machine")))),
+            ("Hypervisor", _esc(_text(meta.get("steal")))),
             ("Workload", _esc(_text(meta.get("workload")))),
             ("Modes", _esc(", ".join(map(str, meta.get("modes") or [])) or MISSING)),
             ("Classes", _esc(", ".join(map(str, meta.get("classes") or [])) or MISSING)),

@@ -19,7 +19,7 @@ from offloadlab.calibrate import fit
 from offloadlab.model.verdict import HELPS, HURTS, MARGIN, NEUTRAL
 from offloadlab.scenario import Scenario
 from offloadlab.study.measure import Measured, core_shares, cpu_rows
-from offloadlab.study.plan import MIX, Plan
+from offloadlab.study.plan import MIX, STEAL_LIMIT, STEAL_REPEATS, Plan
 from offloadlab.study.tables import COLUMNS, StudyTables
 
 TARGETS = {"U_host": 0.05, "U_engine": 0.05, "T": 0.15}
@@ -125,7 +125,11 @@ def tables(study: Study, meta: dict) -> StudyTables:
     found = verdicts(study)
     # The notes a reader must act on first: verdicts the testbed does not back, capacity
     # missed where the server was the bottleneck, then missed accuracy targets.
-    notes = [*meta.get("notes", []), *(_verdict_note(v) for v in found if v["agree"] != "yes")]
+    kept = [*study.saturation.values(), *(m for runs in study.calibration.values() for m in runs),
+            *(m for runs in study.sweeps.values() for m in runs)]
+    steal, steal_note = _steal(kept)
+    notes = [*meta.get("notes", []), *steal_note,
+             *(_verdict_note(v) for v in found if v["agree"] != "yes")]
     notes += [_saturation_note(study, r) for r in saturation
               if not abs(r["error"]) <= SATURATION_TOLERANCE]
     notes += _missed(study, accuracy)
@@ -150,8 +154,27 @@ def tables(study: Study, meta: dict) -> StudyTables:
               "wakeup": m.wakeup.cost, "cooling": m.wakeup.cooling,
               "counted_per_wakeup": m.wakeup.counted, "wakeup_r2": m.wakeup.r2}
              for m in fitted.models], columns=list(COLUMNS["cost_model"])),
-        meta={**meta, "notes": notes[:FIRST_NOTES], "more_notes": notes[FIRST_NOTES:]},
+        meta={**meta, "steal": steal, "notes": notes[:FIRST_NOTES],
+              "more_notes": notes[FIRST_NOTES:]},
     ).check()
+
+
+def _steal(kept: list[Measured]) -> tuple[str, list[str]]:
+    """What the hypervisor took from the runs the study kept, as a sentence, and a note
+    when some still lost more than :data:`STEAL_LIMIT` after their repeats."""
+    repeated = sum(m.repeats for m in kept)
+    worst = max((m.steal for m in kept), default=0.0)
+    text = (f"at most {worst:.1%} of the cores' time stolen in a kept run; "
+            f"{repeated} run{'s' * (repeated != 1)} made again because more than "
+            f"{STEAL_LIMIT:.0%} was")
+    disturbed = sum(m.steal > STEAL_LIMIT for m in kept)
+    if not disturbed:
+        return text, []
+    return text, [f"{disturbed} of {len(kept)} runs lost more than {STEAL_LIMIT:.0%} of "
+                  f"their cores' time to the hypervisor even after {STEAL_REPEATS} repeats "
+                  f"(up to {worst:.0%}): requests wait out such stalls, so those runs' delays "
+                  "read high and their capacities low. Run the study again on a quieter "
+                  "machine."]
 
 
 def _verdict_note(v: dict) -> str:

@@ -55,6 +55,8 @@ class Measured:
     goodput_Bps: float
     cores: tuple[CoreTimes, ...]
     latency: np.ndarray      # per-request total times (a sample)
+    steal: float = 0.0       # share of the cores' time the hypervisor took (steal_share)
+    repeats: int = 0         # runs made again for it because of that (study.run)
 
 
 def options(plan: Plan, load: ClassLoad, mode: str) -> ServerOptions:
@@ -127,7 +129,7 @@ def _reduce(load: ClassLoad, mode: str, use: str, rate: float, sizes: np.ndarray
         errors=report.failed, error_rate=done.load.error_rate,
         connections_per_s=report.connections / seconds if seconds > 0 else math.nan,
         connect_s=report.connect_mean_s, goodput_Bps=report.goodput_Bps,
-        cores=server.cores, latency=np.sort(sample))
+        cores=server.cores, latency=np.sort(sample), steal=steal_share(server.cores))
 
 
 def _number(value) -> float:
@@ -146,6 +148,15 @@ def background(server: ServerStats, role: str) -> float:
     busy = sum(_seconds(stats, k) for k in BUSY_PARTS)
     own = sum(t.cpu_s for t in threads if t.core == core)
     return max(busy - own, 0.0) / server.requests
+
+
+def steal_share(cores: tuple[CoreTimes, ...]) -> float:
+    """The share of the cores' time in which the hypervisor ran something else
+    (``/proc/stat``'s steal). Nothing of the run, server or load generator, moves then,
+    so requests in flight wait it out: on this 2-core VM runs that lost 9-14% of their
+    cores' time had mean delays 4-10 times an undisturbed run's. 0 on bare metal."""
+    total = sum(_seconds(c, p) for c in cores for p in (*CPU_PARTS, "steal"))
+    return sum(c.steal_s for c in cores) / total if total > 0 else 0.0
 
 
 def capacity(records: pd.DataFrame) -> float:

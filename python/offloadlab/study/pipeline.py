@@ -201,9 +201,12 @@ def _meta(prepared: Prepared, experiment: handoff.Experiment | None) -> dict:
 
 def _machine(the_plan: plan.Plan, work: dist.Dist) -> str:
     n = len(os.sched_getaffinity(0))
+    # The load generator runs where the engine does (study.measure).
+    generator = ("unpinned" if the_plan.engine_core is None
+                 else f"on the engine's core {the_plan.engine_core}")
     return (f"{platform.node()}: {n} cores ({platform.processor() or platform.machine()}),"
             f" Linux {platform.release()}; host thread on core {the_plan.host_core}, engine "
-            f"on core {the_plan.engine_core}, load generator unpinned; application work "
+            f"on core {the_plan.engine_core}, load generator {generator}; application work "
             f"{work}")
 
 

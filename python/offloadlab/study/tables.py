@@ -81,9 +81,11 @@ COLUMNS: dict[str, tuple[str, ...]] = {
 class StudyTables:
     """Everything the report shows. ``meta`` carries: title, command, started (ISO
     time), duration_s, budget, modes, classes, workload (a sentence), machine (a
-    sentence), scenario_files (names in the output folder), notes (at most five
-    sentences the reader must act on, e.g. a verdict the testbed does not back) and
-    more_notes (the rest, e.g. each missed accuracy target and why)."""
+    sentence), steal (a sentence: the most of the cores' time the hypervisor took from a
+    kept run, and how many runs were made again for it), scenario_files (names in the
+    output folder), notes (at most five sentences the reader must act on, e.g. a verdict
+    the testbed does not back) and more_notes (the rest, e.g. each missed accuracy
+    target and why)."""
 
     points: pd.DataFrame
     saturation: pd.DataFrame
