@@ -81,8 +81,8 @@ def run_study(scope: str, out: Path, i: int, runs: int) -> tuple[dict, dict]:
                                "--json"], check=True, capture_output=True, text=True)
         exported[mode] = {r["class"]: r for r in json.loads(done.stdout)["rows"]
                           if r["class"] != "all"}
-    print(f"{scope} study {i + 1}/{runs}: {time.monotonic() - started:.0f} s",
-          file=sys.stderr)
+    print(f"{scope} study {i + 1}/{runs}: {time.monotonic() - started:.0f} s; hypervisor: "
+          f"{summary['meta']['steal']}", file=sys.stderr)
     return summary, exported
 
 

@@ -52,6 +52,7 @@ def test_a_study_writes_its_report_results_scenarios_and_summary(real_study):
     assert (out / "report.html").stat().st_size > 0
     assert len(list((out / "figures").glob("*.png"))) >= 5
     assert "Does offload help?" in text and str(out / "report.html") in text
+    assert "hypervisor: at most" in text
     frame = pd.read_parquet(out / "results.parquet")
     assert set(frame["source"]) == {"model", "seed_model", "sim", "testbed"}
     assert set(frame["class"]) == {"c0", "c2", "mix"}

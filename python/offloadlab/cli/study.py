@@ -128,6 +128,7 @@ def study(config: StudyConfig) -> None:
     out.print(accuracy_table(tables))
     for text in tables.meta["notes"]:
         note(text)
+    err.print(f"hypervisor: {tables.meta['steal']}", highlight=False)
     if more := tables.meta.get("more_notes"):
         err.print(f"{len(more)} more notes in the report", highlight=False)
     files = tables.meta["scenario_files"]
