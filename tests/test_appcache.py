@@ -4,6 +4,7 @@ through the CLI, the search for the most compliant sessions, and bad input."""
 from __future__ import annotations
 
 import json
+import math
 from dataclasses import replace
 
 import numpy as np
@@ -71,6 +72,13 @@ def test_a_short_run_of_a_b_and_c_shows_the_cache_sparing_the_host(small_set, tm
     assert summary["figures"] == ["appcache.png"] and (out / "appcache.png").stat().st_size
     assert "Hit rate" in result.output and "cache on the engine" in result.output
     assert "(squid;" in result.output
+    # Whether the cache on the host unloads it, from this run's own CPU per request.
+    balance = {b["proxy"]: b for b in summary["host_balance"]}
+    assert set(balance) == {"emulated", "squid"}
+    for proxy, b in balance.items():
+        assert b["sessions"] == 6
+        assert b["cache_us"] == pytest.approx(b["B_us"] - b["C_us"])
+        assert f"cache on the host ({proxy}, 6 sessions)" in " ".join(result.output.split())
     # Four runs of C at two hit ratios fit a hit's and a miss's engine cost apart.
     costs = summary["model"]["costs"]
     assert 0 < costs["engine_hit_s"] < costs["engine_miss_s"] + costs["host_file_miss_s"]
@@ -193,3 +201,25 @@ def test_a_failed_request_leaves_the_byte_rate_and_page_times_defined():
     assert row["error_share"] == 0.25 and not row["compliant"]
     assert row["pages"] == 2 and row["page_mean_s"] == pytest.approx(0.5)
     assert row["good"] == 0.5  # the failed page counts as never done
+
+
+def test_the_host_balance_weighs_the_cache_s_cost_against_what_its_hits_spare():
+    from types import SimpleNamespace
+
+    from offloadlab.cli.appcache import balance_line
+
+    def row(setup, proxy, sessions, mib, us):
+        return {"setup": setup, "proxy": proxy, "sessions": sessions, "cache_mib": mib,
+                "host_cpu_us": us}
+    # The Squid runs of 27 Nov: the proxy costs about what a hit spares the origin.
+    points = pd.DataFrame([
+        row("A", "none", 50, math.nan, 160.0), row("A", "none", 100, math.nan, 171.0),
+        row("B", "squid", 100, 10.0, 175.0), row("C", "squid", 100, 10.0, 67.0),
+        row("B", "squid", 100, 1.0, 190.0), row("C", "squid", 50, 10.0, 60.0),
+        row("B", "emulated", 100, 10.0, 80.0)])
+    result = appcache.Result(SimpleNamespace(operating=10.0), points)
+    b = result.host_balance("squid")
+    assert (b["sessions"], b["cache_us"], b["spared_us"]) == (100, 108.0, 104.0)
+    assert balance_line(b).endswith("so B's host core saturates no later than A's "
+                                    "(4 µs per request more)")
+    assert result.host_balance("emulated") is None  # no C with the emulated cache

@@ -140,6 +140,9 @@ def run(out_dir: Path, exp: appcache.Experiment) -> None:
     out.print(model_table(versus, costs))
     if exp.search:
         out.print(search_line(result), highlight=False)
+    for proxy in exp.proxies:
+        if (balance := result.host_balance(proxy)) is not None:
+            out.print(balance_line(balance), highlight=False)
     write_experiment(out_dir, exp, result)
 
 
@@ -209,6 +212,19 @@ def search_line(result: appcache.Result) -> str:
     exp = result.experiment
     return (f"most sessions within SPECweb2005's QoS (95 % of pages ≤ {exp.time_good_s:g} s, "
             f"99 % ≤ {exp.time_tolerable_s:g} s, ≤ 0.5 % errors): " + ", ".join(parts))
+
+
+def balance_line(b: dict) -> str:
+    """Whether the cache on the host can unload it, in the run's own numbers (the
+    thesis's B beat A; here it need not: docs/appcache.md, "Against the thesis")."""
+    gain = b["spared_us"] - b["cache_us"]
+    verdict = ("so B's host core outlasts A's" if gain > 0
+               else "so B's host core saturates no later than A's")
+    return (f"cache on the host ({b['proxy']}, {b['sessions']:,} sessions): it costs "
+            f"{b['cache_us']:.0f} µs of host CPU per request (B {b['B_us']:.0f} less C "
+            f"{b['C_us']:.0f}) and its hits spare the origin {b['spared_us']:.0f} µs (A "
+            f"{b['A_us']:.0f} less C), {verdict} ({abs(gain):.0f} µs per request "
+            f"{'less' if gain > 0 else 'more'})")
 
 
 def _pct(x) -> str:

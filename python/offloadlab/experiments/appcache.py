@@ -277,6 +277,24 @@ class Result:
         return rows.pivot_table(index="sessions", columns="cache_mib", values="hit_rate"
                                 ) * 100
 
+    def host_balance(self, proxy: str) -> dict | None:
+        """Why B beats A or does not, measured: at the most sessions A, B and C all ran
+        at (B and C at the operating cache size), the cache's own host CPU per request
+        (B's less C's: both leave the same misses to the origin) against what its hits
+        spare the origin (A's less C's). B's host core outlasts A's only if the first is
+        the smaller. None when one of the three did not run."""
+        p = self.points
+        rows = p[(p["setup"] == "A") | ((p["proxy"] == proxy)
+                                         & (p["cache_mib"] == self.experiment.operating))]
+        cpu = rows.pivot_table(index="sessions", columns="setup", values="host_cpu_us")
+        cpu = cpu.dropna(subset=[s for s in SETUPS if s in cpu.columns])
+        if not set(SETUPS) <= set(cpu.columns) or cpu.empty:
+            return None
+        n = int(cpu.index.max())
+        a, b, c = (float(cpu.loc[n, s]) for s in SETUPS)
+        return {"proxy": proxy, "sessions": n, "A_us": a, "B_us": b, "C_us": c,
+                "cache_us": b - c, "spared_us": a - c}
+
     @cached_property
     def model(self) -> tuple[Costs, pd.DataFrame]:
         """The model's costs fitted to the points, and model and simulator beside each
@@ -298,6 +316,8 @@ class Result:
                 "most_sessions": self.most_sessions,
                 "first_failed": {s: self.first_failed(s) for s in self.most_sessions},
                 "probes": [] if self.probes is None else self.probes.to_dict("records"),
+                "host_balance": [b for proxy in self.experiment.proxies
+                                 if (b := self.host_balance(proxy)) is not None],
                 "model": {"costs": costs.to_json(), "runs": versus.to_dict("records")}}
 
     def checks(self) -> list[Check]:
