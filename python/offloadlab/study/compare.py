@@ -123,8 +123,9 @@ def tables(study: Study, meta: dict) -> StudyTables:
     accuracy = [r for key in pairs for r in _accuracy(study, *key)]
     saturation = [_saturation(study, *key) for key in pairs]
     found = verdicts(study)
-    # The notes a reader must act on first: verdicts the testbed does not back, capacity
-    # missed where the server was the bottleneck, then missed accuracy targets.
+    # The notes a reader must act on first: runs the hypervisor still disturbed, verdicts
+    # the testbed does not back, capacity missed where the server was the bottleneck,
+    # then missed accuracy targets.
     kept = [*study.saturation.values(), *(m for runs in study.calibration.values() for m in runs),
             *(m for runs in study.sweeps.values() for m in runs)]
     steal, steal_note = _steal(kept)
