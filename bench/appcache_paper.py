@@ -37,6 +37,7 @@ from pathlib import Path
 import pandas as pd
 from appcache_hits import replayed
 
+from offloadlab.cli.appcache import balance_line
 from offloadlab.experiments import appcache
 from offloadlab.results import write_outputs
 from offloadlab.testbed import cores
@@ -167,6 +168,8 @@ def main() -> None:
         orders, orders_ok = orders + 1, orders_ok + ok
         if proxy == "squid":
             target_ok.append(ok)
+        if (balance := result.host_balance(proxy)) is not None:
+            print("  " + balance_line(balance))
 
     print(f"\nTotals: hit rates within ±{HIT_TOLERANCE:g} points {hits_ok} of "
           f"{len(HIT_SESSIONS) * len(HIT_MIB)}; host CPU C/A <= {CPU_TARGET} {cpu_ok} of "
