@@ -179,18 +179,15 @@ def verdicts(studies: list[tuple[dict, dict]]) -> None:
     same = sum(len({x.split("/")[0] for x in labels}) == 1 for labels in seen.values())
     print(f"verdicts identical across the studies: {same}/{len(seen)} (class, mode) pairs; "
           f"reproduced by offload model on the exported scenario: {coherent}/{total}")
-    # A study that kept runs the hypervisor stole from says so in its first note; its
-    # verdicts are the machine's, not the server's.
-    quiet = [i for i, (summary, _) in enumerate(studies) if not disturbed(summary)]
+    # A study that kept runs the hypervisor stole from gives the machine's verdicts, not
+    # the server's.
+    quiet = [i for i, (summary, _) in enumerate(studies)
+             if not summary["meta"]["steal_counts"]["disturbed"]]
     steady = sum(len({labels[i].split("/")[0] for i in quiet}) <= 1 for labels in seen.values())
     print(f"  studies the hypervisor disturbed: {len(studies) - len(quiet)}/{len(studies)}; "
           f"verdicts identical across the others: {steady}/{len(seen)}")
     for (cls, mode), labels in sorted(seen.items()):
         print(f"    {cls:4} {mode:7} verdict/agree: {', '.join(labels)}")
-
-
-def disturbed(summary: dict) -> bool:
-    return any("to the hypervisor even after" in n for n in summary["meta"]["notes"][:1])
 
 
 def _within(error: float | None, bound: float) -> bool:

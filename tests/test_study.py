@@ -158,7 +158,8 @@ def test_the_model_tracks_measured_host_utilisation_and_capacity(real_study):
     summary = json.loads((real_study[0] / "summary.json").read_text())
     # Runs the hypervisor still stole more than 2% from after their repeats read low
     # capacities (38% stolen in one study): then the study must say so, first.
-    disturbed = any("to the hypervisor even after" in n for n in summary["meta"]["notes"][:1])
+    disturbed = summary["meta"]["steal_counts"]["disturbed"] > 0
+    assert not disturbed or "to the hypervisor even after" in summary["meta"]["notes"][0]
     host = [a for a in summary["accuracy"] if a["metric"] == "U_host" and a["source"] == "model"]
     assert len(host) == 6 and (disturbed or all(a["mape"] < 0.25 for a in host)), host
     for s in summary["saturation"]:

@@ -137,6 +137,10 @@ def test_a_run_the_hypervisor_disturbed_is_made_again_and_the_clean_one_kept(stu
     runs = testbed.calls // 2
     assert tables.meta["steal"] == (f"at most 0.0% of the cores' time stolen in a kept run; "
                                     f"{runs} runs made again because more than 2% was")
+    assert tables.meta["steal_counts"] == {"worst": 0.0, "repeated": runs, "disturbed": 0,
+                                           "kept": len(kept) + sum(
+                                               len(r) for r in found.calibration.values())
+                                           + len(found.saturation)}
     assert not any("hypervisor" in n for n in tables.meta["notes"] + tables.meta["more_notes"])
     assert tables.verdicts["verdict"].tolist() == clean_tables.verdicts["verdict"].tolist()
 
@@ -146,7 +150,9 @@ def test_runs_still_disturbed_after_their_repeats_are_named_first():
     found = run.run(_plan(), measure=testbed)
     kept = [m for runs in found.calibration.values() for m in runs]
     assert all(m.steal == 0.2 and m.repeats == plan.STEAL_REPEATS for m in kept)
-    notes = compare.tables(found, {}).meta["notes"]
+    meta = compare.tables(found, {}).meta
+    assert meta["steal_counts"]["disturbed"] == meta["steal_counts"]["kept"]
+    notes = meta["notes"]
     assert "lost more than 2% of their cores' time to the hypervisor even after 2 repeats " \
            "(up to 20%)" in notes[0]
 

@@ -128,8 +128,8 @@ def tables(study: Study, meta: dict) -> StudyTables:
     # then missed accuracy targets.
     kept = [*study.saturation.values(), *(m for runs in study.calibration.values() for m in runs),
             *(m for runs in study.sweeps.values() for m in runs)]
-    steal, steal_note = _steal(kept)
-    notes = [*meta.get("notes", []), *steal_note,
+    steal = _steal(kept)
+    notes = [*meta.get("notes", []), *_steal_note(steal),
              *(_verdict_note(v) for v in found if v["agree"] != "yes")]
     notes += [_saturation_note(study, r) for r in saturation
               if not abs(r["error"]) <= SATURATION_TOLERANCE]
@@ -155,27 +155,36 @@ def tables(study: Study, meta: dict) -> StudyTables:
               "wakeup": m.wakeup.cost, "cooling": m.wakeup.cooling,
               "counted_per_wakeup": m.wakeup.counted, "wakeup_r2": m.wakeup.r2}
              for m in fitted.models], columns=list(COLUMNS["cost_model"])),
-        meta={**meta, "steal": steal, "notes": notes[:FIRST_NOTES],
+        meta={**meta, "steal": _steal_text(steal), "steal_counts": steal,
+              "notes": notes[:FIRST_NOTES],
               "more_notes": notes[FIRST_NOTES:]},
     ).check()
 
 
-def _steal(kept: list[Measured]) -> tuple[str, list[str]]:
-    """What the hypervisor took from the runs the study kept, as a sentence, and a note
-    when some still lost more than :data:`STEAL_LIMIT` after their repeats."""
-    repeated = sum(m.repeats for m in kept)
-    worst = max((m.steal for m in kept), default=0.0)
-    text = (f"at most {worst:.1%} of the cores' time stolen in a kept run; "
-            f"{repeated} run{'s' * (repeated != 1)} made again because more than "
-            f"{STEAL_LIMIT:.0%} was")
-    disturbed = sum(m.steal > STEAL_LIMIT for m in kept)
-    if not disturbed:
-        return text, []
-    return text, [f"{disturbed} of {len(kept)} runs lost more than {STEAL_LIMIT:.0%} of "
-                  f"their cores' time to the hypervisor even after {STEAL_REPEATS} repeats "
-                  f"(up to {worst:.0%}): requests wait out such stalls, so those runs' delays "
-                  "read high and their capacities low. Run the study again on a quieter "
-                  "machine."]
+def _steal(kept: list[Measured]) -> dict:
+    """What the hypervisor took from the runs the study kept: the largest share of the
+    cores' time stolen in one, how many runs were made again for it, and how many kept
+    runs still lost more than :data:`STEAL_LIMIT` after their repeats."""
+    return {"worst": max((m.steal for m in kept), default=0.0),
+            "repeated": sum(m.repeats for m in kept),
+            "disturbed": sum(m.steal > STEAL_LIMIT for m in kept), "kept": len(kept)}
+
+
+def _steal_text(steal: dict) -> str:
+    n = steal["repeated"]
+    return (f"at most {steal['worst']:.1%} of the cores' time stolen in a kept run; "
+            f"{n} run{'s' * (n != 1)} made again because more than {STEAL_LIMIT:.0%} was")
+
+
+def _steal_note(steal: dict) -> list[str]:
+    """The first note when some kept runs still lost more than :data:`STEAL_LIMIT`."""
+    if not steal["disturbed"]:
+        return []
+    return [f"{steal['disturbed']} of {steal['kept']} runs lost more than {STEAL_LIMIT:.0%} "
+            f"of their cores' time to the hypervisor even after {STEAL_REPEATS} repeats "
+            f"(up to {steal['worst']:.0%}): requests wait out such stalls, so those runs' "
+            "delays read high and their capacities low. Run the study again on a quieter "
+            "machine."]
 
 
 def _verdict_note(v: dict) -> str:
