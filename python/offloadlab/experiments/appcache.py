@@ -287,8 +287,8 @@ class Result:
         rows = p[(p["setup"] == "A") | ((p["proxy"] == proxy)
                                          & (p["cache_mib"] == self.experiment.operating))]
         cpu = rows.pivot_table(index="sessions", columns="setup", values="host_cpu_us")
-        cpu = cpu.dropna(subset=[s for s in SETUPS if s in cpu.columns])
-        if not set(SETUPS) <= set(cpu.columns) or cpu.empty:
+        cpu = cpu.reindex(columns=list(SETUPS)).dropna()
+        if cpu.empty:
             return None
         n = int(cpu.index.max())
         a, b, c = (float(cpu.loc[n, s]) for s in SETUPS)
