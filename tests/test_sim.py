@@ -351,11 +351,13 @@ def test_a_wakeup_scenario_matches_welch():
     assert math.isnan(runs[0].overall["wakeups_oe"][0])  # nothing reached the engine
 
 
-def test_background_load_saturates_a_queue_whose_own_load_is_below_one():
+@pytest.mark.parametrize("background", ["det(2.5ms)", {"c": "det(2.5ms)"}],
+                         ids=["for every class", "per class"])
+def test_background_load_saturates_a_queue_whose_own_load_is_below_one(background):
     # Engine: own load 300/s x 1 ms = 0.3, background 300/s x 2.5 ms = 0.75.
     sc = with_tables([klass("c", 300, 1.0, app="det(0)", host_overhead="exp(mean=1ms)",
                             engine_overhead="det(0)", engine_proto="exp(mean=1ms)")],
-                     engine={"background": "det(2.5ms)"})
+                     engine={"background": background})
     row = sim.run(sc, requests=20_000).rows()[0]
     assert row["saturated_oe"] and row["saturated"] and not row["saturated_cpu"]
     assert row["U_oe"] == pytest.approx(0.3) and math.isinf(row["T_oe"])

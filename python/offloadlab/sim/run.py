@@ -206,9 +206,9 @@ def _result(scenario: Scenario, rates, f, share, outputs: list[dict], seed: int,
     overall |= {"lam": rates, "f": (share * f).sum(-1)}
     per_class |= {"lam": lam, "f": f}
     # Saturation is a property of a queue, shared by every class that uses it. U is the
-    # requests' own work; the background's load counts too.
-    flags = saturation_flags(*(overall[f"U_{station}"]
-                               + rates * getattr(scenario, queue).background.mean
+    # requests' own work; the background's load (each class's own) counts too.
+    flags = saturation_flags(*(overall[f"U_{station}"] + lam @ np.array(
+                                   [getattr(scenario, queue).background_of(n).mean for n in names])
                                for station, queue in STATIONS.items()))
     for station in ("noe", "cpu", "oe"):  # a saturated U is the offered load: no interval
         saturated = flags[f"saturated_{station}"]
