@@ -100,8 +100,9 @@ fn parse_engine_wait(name: &str) -> PyResult<EngineWait> {
     match name {
         "poll" => Ok(EngineWait::Poll),
         "adaptive" => Ok(EngineWait::Adaptive),
+        "sleep" => Ok(EngineWait::Sleep),
         _ => Err(value_error(format!(
-            "engine_wait {name:?}: use poll or adaptive"
+            "engine_wait {name:?}: use poll, adaptive or sleep"
         ))),
     }
 }

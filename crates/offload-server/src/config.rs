@@ -73,6 +73,20 @@ pub enum EngineWait {
     Poll,
     /// Spin a little, then sleep on an eventfd until the host or a socket wakes it.
     Adaptive,
+    /// Sleep as soon as there is nothing to do: for an engine whose core runs other
+    /// work (the load generator on a 2-core machine), which a spin would take CPU from.
+    Sleep,
+}
+
+impl EngineWait {
+    /// How long an idle side spins before it sleeps; None: it never sleeps.
+    pub fn spin(self) -> Option<Duration> {
+        match self {
+            EngineWait::Poll => None,
+            EngineWait::Adaptive => Some(Duration::from_micros(50)),
+            EngineWait::Sleep => Some(Duration::ZERO),
+        }
+    }
 }
 
 /// A fault injected into the engine, to test that the host takes over.

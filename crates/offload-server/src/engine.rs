@@ -50,8 +50,6 @@ use crate::Control;
 
 /// Slots per ring: room for a burst of requests from every connection.
 const RING_SLOTS: usize = 4096;
-/// How long an idle engine spins before it sleeps (adaptive wait).
-const SPIN: Duration = Duration::from_micros(50);
 /// Longest stretch of slowdown burned between two heartbeats.
 const BURN_SLICE: f64 = 0.005;
 /// A heartbeat unchanged for this long of the engine's own time (not waiting for a
@@ -508,7 +506,7 @@ fn engine_loop(
         let applied = commands.drain(|command| side.apply(&mut proto, command));
         let mut timeout = Duration::ZERO;
         let idle = applied == 0 && side.events.backlog() == 0;
-        if idle && wait == EngineWait::Adaptive && idle_since.elapsed() > SPIN {
+        if idle && wait.spin().is_some_and(|spin| idle_since.elapsed() >= spin) {
             wake.sleep_begin();
             if commands.is_empty() {
                 timeout = TICK;
@@ -519,10 +517,13 @@ fn engine_loop(
         side.observe(applied + seen, proto.held());
         side.publish()?;
         if applied + seen > 0 {
+            // Work after one or more turns without, or after a sleep: a busy period
+            // begins.
+            if idle_from.is_some() || timeout > Duration::ZERO {
+                stats.socket.wakeups.fetch_add(1, Ordering::Relaxed);
+            }
             if let (Some(from), Some(start)) = (idle_from.take(), turn_start) {
                 add_idle(stats, start - from);
-                // Work after one or more turns without: a busy period begins.
-                stats.socket.wakeups.fetch_add(1, Ordering::Relaxed);
             }
             idle_since = Instant::now();
             side.pay();

@@ -59,7 +59,7 @@ const ENTRIES: u32 = 4096;
 const CHUNK: usize = 64 * 1024;
 /// Bytes asked of one recv at most.
 const RECV: usize = 16 * 1024;
-/// How long the idle host polls the completion ring before it sleeps (adaptive wait).
+/// How long the idle host polls the completion ring before it sleeps.
 const SPIN: Duration = Duration::from_micros(50);
 /// How long a stopping server waits for its operations to finish.
 const DRAIN: Duration = Duration::from_secs(2);
@@ -206,9 +206,10 @@ const ENTER_GETEVENTS: u32 = 1;
 const ENTER_EXT_ARG: u32 = 1 << 3;
 
 fn build_ring(config: &Config) -> io::Result<IoUring> {
+    // 1 ms is the shortest idle time the kernel takes (0 means its default, 1 s).
     let idle_ms = match config.engine_wait {
         EngineWait::Poll => 600_000,
-        EngineWait::Adaptive => 1,
+        EngineWait::Adaptive | EngineWait::Sleep => 1,
     };
     let cq = (4 * config.limits.max_conns).clamp(2 * ENTRIES as usize, 1 << 16);
     let mut builder = IoUring::builder();
@@ -286,14 +287,15 @@ impl Uring<'_> {
         if !self.ring.completion().is_empty() {
             return Ok(());
         }
+        // The host has its core to itself: it spins before it sleeps unless told to
+        // poll. (`sleep` is for a side whose core other work shares: here, SQPOLL's.)
         let poll = self.config.engine_wait == EngineWait::Poll;
+        let spin = if poll { TICK } else { SPIN };
         let started = Instant::now();
         // Polling an empty ring is not work: it is accounted apart (two clock reads,
         // paid only when there is nothing to do).
         let spin_from = cpu::thread_seconds();
-        while self.ring.completion().is_empty()
-            && started.elapsed() < if poll { TICK } else { SPIN }
-        {
+        while self.ring.completion().is_empty() && started.elapsed() < spin {
             std::hint::spin_loop();
         }
         let spun = cpu::thread_seconds() - spin_from;

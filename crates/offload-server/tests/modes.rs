@@ -1054,10 +1054,15 @@ fn each_message_between_host_and_engine_costs_the_engine_its_fixed_price() {
 /// A server with host and engine on cores of their own, as the testbed runs them (when
 /// there are two cores).
 fn pinned_server(mode: Mode) -> Server {
+    pinned_server_waiting(mode, EngineWait::Adaptive)
+}
+
+fn pinned_server_waiting(mode: Mode, wait: EngineWait) -> Server {
     Server::start(mode, |c| {
         if std::thread::available_parallelism().map_or(1, |n| n.get()) >= 2 {
             (c.host_core, c.engine_core) = (Some(0), Some(1));
         }
+        c.engine_wait = wait;
     })
 }
 
@@ -1111,24 +1116,27 @@ fn paced_requests_wake_the_host_once_each_and_the_engine_once_or_twice() {
     // engine's alone. The engine starts a busy period when a request arrives, and
     // another when the host's answer does if it polled and found nothing meanwhile, as
     // it does with its core to itself; sharing one, the woken host may run in its place
-    // and the answer joins the request's busy period. One more for the close.
-    let server = pinned_server(Mode::Engine);
-    let baseline = paced_requests(&server, n);
-    let stats = server.stop();
-    assert_eq!(
-        woke(&baseline, &stats, "host"),
-        n as u64,
-        "{}",
-        stats["wakeups"]
-    );
-    let engine = woke(&baseline, &stats, "engine");
-    assert!(
-        (n as u64 + 1..=2 * n as u64 + 1).contains(&engine),
-        "{engine} engine wake-ups for {n} requests"
-    );
-    let per = stats["per_request"]["engine_wakeups"].as_f64().unwrap();
-    let total = stats["wakeups"]["engine"].as_f64().unwrap();
-    assert!((per - total / (n + 1) as f64).abs() < 1e-9, "{per}");
+    // and the answer joins the request's busy period. One more for the close. An
+    // engine that sleeps at once counts the busy periods a sleep ended the same way.
+    for wait in [EngineWait::Adaptive, EngineWait::Sleep] {
+        let server = pinned_server_waiting(Mode::Engine, wait);
+        let baseline = paced_requests(&server, n);
+        let stats = server.stop();
+        assert_eq!(
+            woke(&baseline, &stats, "host"),
+            n as u64,
+            "{wait:?}: {}",
+            stats["wakeups"]
+        );
+        let engine = woke(&baseline, &stats, "engine");
+        assert!(
+            (n as u64 + 1..=2 * n as u64 + 1).contains(&engine),
+            "{wait:?}: {engine} engine wake-ups for {n} requests"
+        );
+        let per = stats["per_request"]["engine_wakeups"].as_f64().unwrap();
+        let total = stats["wakeups"]["engine"].as_f64().unwrap();
+        assert!((per - total / (n + 1) as f64).abs() < 1e-9, "{per}");
+    }
 }
 
 #[test]

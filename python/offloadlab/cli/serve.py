@@ -29,7 +29,8 @@ Work = Annotated[str | None, typer.Option(
 SendfileAbove = Annotated[int, typer.Option(
     help="Bodies longer than this many bytes go by sendfile; shorter ones are copied.")]
 EngineWait = Annotated[str, typer.Option(
-    help="How an idle engine waits: adaptive (spin, then sleep) or poll (never sleep).")]
+    help="How an idle engine waits: adaptive (spin 50 us, then sleep), poll (never sleep) "
+         "or sleep (at once, for an engine core shared with other work).")]
 EngineSlowdown = Annotated[float, typer.Option(
     help="Extra engine CPU per unit of its own work: 3 emulates an engine 4 times slower.")]
 EngineMessageCost = Annotated[str, typer.Option(

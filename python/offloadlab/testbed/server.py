@@ -44,7 +44,7 @@ from offloadlab.units import parse_bytes
 MODES: tuple[str, ...] = tuple(_core.MODES)
 APP_OFFLOADS = ("cache",)
 CACHE_POLICIES = ("lru", "lfu", "gdsf")
-ENGINE_WAITS = ("poll", "adaptive")
+ENGINE_WAITS = ("poll", "adaptive", "sleep")
 FAULTS = ("stall", "panic")
 # Size classes placement distinguishes at most.
 MAX_CLASSES = _core.PLACEMENT_CLASSES
@@ -135,8 +135,9 @@ class ServerOptions:
         """Raise :class:`InputError` for the first field that cannot work."""
         require(self.mode in MODES, f"mode {self.mode!r}: use one of {', '.join(MODES)}")
         require(self.engine_wait in ENGINE_WAITS,
-                f"engine_wait {self.engine_wait!r}: use poll (busy-poll, a NIC processor) "
-                "or adaptive (spin, then sleep)")
+                f"engine_wait {self.engine_wait!r}: use poll (busy-poll, a NIC processor), "
+                "adaptive (spin, then sleep) or sleep (at once: a core shared with other "
+                "work)")
         root = Path(self.root)
         require(root.is_dir(), f"root {str(root)!r} is not a directory; give the folder to "
                                "serve, e.g. a file set from 'offload workload fileset'")
