@@ -18,7 +18,7 @@ from scipy import stats
 
 from offloadlab.calibrate.fit import Run
 from offloadlab.errors import RunError
-from offloadlab.study.plan import SATURATION_CLIENTS, ClassLoad, Plan
+from offloadlab.study.plan import ENGINE_WAIT, SATURATION_CLIENTS, ClassLoad, Plan
 from offloadlab.testbed import modes as testbed_modes
 from offloadlab.testbed.documents import CoreTimes, ServerStats
 from offloadlab.testbed.server import ServerOptions
@@ -61,7 +61,8 @@ class Measured:
 
 def options(plan: Plan, load: ClassLoad, mode: str) -> ServerOptions:
     return ServerOptions(root=load.root, mode=mode, host_core=plan.host_core,
-                         engine_core=plan.engine_core, work=plan.work, seed=plan.seed)
+                         engine_core=plan.engine_core, work=plan.work, seed=plan.seed,
+                         engine_wait=ENGINE_WAIT)
 
 
 def measure(plan: Plan, load: ClassLoad, mode: str, use: str, rate: float,

@@ -73,6 +73,12 @@ STOP_SHORTFALL = 0.10
 # Closed-loop clients of the saturation runs (HTTP/1.0, zero think time): enough to
 # keep the engine path full too (32 left host and engine both idle at times).
 SATURATION_CLIENTS = 128
+# The study's engine sleeps as soon as it is idle: the load generator shares its core,
+# and a 50 us spin takes CPU from it. Measured 27 Nov 2026 (engine mode, 3 s runs,
+# interleaved): class 3 at 5,000 req/s, mean delay 1.35-2.13 ms sleeping against
+# 1.94-2.36 ms spinning, the engine's core 64-68% busy against 78-79%; class 0 at
+# 7,800 req/s, 1.04-1.26 ms against 1.15-1.20 ms.
+ENGINE_WAIT = "sleep"
 # Modes the model describes: every request on the host, or every one through the engine.
 # Handoff mode splits them by policy; the study runs it as an experiment of its own
 # (study/pipeline.py).
