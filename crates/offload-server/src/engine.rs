@@ -348,11 +348,7 @@ impl EngineSide {
     /// Publishes the events queued for the host.
     fn publish(&mut self) -> io::Result<()> {
         let published = self.events.flush()?;
-        if published > 0 {
-            let socket = &self.shared.stats.socket;
-            socket.events.fetch_add(published as u64, Ordering::Relaxed);
-            socket.event_batches.fetch_add(1, Ordering::Relaxed);
-        }
+        self.shared.stats.socket.events.add(published as u64);
         Ok(())
     }
 
@@ -728,10 +724,7 @@ impl Host {
                 Event::Conn(conn) => proto.adopt(app, *conn),
             });
             let sent = self.app.commands.flush()?;
-            if sent > 0 {
-                stats.app.commands.fetch_add(sent as u64, Ordering::Relaxed);
-                stats.app.command_batches.fetch_add(1, Ordering::Relaxed);
-            }
+            stats.app.commands.add(sent as u64);
             // A stop makes the engine exit too: that is no failure.
             let stopping = self.shared.control.is_stopped();
             let beat = stats.socket.heartbeat.load(Ordering::Relaxed);

@@ -22,6 +22,35 @@ use crate::http::Status;
 use crate::placement::Accounts;
 use crate::{cache, placement};
 
+/// Items crossing between host and engine, published in batches: the items, the
+/// batches, and the sum of each batch's size squared. An item's batch-mates, on average
+/// over items, are squares / items - 1 (E[X^2] / E[X] - 1 for batch size X): what a
+/// batch adds to the wait of a queue its items reach together (M^X/G/1).
+#[derive(Debug, Default)]
+pub struct Batches {
+    pub items: AtomicU64,
+    pub batches: AtomicU64,
+    pub squares: AtomicU64,
+}
+
+impl Batches {
+    /// One batch of `n` items (none counted when `n` is 0).
+    pub fn add(&self, n: u64) {
+        if n > 0 {
+            self.items.fetch_add(n, Ordering::Relaxed);
+            self.batches.fetch_add(1, Ordering::Relaxed);
+            self.squares.fetch_add(n * n, Ordering::Relaxed);
+        }
+    }
+
+    /// Batch-mates per item, E[X^2] / E[X] - 1; None before the first batch.
+    fn others(&self) -> Option<f64> {
+        let items = self.items.load(Ordering::Relaxed);
+        let squares = self.squares.load(Ordering::Relaxed);
+        (items > 0).then(|| squares as f64 / items as f64 - 1.0)
+    }
+}
+
 /// Counters of the thread that makes the socket calls (host inline, else the engine).
 #[derive(Debug, Default)]
 #[repr(align(128))]
@@ -33,8 +62,7 @@ pub struct Socket {
     /// Bytes written to clients (heads and bodies).
     pub bytes: AtomicU64,
     /// Engine → host events and the batches they went in.
-    pub events: AtomicU64,
-    pub event_batches: AtomicU64,
+    pub events: Batches,
     /// Advanced by the engine on every loop turn: the host's proof of life.
     pub heartbeat: AtomicU64,
     /// Engine CPU spent polling with nothing to do (adaptive or busy-poll wait), in
@@ -55,8 +83,7 @@ pub struct App {
     /// Requests the application answered (any status).
     pub requests: AtomicU64,
     /// Host → engine commands and the batches they went in.
-    pub commands: AtomicU64,
-    pub command_batches: AtomicU64,
+    pub commands: Batches,
     /// Application work X_a burned, nanoseconds of host thread CPU time.
     pub work_ns: AtomicU64,
     /// Host CPU spent polling an empty completion ring (uring mode), nanoseconds.
@@ -314,8 +341,8 @@ impl Stats {
         let sq = self.ring.lock().unwrap().times.filter(|_| uring);
         let idle_poll_s = relaxed(&self.socket.idle_poll_ns) as f64 * 1e-9;
         let host_idle_poll_s = relaxed(&self.app.idle_poll_ns) as f64 * 1e-9;
-        let commands = relaxed(&self.app.commands);
-        let batches = relaxed(&self.app.command_batches);
+        let commands = relaxed(&self.app.commands.items);
+        let batches = relaxed(&self.app.commands.batches);
         let statuses = CODES
             .iter()
             .zip(&self.statuses)
@@ -356,8 +383,10 @@ impl Stats {
             engine: EngineCounts {
                 commands,
                 command_batches: batches,
-                events: relaxed(&self.socket.events),
-                event_batches: relaxed(&self.socket.event_batches),
+                events: relaxed(&self.socket.events.items),
+                event_batches: relaxed(&self.socket.events.batches),
+                command_batch_squares: relaxed(&self.app.commands.squares),
+                event_batch_squares: relaxed(&self.socket.events.squares),
                 idle_poll_s,
                 failed: self.engine_failed(),
                 takeover_after_s: takeover.as_ref().map(|t| t.0),
@@ -372,6 +401,8 @@ impl Stats {
                 engine_busy_cpu_s: per_request((engine_s - idle_poll_s).max(0.0)),
                 commands: per_request(commands as f64),
                 batch_mean: (batches > 0).then(|| commands as f64 / batches as f64),
+                command_batch_others: self.app.commands.others(),
+                event_batch_others: self.socket.events.others(),
                 host_wakeups: per_request(host_wakeups as f64),
                 engine_wakeups: engine_wakeups.and_then(|n| per_request(n as f64)),
                 engine_sq_work_s: sq.and_then(|t| per_request(t.work_s)),
@@ -487,6 +518,8 @@ struct EngineCounts {
     command_batches: u64,
     events: u64,
     event_batches: u64,
+    command_batch_squares: u64,
+    event_batch_squares: u64,
     idle_poll_s: f64,
     failed: bool,
     takeover_after_s: Option<f64>,
@@ -506,6 +539,9 @@ struct PerRequest {
     commands: Option<f64>,
     /// Commands per batch: None before the first batch.
     batch_mean: Option<f64>,
+    /// A command's and an event's batch-mates, on average (Batches::others).
+    command_batch_others: Option<f64>,
+    event_batch_others: Option<f64>,
     host_wakeups: Option<f64>,
     engine_wakeups: Option<f64>,
     engine_sq_work_s: Option<f64>,

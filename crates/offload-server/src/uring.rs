@@ -330,10 +330,10 @@ impl Uring<'_> {
         if !self.ring.submission().is_empty() {
             benign(self.ring.submit(), libc::EAGAIN)?;
         }
-        if self.pushed > 0 {
-            add(&self.stats.app.commands, std::mem::take(&mut self.pushed));
-            add(&self.stats.app.command_batches, 1);
-        }
+        self.stats
+            .app
+            .commands
+            .add(std::mem::take(&mut self.pushed));
         Ok(())
     }
 
@@ -358,10 +358,7 @@ impl Uring<'_> {
         cqes.clear();
         cqes.extend(self.ring.completion().map(|c| (c.user_data(), c.result())));
         self.now = Instant::now();
-        if !cqes.is_empty() {
-            add(&self.stats.socket.events, cqes.len() as u64);
-            add(&self.stats.socket.event_batches, 1);
-        }
+        self.stats.socket.events.add(cqes.len() as u64);
         for &(data, res) in &cqes {
             self.complete(data, res);
         }

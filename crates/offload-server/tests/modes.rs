@@ -1136,6 +1136,13 @@ fn paced_requests_wake_the_host_once_each_and_the_engine_once_or_twice() {
         let per = stats["per_request"]["engine_wakeups"].as_f64().unwrap();
         let total = stats["wakeups"]["engine"].as_f64().unwrap();
         assert!((per - total / (n + 1) as f64).abs() < 1e-9, "{per}");
+        // One request at a time: each crosses alone (the connection, at most, with the
+        // first request).
+        let others = stats["per_request"]["event_batch_others"].as_f64().unwrap();
+        assert!(
+            others <= 2.0 / (n + 2) as f64,
+            "{wait:?}: {others} batch-mates"
+        );
     }
 }
 
@@ -1165,6 +1172,18 @@ fn a_burst_of_requests_takes_far_fewer_wake_ups_than_requests() {
         if mode == Mode::Engine {
             let engine = stats["wakeups"]["engine"].as_u64().unwrap();
             assert!(engine <= 32, "engine woke {engine} times");
+            // Requests crossed in rounds: each has batch-mates, E[X^2] / E[X] - 1.
+            let counts = &stats["engine"];
+            let (items, squares) = (
+                counts["events"].as_f64().unwrap(),
+                counts["event_batch_squares"].as_f64().unwrap(),
+            );
+            let others = stats["per_request"]["event_batch_others"].as_f64().unwrap();
+            assert!((others - (squares / items - 1.0)).abs() < 1e-9, "{others}");
+            assert!(
+                others >= 1.0,
+                "{others} batch-mates per event in rounds of 8"
+            );
         }
     }
 }

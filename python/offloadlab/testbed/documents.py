@@ -110,6 +110,9 @@ class EngineCounts:
     command_batches: int
     events: int
     event_batches: int
+    # Sums of each batch's size squared, for the batch-mates per item (PerRequest).
+    command_batch_squares: int
+    event_batch_squares: int
     idle_poll_s: float
     failed: bool
     takeover_after_s: float | None
@@ -128,6 +131,10 @@ class PerRequest:
     engine_busy_cpu_s: float | None
     commands: float | None
     batch_mean: float | None
+    # A command's and an event's batch-mates on average, E[X^2] / E[X] - 1 over batch
+    # sizes X: what arriving together adds to a queue's wait (M^X/G/1).
+    command_batch_others: float | None
+    event_batch_others: float | None
     host_wakeups: float | None
     engine_wakeups: float | None
     engine_sq_work_s: float | None
