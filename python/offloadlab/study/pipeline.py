@@ -206,8 +206,8 @@ def _machine(the_plan: plan.Plan, work: dist.Dist) -> str:
                  else f"on the engine's core {the_plan.engine_core}")
     return (f"{platform.node()}: {n} cores ({platform.processor() or platform.machine()}),"
             f" Linux {platform.release()}; host thread on core {the_plan.host_core}, engine "
-            f"on core {the_plan.engine_core} (sleeping when idle: engine_wait "
-            f"{plan.ENGINE_WAIT}), load generator {generator}; application work "
+            f"on core {the_plan.engine_core} (engine_wait {plan.ENGINE_WAIT}), load "
+            f"generator {generator}; application work "
             f"{work}")
 
 
