@@ -117,7 +117,8 @@ type ClassTuple = (
 
 /// Simulate the request-level network once (one rate point). Returns a dict of plain
 /// Python values; see `offloadlab.sim` for their meaning. `warmup=None` means MSER-5.
-/// `queues` gives each station (noe, cpu, oe) as (wakeup, background, cooling seconds)
+/// `queues` gives each station (noe, cpu, oe) as (wakeup, background, cooling seconds,
+/// served in gated rounds)
 /// and `d0` each class as (d0 on the host, d0 offloaded), in seconds; None: no such costs.
 #[pyfunction]
 #[pyo3(signature = (rate, classes, delay_max, requests, seed, replications, warmup, batches,
@@ -137,7 +138,7 @@ fn simulate<'py>(
     precision: Option<f64>,
     precision_metric: usize,
     threads: usize,
-    queues: Option<[(PyDist, PyDist, f64); 3]>,
+    queues: Option<[(PyDist, PyDist, f64, bool); 3]>,
     d0: Option<Vec<(f64, f64)>>,
     control: Option<&Control>,
 ) -> PyResult<Bound<'py, PyDict>> {
@@ -153,10 +154,11 @@ fn simulate<'py>(
         rate,
         delay_max,
         queues: queues.map_or_else(Default::default, |q| {
-            q.map(|(wakeup, background, cooling)| QueueCosts {
+            q.map(|(wakeup, background, cooling, rounds)| QueueCosts {
                 wakeup: wakeup.0,
                 background: background.0,
                 cooling,
+                rounds,
             })
         }),
         classes: classes

@@ -166,14 +166,14 @@ def _is_int(x: object) -> bool:
     return isinstance(x, int | np.integer) and not isinstance(x, bool)
 
 
-def _queue(q: Queue, scenario: Scenario) -> tuple[_core.Dist, _core.Dist, float]:
-    """A queue's wake-up, background and cooling time for the simulator. Background jobs
+def _queue(q: Queue, scenario: Scenario) -> tuple[_core.Dist, _core.Dist, float, bool]:
+    """A queue's wake-up, background, cooling time and rounds for the simulator. Background jobs
     arrive at the total rate, each of a class drawn by the class mix: a mixture of the
     classes' own."""
     names = scenario.class_names
     background = (to_core(q.background) if not q.per_class else _core.Dist.mixture(
         [c.rate for c in scenario.classes], [to_core(q.background_of(n)) for n in names]))
-    return to_core(q.wakeup), background, q.cooling
+    return to_core(q.wakeup), background, q.cooling, q.release == "round"
 
 
 def to_core(d: dist.Dist) -> _core.Dist:

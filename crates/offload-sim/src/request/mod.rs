@@ -14,8 +14,9 @@
 //!
 //! Each station may also pay costs beyond its requests' service ([`QueueCosts`]): a
 //! wake-up added to the service of a request that finds no other request there, and
-//! background work on its core that preempts the requests. A request's end-to-end delay
-//! also includes a fixed delay outside host and engine (d0).
+//! background work on its core that preempts the requests. A station may also serve in
+//! gated rounds whose requests leave together. A request's end-to-end delay also
+//! includes a fixed delay outside host and engine (d0).
 //!
 //! A queue whose offered load (rate times mean service, plus its background load) is 1
 //! or more has no steady state; it is not simulated and its delays are reported as
@@ -69,6 +70,11 @@ pub struct QueueCosts {
     /// Seconds over which an idle station cools down: after an idle period I, a wake-up
     /// costs its draw times 1 - exp(-I / cooling) (0: the full draw, whatever I).
     pub cooling: f64,
+    /// Serve in gated rounds: a round takes every request waiting when it begins, and
+    /// its requests leave together once the last of them is served (as a thread that
+    /// drains its input ring, handles each item, then publishes what it produced in one
+    /// batch). The service order stays FCFS; only the leaving waits for the round.
+    pub rounds: bool,
 }
 
 impl QueueCosts {
@@ -84,12 +90,13 @@ impl QueueCosts {
 }
 
 impl Default for QueueCosts {
-    /// No wake-up cost and no background work.
+    /// No wake-up cost, no background work, each request leaving when served.
     fn default() -> Self {
         QueueCosts {
             wakeup: Dist::Det { value: 0.0 },
             background: Dist::Det { value: 0.0 },
             cooling: 0.0,
+            rounds: false,
         }
     }
 }

@@ -75,6 +75,14 @@ struct Server {
     idle_since: f64,
 }
 
+/// A station's gated round (used when it serves in rounds): how many of the round's
+/// requests are still to be served, and those served, which leave when it ends.
+#[derive(Default)]
+struct Round {
+    left: usize,
+    served: Vec<Job>,
+}
+
 /// The state of one simulation run. Drive it with [`Replication::run_arrivals`] and
 /// collect statistics with [`Replication::take_window`].
 pub struct Replication<'a> {
@@ -82,6 +90,7 @@ pub struct Replication<'a> {
     rng: Xoshiro256PlusPlus,
     calendar: Calendar<Event>,
     stations: [Server; 3],
+    rounds: [Round; 3],
     /// Each station's streams of wake-up costs and of background jobs; None without them.
     wakeup: [Option<Xoshiro256PlusPlus>; 3],
     background: [Option<Xoshiro256PlusPlus>; 3],
@@ -136,6 +145,7 @@ impl<'a> Replication<'a> {
             rng,
             calendar: Calendar::new(),
             stations,
+            rounds: Default::default(),
             wakeup,
             background,
             stable,
@@ -299,6 +309,8 @@ impl<'a> Replication<'a> {
         let s = station as usize;
         job.woke = self.stations[s].jobs.is_empty();
         if job.woke {
+            // A request that finds the station empty starts a round of its own.
+            self.rounds[s].left = 1;
             // Background work that came while the station was empty delayed no request
             // (but may still be running).
             self.background_work(s);
@@ -332,8 +344,8 @@ impl<'a> Replication<'a> {
             return;
         }
         self.advance_area(station);
-        let server = &mut self.stations[station as usize];
-        let mut job = server
+        let server = &mut self.stations[s];
+        let job = server
             .jobs
             .pop_front()
             .expect("a departure has a job in service");
@@ -344,6 +356,26 @@ impl<'a> Replication<'a> {
         } else {
             server.idle_since = self.now;
         }
+        if !self.net.queues[s].rounds {
+            return self.leave(station, job);
+        }
+        let round = &mut self.rounds[s];
+        round.served.push(job);
+        round.left -= 1;
+        if round.left > 0 {
+            return;
+        }
+        // The round is over: its requests leave, and the next takes every one waiting.
+        round.left = self.stations[s].jobs.len();
+        let mut served = mem::take(&mut self.rounds[s].served);
+        for job in served.drain(..) {
+            self.leave(station, job);
+        }
+        self.rounds[s].served = served; // keeps its capacity
+    }
+
+    /// A served request leaves `station` now: to the engine, or out of the system.
+    fn leave(&mut self, station: Station, mut job: Job) {
         let net = self.net;
         let class = &net.classes[job.class as usize];
         let now = self.now;
@@ -415,7 +447,8 @@ impl<'a> Replication<'a> {
     fn advance_area(&mut self, station: Station) {
         let s = station as usize;
         let server = &mut self.stations[s];
-        let n = server.jobs.len() as f64;
+        // Requests served but held for their round's end are still at the station.
+        let n = (server.jobs.len() + self.rounds[s].served.len()) as f64;
         let dt = self.now - server.since;
         self.window.area_total[s] += n * dt;
         self.window.area_queue[s] += (n - 1.0).max(0.0) * dt;
