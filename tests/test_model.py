@@ -615,6 +615,24 @@ def test_a_wakeup_cost_gives_welchs_exceptional_first_service():
     assert light.U[0] / 10.0 > q.U[0] / lam  # per request: s1 + P0 d1
 
 
+def test_answers_released_in_gated_rounds_wait_for_the_rest_of_their_round():
+    # Written out independently (docs/model.md §16): W is the work a request finds,
+    # the Pollaczek-Khinchine wait; a round's remaining work averages W / (1 + rho)
+    # over time, and a share rho of it arrives behind the request, in its round.
+    lam, s1, s2 = 600.0, 1e-3, 2e-6
+    rho = lam * s1
+    W = lam * s2 / (2 * (1 - rho))
+    q, sojourn = _station(lam, s1, s2, rounds=True)
+    assert sojourn == pytest.approx(W + s1 + rho * W / (1 + rho), rel=1e-12)
+    assert q.U[0] == pytest.approx(rho) and q.wakeups[0] == pytest.approx(1 - rho)
+    # With a wake-up, the work found is Welch's wait; the wake-up is the request's own.
+    d1, d2 = 2e-4, 4e-8
+    welch = W + lam * (d2 + 2 * d1 * s1) / (2 * (1 + lam * d1))
+    P0 = (1 - rho) / (1 + lam * d1)
+    _, woken = _station(lam, s1, s2, d1=d1, d2=d2, rounds=True)
+    assert woken == pytest.approx(welch + s1 + P0 * d1 + rho * welch / (1 + rho), rel=1e-12)
+
+
 def test_background_work_gives_the_preemptive_priority_queue():
     # The low class of a two-class preemptive-resume M/G/1 (background first):
     # T = E[S] / (1 - sigma) + (lam_B E[B^2] + lam E[S^2]) / (2 (1 - sigma)(1 - sigma - rho)).

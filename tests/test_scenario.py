@@ -247,16 +247,26 @@ def test_bad_d0_names_the_field_and_the_fix(extra, words):
     ('[engine]\nbackground = 5', ["engine: background", "not a distribution spec"]),
     ('[host_alone]\nwakeup = "pareto(alpha=1.5, k=1us)"', ["host_alone: wakeup", "alpha > 2"]),
     ('[engine]\nwake = "det(1us)"',
-     ["engine: unknown field 'wake'", "background, cooling, wakeup"]),
+     ["engine: unknown field 'wake'", "background, cooling, release, wakeup"]),
     ('host = 3', ["host: must be a table"]),
     ('[engine.background]\nc9 = "det(1us)"', ["engine: background: no class is named 'c9'"]),
     ('[engine.background]\nc3 = "det(-1us)"', ["engine: background: c3", ">= 0"]),
     ('[engine]\ncooling = "-1ms"', ["engine: cooling", ">= 0", "the cooling time"]),
     ('[host]\ncooling = 0.3', ["host: cooling", "string with a unit"]),
+    ('[host]\nrelease = "batch"', ["host: release = 'batch'", "'request', 'round'"]),
+    ('[engine]\nrelease = 1', ["engine: release = 1", "'request', 'round'"]),
 ])
 def test_bad_queue_costs_name_the_table_and_field(table, words):
     message = _error(table + "\n" + GOOD_CLASS)
     assert all(w in message for w in words), message
+
+
+def test_release_in_rounds_round_trips_and_defaults_to_each_request():
+    s = scenario.loads('[host]\nrelease = "round"\n' + GOOD_CLASS)
+    # The host alone takes [host]'s release too, as it takes its other costs.
+    assert s.host.release == s.host_alone.release == "round"
+    assert s.engine.release == "request"
+    assert scenario.loads(scenario.dumps(s)) == s
 
 
 def test_background_per_class_round_trips():

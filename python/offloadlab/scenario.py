@@ -43,7 +43,11 @@ QUEUE_FIELDS: dict[str, str] = {
                   "class name -> spec",
     "cooling": "how long an idle queue takes to cool down: after idling I, a wake-up "
                "costs wakeup x (1 - exp(-I / cooling)); 0: the full cost every time",
+    "release": 'when a served request leaves: "request", at once; "round", with its round: '
+               "the queue serves in gated rounds (each takes every request waiting when it "
+               "begins) and a round's requests leave together once its last is served",
 }
+RELEASES = ("request", "round")
 _CHOICES = {
     "system_delay": ("max", "sum"),
     "cpu_queue": ("mm1", "mg1"),
@@ -68,6 +72,9 @@ class Queue:
     #: Seconds; a thread that slept longer pays more to wake (caches and the core's
     #: idle state cool down): after idling I, a wake-up costs its draw x (1 - e^(-I/cooling)).
     cooling: float = 0.0
+    #: "round": a thread that drains its input, handles each item and then publishes
+    #: all it produced in one batch holds every result until its round is done.
+    release: Literal["request", "round"] = "request"
 
     def background_of(self, name: str) -> Dist:
         """The background job of a request of class ``name``."""
@@ -219,6 +226,12 @@ def _queue(raw: object, table: str, default: Queue, base_dir: Path | None,
                                  base_dir, errors)
     if "cooling" in raw:
         values["cooling"] = _duration(raw, "cooling", f"{table}: ", "the cooling time", errors)
+    if "release" in raw:
+        if raw["release"] in RELEASES:
+            values["release"] = raw["release"]
+        else:
+            errors.append(f"{table}: release = {raw['release']!r} is not one of "
+                          f"{', '.join(map(repr, RELEASES))} ({QUEUE_FIELDS['release']})")
     background = raw.get("background")
     if isinstance(background, dict):  # per class: { c0 = "det(10us)", c3 = "det(60us)" }
         values["background"] = _ZERO
@@ -357,7 +370,8 @@ def dumps(scenario: Scenario) -> str:
         queue = getattr(scenario, table)
         data[table] = {"wakeup": str(queue.wakeup), "cooling": units.format_time(queue.cooling),
                        "background": str(queue.background) if not queue.per_class else
-                       {c.name: str(queue.background_of(c.name)) for c in scenario.classes}}
+                       {c.name: str(queue.background_of(c.name)) for c in scenario.classes},
+                       "release": queue.release}
     data["class"] = [
         {"name": c.name, "rate": c.rate,
          **{key: str(getattr(c, key)) for key in COST_FIELDS},

@@ -15,8 +15,11 @@ Beyond the seed (issue 25), each queue may pay a cost D per wake-up (the request
 finds it idle starts a busy period and pays D on top of its service: Welch's M/G/1 with
 exceptional first service) and may share its core with background work B per request of
 the scenario, which preempts it (a preemptive-resume priority class). :func:`station`
-solves one such queue; with D = B = 0 it is the Pollaczek-Khinchine queue. A fixed delay
-d0 outside host and engine is added to each path's end-to-end delay.
+solves one such queue; with D = B = 0 it is the Pollaczek-Khinchine queue. A queue may
+also serve in gated rounds whose requests leave together (a thread that drains its
+input, then publishes what it produced in one batch): each request then also waits for
+the rest of its round. A fixed delay d0 outside host and engine is added to each path's
+end-to-end delay.
 
 All functions broadcast: rates and fractions may carry any leading shape (a rate
 sweep, a batch of candidate splits) with classes on the last axis.
@@ -34,21 +37,22 @@ from offloadlab.scenario import Options, Queue, Scenario
 
 @dataclass(frozen=True)
 class Extra:
-    """A queue's wake-up cost D (moments d1, d2, seconds and seconds^2) and the
+    """A queue's wake-up cost D (moments d1, d2, seconds and seconds^2), the
     background work B each request of a class brings to its core (b1, b2: arrays over
-    classes, or scalars for every class)."""
+    classes, or scalars for every class), and whether its requests leave in ``rounds``."""
 
     d1: float = 0.0
     d2: float = 0.0
     b1: np.ndarray | float = 0.0
     b2: np.ndarray | float = 0.0
     cooling: float = 0.0
+    rounds: bool = False
 
     @classmethod
     def of(cls, q: Queue, names: list[str]) -> Extra:
         b = [q.background_of(n) for n in names]
         return cls(q.wakeup.mean, q.wakeup.m2, np.array([d.mean for d in b]),
-                   np.array([d.m2 for d in b]), q.cooling)
+                   np.array([d.m2 for d in b]), q.cooling, q.release == "round")
 
     def wakeup(self, lam: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """E[D] and E[D^2] of a wake-up at arrival rate ``lam``. After an idle period I
@@ -192,6 +196,10 @@ def station(lam: np.ndarray, load1: np.ndarray, load2: np.ndarray, all_lam: np.n
     busy, of mean i1 = sum_c lam_c E[B_c^2] / (2 (1 - sigma)^2). Taking E[I^2] = 2 i1^2
     makes the result exact in both known limits: Welch's queue for B = 0 and the
     preemptive-resume priority queue for D = 0.
+
+    Served in gated rounds whose requests leave together, a request also waits for the
+    work that joins its round behind it: rho / (1 + rho) of the mean work it found on
+    arriving (exact for B = 0; docs/model.md, section 16).
     """
     sigma = (all_lam * x.b1).sum(-1)
     bg2 = (all_lam * x.b2).sum(-1)  # sum_c lam_c E[B_c^2]
@@ -209,8 +217,10 @@ def station(lam: np.ndarray, load1: np.ndarray, load2: np.ndarray, all_lam: np.n
         e2 = (2 * i1**2 + 2 * i1 * (d1 + m1) * k + (d2 + 2 * d1 * m1) * k**2
               + d1 * bg2 * k**3)
         idle = np.where(open_, (1 - rho) / (1 + lam * e1), 0.0)  # P0: wake-ups per request
-        wait = (pk_wait(load2_c, np.where(open_, rho, 1.0))
-                + np.where(open_, lam * e2 / (2 * (1 + lam * e1)) + idle * e1, np.inf))
+        found = (pk_wait(load2_c, np.where(open_, rho, 1.0))
+                 + np.where(open_, lam * e2 / (2 * (1 + lam * e1)), np.inf))
+        behind = rho / (1 + rho) * found if x.rounds else 0.0
+        wait = found + behind + np.where(open_, idle * e1, np.inf)
         W = np.where(open_, wait + m1 * (k - 1) - idle * d1, np.inf)
     U = load1 + lam * idle * d1
     # Past saturation the core is full: load1 + sigma >= 1 marks it, as U >= 1 did.
