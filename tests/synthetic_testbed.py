@@ -7,10 +7,14 @@ Per request of a class (sizes from its manifest):
 - offload mode: the host works ``overhead`` (a constant: the cost of talking to the
   engine) and the engine ``engine_fixed + engine_per_byte * size``;
 - the client sees ``d0`` (per mode) on top of the queues, and in offload mode the
-  slower of the two queues (seed 000's T = max(T_cpu, T_oe)).
+  slower of the two queues (seed 000's T = max(T_cpu, T_oe));
+- in engine mode the host's answers leave in gated rounds, as the server's host thread
+  publishes its commands once per drain of the engine's events.
 
 Utilisation follows the utilisation law, delay the Pollaczek-Khinchine formula, and a
-saturation run completes requests at the bottleneck's capacity.
+saturation run completes requests at the bottleneck's capacity. A queue whose answers
+leave in rounds adds the work that joins a round behind a request: rho / (1 + rho) of
+its Pollaczek-Khinchine wait.
 """
 
 from __future__ import annotations
@@ -43,16 +47,19 @@ def manifest(sizes: list[int]) -> pd.DataFrame:
 
 @dataclass(frozen=True)
 class Queue:
-    """One M/G/1 queue: the first two moments of its service time."""
+    """One M/G/1 queue: the first two moments of its service time, and whether its
+    answers leave in gated rounds."""
 
     mean: float
     m2: float
+    rounds: bool = False
 
     def sojourn(self, lam: float) -> float:
         rho = lam * self.mean
         if rho >= 1:
             return math.inf
-        return self.mean + lam * self.m2 / (2 * (1 - rho))
+        wait = lam * self.m2 / (2 * (1 - rho))
+        return self.mean + wait * (1 + rho / (1 + rho) if self.rounds else 1)
 
 
 @dataclass(frozen=True)
@@ -63,12 +70,12 @@ class SyntheticTestbed:
         """The host's queue and (offload modes) the engine's, for ``load``'s sizes."""
         c, size = self.costs, load.manifest["size_bytes"].to_numpy(float)
 
-        def queue(work: np.ndarray) -> Queue:
-            return Queue(float(work.mean()), float((work**2).mean()))
+        def queue(work: np.ndarray, rounds: bool = False) -> Queue:
+            return Queue(float(work.mean()), float((work**2).mean()), rounds)
 
         if mode == "inline":
             return queue(c.host_fixed + c.host_per_byte * size), None
-        return (queue(np.full(len(size), c.overhead)),
+        return (queue(np.full(len(size), c.overhead), rounds=mode == "engine"),
                 queue(c.engine_fixed + c.engine_per_byte * size))
 
     def delay(self, load: ClassLoad, mode: str, lam: float) -> float:

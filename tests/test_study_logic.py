@@ -103,6 +103,13 @@ def test_the_exported_scenario_gives_the_same_verdicts(study):
         assert math.isclose(result.per_class["f"][0, i], row["f"], abs_tol=1e-9)
 
 
+def test_only_the_extended_models_engine_mode_host_releases_its_answers_in_rounds(study):
+    _, found, _ = study
+    engine = found.fitted.scenarios["engine"]
+    assert engine.host.release == "round" and engine.host_alone.release == "request"
+    assert all(sc.host.release == "request" for sc in found.seed.scenarios.values())
+
+
 def test_a_slower_engine_turns_the_large_class_verdict():
     slow = SyntheticTestbed(Costs(engine_per_byte=0.9e-9))
     found = run.run(_plan(), measure=slow)

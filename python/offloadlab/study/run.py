@@ -186,7 +186,8 @@ def calibrate(plan: Plan, calibration: dict, extended: bool = True) -> compare.F
             fits[key] = replace(f, host_bg=0.0, engine_bg=0.0)
 
     def scenarios() -> dict[str, Scenario]:
-        return {mode: build_scenario(plan, fits, models, mode) for mode in plan.offload_modes}
+        return {mode: build_scenario(plan, fits, models, mode, extended)
+                for mode in plan.offload_modes}
 
     fitted = compare.Fitted(fits, tuple(models), scenarios())
     # d0 is what the model without it leaves of the measured delay at the calibration
@@ -204,11 +205,21 @@ def calibrate(plan: Plan, calibration: dict, extended: bool = True) -> compare.F
     return compare.Fitted(fits, tuple(models), scenarios())
 
 
-def build_scenario(plan: Plan, fits: dict, models: list[fit.CostModel], mode: str) -> Scenario:
+# How each mode's host thread hands on the answers it makes (docs/model.md §16). In
+# engine mode it drains the engine's events, answers each, and only then publishes the
+# commands, in one batch: an answer leaves with its round. Inline writes each answer as
+# soon as it is made; under uring, SQPOLL takes each submission as it is queued while it
+# polls, which it does at every rate the study runs (its idle time is 1 ms).
+HOST_RELEASE = {"inline": "request", "engine": "round", "uring": "request"}
+
+
+def build_scenario(plan: Plan, fits: dict, models: list[fit.CostModel], mode: str,
+                   extended: bool = True) -> Scenario:
     """The fitted scenario of one offload mode: every class with its own costs and d0,
     equal shares of a total rate at half the host-alone capacity of that mix, and
-    offload left to the optimiser; each queue with its cost per wake-up and each class's
-    background work on that queue's core. X_a keeps the shape of the configured work."""
+    offload left to the optimiser; each queue with its cost per wake-up, each class's
+    background work on that queue's core and (``extended``) how the mode's host
+    releases its answers. X_a keeps the shape of the configured work."""
     work_scv = plan.work.scv if plan.work is not None else 0.0
     names = [load.name for load in plan.classes]
     inline_demand = sum(plan.shares[c] * fits[c, "inline"].host for c in names)
@@ -226,18 +237,19 @@ def build_scenario(plan: Plan, fits: dict, models: list[fit.CostModel], mode: st
             offload="auto", d0=_delay(base.d0), d0_offload=_delay(off.d0)))
     wakeup = {(m.mode, m.side): m.wakeup for m in models}
 
-    def queue(side: str, fitted_mode: str, background: str) -> Queue:
+    def queue(side: str, fitted_mode: str, background: str, release: str = "request") -> Queue:
         w = wakeup[fitted_mode, side]
         return Queue(wakeup=Deterministic(w.cost), cooling=w.cooling, per_class=tuple(
-            (c, Deterministic(getattr(fits[c, fitted_mode], background))) for c in names))
+            (c, Deterministic(getattr(fits[c, fitted_mode], background))) for c in names),
+            release=release if extended else "request")
 
     return Scenario(f"fitted-{mode}", tuple(classes),
                     scenario.Options(system_delay="max", cpu_queue="mg1"),
                     f"Fitted by offload study on the testbed ({mode} mode, "
                     f"{plan.workload}); the classes' shares of the mix at half its "
                     "host-alone capacity",
-                    host_alone=queue("host_proto", "inline", "host_bg"),
-                    host=queue("host_overhead", mode, "host_bg"),
+                    host_alone=queue("host_proto", "inline", "host_bg", HOST_RELEASE["inline"]),
+                    host=queue("host_overhead", mode, "host_bg", HOST_RELEASE[mode]),
                     engine=queue("engine", mode, "engine_bg"))
 
 
