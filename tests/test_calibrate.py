@@ -163,6 +163,29 @@ def test_a_wakeup_cost_and_cooling_time_are_recovered_from_cpu_per_request():
     assert fit.fit_wakeup(flat, "host").cost == 0.0
 
 
+def test_the_wakeup_fit_leaves_the_applications_measured_work_alone():
+    # The application burned more per request in the lighter runs (its own draws), so
+    # total host CPU per request falls with load faster than wake-ups explain. Fitted
+    # on the total, that fall would read as a larger D, leaving c0 less protocol work
+    # than the application's account allows; fitted on host CPU less the
+    # application's work, D and the protocol work come back exactly.
+    cost = 30e-6
+
+    def run(cls, proto, app, lam):
+        # Protocol part y = p + D (1 - U), U = lam (app + y), solved for y.
+        y = (proto + cost * (1 - lam * app)) / (1 + lam * cost)
+        return fit.Run(cls, "inline", lam, lam, 1000, app + y, app, math.nan, 1e-3,
+                       _sizes(1e3, 10))
+
+    runs = [[run(c, p, app, lam) for lam, app in ((300.0, 140e-6), (1000.0, 100e-6),
+                                                  (2000.0, 60e-6))]
+            for c, p in (("c0", 5e-6), ("c3", 200e-6))]
+    w = fit.fit_wakeup(runs, "host")
+    assert (w.cost, w.cooling) == pytest.approx((cost, 0.0), abs=1e-12)
+    inline = fit.fit_class(runs[0], MSS, host_wakeup=w)
+    assert inline.EXp == pytest.approx(5e-6, rel=1e-6)
+
+
 def test_background_is_the_cores_busy_time_the_servers_threads_did_not_use():
     from offloadlab.study.measure import background
     server = stats_document(

@@ -261,11 +261,22 @@ def per_request(runs: Sequence[Run], side: str, wakeup: Wakeup) -> float:
     return demand(runs, SIDES[side][0]) - float((n * woke).sum() / n.sum())
 
 
+def woken_part(run: Run, side: str) -> float:
+    """The CPU per request of ``side`` that its wake-ups can change: the host's less
+    the application's own account of its work (a request's application work is the
+    same whoever woke the thread), the engine's as it is."""
+    cpu = getattr(run, SIDES[side][0])
+    return cpu - run.app_s if side == "host" else cpu
+
+
 def fit_wakeup(runs_by_class: Sequence[Sequence[Run]], side: str) -> Wakeup:
-    """A queue's wake-up cost D and cooling time c, from CPU per request y against the
+    """A queue's wake-up cost D and cooling time c, from CPU per request y (less the
+    application's work, :func:`woken_part`) against the
     model's wake-ups per request x (:func:`woken`) over every class's runs: y = S_c +
     D x / (1 + lam c), S_c one per class, by non-negative least squares at each c of
-    :data:`COOLING_GRID`, the c with the least squared error kept. Lighter runs wake the
+    :data:`COOLING_GRID`, the c with the least squared error kept. So the fitted protocol
+    work per class, S_c, is never below 0: a D that would leave less than the
+    application's measured work is not a fit. Lighter runs wake the
     queue for more of their requests, and after longer idle periods; D and c are what
     their higher CPU per request says that costs. With too few runs, or no spread of
     wake-ups within a class, there is no wake-up cost."""
@@ -277,7 +288,7 @@ def fit_wakeup(runs_by_class: Sequence[Sequence[Run]], side: str) -> Wakeup:
     spread_x = max((np.ptp(x[cls == c]) for c in set(cls)), default=0.0)
     if len(rows) <= len(runs_by_class) + 1 or spread_x <= 1e-3:  # slope not identifiable
         return Wakeup()
-    y = np.array([getattr(r, cpu) for _, r in rows])
+    y = np.array([woken_part(r, side) for _, r in rows])
     lam = np.array([r.throughput for _, r in rows])
     onehot = [(cls == c).astype(float) for c in range(len(runs_by_class))]
     best = None
