@@ -825,10 +825,11 @@ fn application_work_shows_up_as_host_cpu_per_request() {
             "{mode:?}: W = {w}, measured {extra} ({base} base)"
         );
         // The application's own account: what it burned. It overshoots by a clock read,
-        // and by any interrupt (loopback softirq) that landed on the thread meanwhile.
+        // and by any interrupt (loopback softirq) that landed on the thread meanwhile:
+        // up to 6.2% on a VM whose hypervisor took 1-11% of the cores under load.
         assert_eq!(no_app, 0.0, "{mode:?}");
         assert!(
-            (w..1.05 * w).contains(&app),
+            (w..1.1 * w).contains(&app),
             "{mode:?}: W = {w}, accounted {app}"
         );
     }
