@@ -494,6 +494,17 @@ def test_fitted_model_matches_the_engine(wait_runs):
     assert np.isfinite(table["mean_vs_poll_s"]).all()
 
 
+def test_the_experiment_refuses_a_wait_the_model_does_not_price(tmp_path):
+    # sleep's wake-ups have no spin before them and land in its busy share, which seed
+    # 002's two costs cannot fit; run alongside, it skewed the fitted t_pkt.
+    from offloadlab.experiments import wait
+
+    assert wait.Experiment(root=tmp_path).strategies == ("poll", "adaptive")
+    with pytest.raises(InputError, match="strategies \\['poll', 'sleep'\\].*poll and/or "
+                                         "adaptive"):
+        wait.Experiment(root=tmp_path, strategies=("poll", "sleep")).check()
+
+
 def test_compare_puts_the_models_engine_latency_beside_the_measured():
     # Made-up runs, so the arithmetic is checked without a server: two strategies at
     # two rates, two repeats each (the median is taken).

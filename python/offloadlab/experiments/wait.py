@@ -34,11 +34,15 @@ from offloadlab.errors import require
 from offloadlab.model import polling
 from offloadlab.results import Check
 from offloadlab.testbed import modes
-from offloadlab.testbed.server import ENGINE_WAITS, ServerOptions
+from offloadlab.testbed.server import ServerOptions
 from offloadlab.workload import fileset, stream
 
 # The engine drains its rings whole in one turn, so its "bulk" has no cap to speak of.
 ENGINE_BULK_CAP = 1 << 20
+# The waits seed 002's model prices: a busy-polling driver and one woken by interrupts.
+# The server's third wait, sleep, has no spin, so its wake-ups cost a different t_int
+# and land in its busy share; the model has no term for that.
+STRATEGIES = ("poll", "adaptive")
 _TIMEOUT_S = 5.0
 
 
@@ -48,7 +52,7 @@ class Experiment(modes.Rounds):
 
     root: Path
     rates: tuple[float, ...] = (500.0, 2000.0, 8000.0)
-    strategies: tuple[str, ...] = ENGINE_WAITS
+    strategies: tuple[str, ...] = STRATEGIES
     keep_alive: int = 20
     repeats: int = 1
     run_s: float = 2.0
@@ -56,9 +60,10 @@ class Experiment(modes.Rounds):
     def check(self) -> None:
         require(bool(self.rates) and all(np.isfinite(r) and r > 0 for r in self.rates),
                 f"rates {list(self.rates)}: give request rates > 0, e.g. 500,2000,8000")
-        bad = [s for s in self.strategies if s not in ENGINE_WAITS]
+        bad = [s for s in self.strategies if s not in STRATEGIES]
         require(bool(self.strategies) and not bad,
-                f"strategies {list(self.strategies)}: use {' and/or '.join(ENGINE_WAITS)}")
+                f"strategies {list(self.strategies)}: use {' and/or '.join(STRATEGIES)}, "
+                "the waits seed 002's model prices")
         require(self.keep_alive >= 1, f"keep_alive={self.keep_alive}: use 1 or more "
                                       "requests per connection")
         self.check_rounds()
