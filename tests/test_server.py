@@ -126,6 +126,24 @@ def test_running_keeps_the_final_document_and_serves_live_stats(site):
         assert server.stats() is None
 
 
+def test_only_a_spinning_server_thread_gets_the_generator_ahead_of_it(site, monkeypatch):
+    # uring's SQPOLL thread and a busy-polling engine spin on the engine's core; an
+    # engine that sleeps when idle, and inline (nothing there), do not.
+    from offloadlab.testbed import load, modes
+
+    spins = {(mode, wait): ServerOptions(site["root"], mode=mode, engine_wait=wait).spins()
+             for mode in MODES for wait in ("poll", "adaptive", "sleep")}
+    assert {key for key, spin in spins.items() if spin} == {
+        ("uring", "poll"), ("uring", "adaptive"), ("uring", "sleep"),
+        ("engine", "poll"), ("handoff", "poll")}
+    seen = []
+    monkeypatch.setattr(load, "run", lambda *args, **options: seen.append(options))
+    monkeypatch.setattr(modes, "ModeRun", lambda *args: None)
+    for mode, given in (("uring", {}), ("engine", {}), ("uring", {"beside_spinner": False})):
+        modes.run_mode(ServerOptions(site["root"], mode=mode), None, None, **given)
+    assert [s["beside_spinner"] for s in seen] == [True, False, False]
+
+
 def test_the_engine_burns_its_message_cost_for_each_request_and_answer(site):
     options = ServerOptions(site["root"], mode="engine", engine_message_cost_s=2e-3)
     with running(options) as server:

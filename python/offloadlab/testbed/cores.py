@@ -2,7 +2,7 @@
 makes the same choice: the host on the first core this process may use, the engine (or
 SQPOLL thread) on the second, and nothing pinned on a single core; a user's
 --host-core or --engine-core overrides its half. The load generator shares the
-engine's core, and runs ahead of the server's threads there (:func:`generator_nice`)."""
+engine's core, and runs ahead of a server thread that spins there (:func:`generator_nice`)."""
 
 from __future__ import annotations
 
@@ -19,17 +19,19 @@ def choose(host: int | None = None, engine: int | None = None) -> tuple[int | No
 # Nice -20 puts a woken load thread ahead of a server thread that spins on the shared
 # core: the SQPOLL thread spins a jiffy after each submission, and at nice 0 the kernel
 # let it finish its time slice first, which added 1-2 ms to uring's measured delays at
-# half load (docs/testbed.md, "The shared core"). The server's threads then see the
-# generator as work of higher priority, as the model's background class assumes. Only
-# for open loops, where the generator keeps a schedule and its lateness is counted in
-# every delay: a closed loop of many clients at -20 held the core whenever any answer
+# half load (docs/testbed.md, "The shared core"). Only beside such a spinner: an engine
+# that sleeps when idle was held off its core by a generator at -20 (class 0 at 4,000
+# req/s: 2.4-2.8 ms against 1.2-1.3 ms at nice 0, medians of interleaved pairs), and
+# only for open loops, where the generator keeps a schedule and its lateness is counted
+# in every delay: a closed loop of many clients at -20 held the core whenever any answer
 # came, and the engine ran in the gaps (class 3's engine-mode capacity fell to 5,755
 # req/s, below the 5,951 an open loop reached).
 SHARED_CORE_NICE = -20
 
 
-def generator_nice(pinned: bool, open_loop: bool) -> int:
+def generator_nice(pinned: bool, open_loop: bool, beside_spinner: bool) -> int:
     """The niceness of the load generator's threads: :data:`SHARED_CORE_NICE` when they
-    are pinned beside the server's, keep an open-loop schedule, and the process may
-    raise its priority (root); else 0."""
-    return SHARED_CORE_NICE if pinned and open_loop and os.geteuid() == 0 else 0
+    are pinned beside a server thread that spins (``beside_spinner``), keep an open-loop
+    schedule, and the process may raise its priority (root); else 0."""
+    return (SHARED_CORE_NICE if pinned and open_loop and beside_spinner and os.geteuid() == 0
+            else 0)

@@ -97,7 +97,7 @@ def run(target: str | Target, requests: Stream, objects, *, threads: int | None 
         timeout_s: float = 5.0, max_duration_s: float | None = None, method: str = "GET",
         verify: str = "checksum", records: bool = False, allow_remote: bool = False,
         busy_poll_s: float = 0.0, repeat: bool = False, cores: Sequence[int] = (),
-        nice: int | None = None, rcvlowat: int = 0,
+        nice: int | None = None, beside_spinner: bool = False, rcvlowat: int = 0,
         progress: Callable[[_core.LoadControl], None] | None = None) -> LoadResult:
     """Send ``requests`` to ``target`` and measure them.
 
@@ -110,7 +110,8 @@ def run(target: str | Target, requests: Stream, objects, *, threads: int | None 
     a saturation run bounded by time alone, as wrk does. ``cores`` pins the generator's
     threads (round robin) to keep it off the cores being measured; ``nice`` is their
     niceness (default: :func:`offloadlab.testbed.cores.generator_nice`, ahead of the
-    server's threads when pinned beside them in an open loop). Loopback only unless
+    server's threads when pinned in an open loop beside one that spins,
+    ``beside_spinner``). Loopback only unless
     ``allow_remote``. ``rcvlowat`` (bytes, 0: off) has the kernel report an answer
     only once that many of its bytes, at most its object's size, are there: one wake-up
     and read per small answer, at the price of a first-byte time that reads as the time
@@ -138,7 +139,8 @@ def run(target: str | Target, requests: Stream, objects, *, threads: int | None 
                          "stream from the same file set")
     closed = requests.kind == "closed"
     if nice is None:
-        nice = cores_policy.generator_nice(pinned=bool(cores), open_loop=not closed)
+        nice = cores_policy.generator_nice(pinned=bool(cores), open_loop=not closed,
+                                           beside_spinner=beside_spinner)
     if not isinstance(nice, int):  # the generator checks the range
         raise InputError(f"nice {nice!r}: give a whole niceness from -20 to 19")
     if repeat and not closed:

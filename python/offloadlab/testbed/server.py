@@ -358,6 +358,12 @@ class ServerOptions:
     def replace(self, **changes) -> ServerOptions:
         return dataclasses.replace(self, **changes)
 
+    def spins(self) -> bool:
+        """Whether a server thread spins on the engine's core under load: uring's SQPOLL
+        thread, or an engine that busy-polls (a load generator there must run ahead of
+        it, :func:`offloadlab.testbed.cores.generator_nice`)."""
+        return self.mode == "uring" or (self.mode != "inline" and self.engine_wait == "poll")
+
 
 # The catalogue table dynamic pages query.
 DB_TABLE = _core.DB_TABLE
