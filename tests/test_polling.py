@@ -500,8 +500,8 @@ def test_the_experiment_refuses_a_wait_the_model_does_not_price(tmp_path):
     from offloadlab.experiments import wait
 
     assert wait.Experiment(root=tmp_path).strategies == ("poll", "adaptive")
-    with pytest.raises(InputError, match="strategies \\['poll', 'sleep'\\].*poll and/or "
-                                         "adaptive"):
+    with pytest.raises(InputError, match=r"strategies \['poll', 'sleep'\].*poll and/or "
+                                         r"adaptive"):
         wait.Experiment(root=tmp_path, strategies=("poll", "sleep")).check()
 
 
