@@ -8,6 +8,7 @@ manager or, for processes, killed in a finally."""
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import hashlib
 import http.client
@@ -22,6 +23,7 @@ import subprocess
 import sys
 import threading
 import time
+import types
 from pathlib import Path
 
 import numpy as np
@@ -128,20 +130,31 @@ def test_running_keeps_the_final_document_and_serves_live_stats(site):
 
 def test_only_a_spinning_server_thread_gets_the_generator_ahead_of_it(site, monkeypatch):
     # uring's SQPOLL thread and a busy-polling engine spin on the engine's core; an
-    # engine that sleeps when idle, and inline (nothing there), do not.
+    # engine that sleeps when idle, and inline (nothing there), do not; and a generator
+    # on the host's core is beside no spinner.
     from offloadlab.testbed import load, modes
 
-    spins = {(mode, wait): ServerOptions(site["root"], mode=mode, engine_wait=wait).spins()
-             for mode in MODES for wait in ("poll", "adaptive", "sleep")}
-    assert {key for key, spin in spins.items() if spin} == {
-        ("uring", "poll"), ("uring", "adaptive"), ("uring", "sleep"),
-        ("engine", "poll"), ("handoff", "poll")}
+    def on(cores, mode, wait="adaptive"):
+        return ServerOptions(site["root"], mode=mode, engine_wait=wait, host_core=0,
+                             engine_core=1).spins_on(cores)
+
+    spinning = {(mode, wait) for mode in MODES for wait in ("poll", "adaptive", "sleep")
+                if on([1], mode, wait)}
+    assert spinning == {("uring", "poll"), ("uring", "adaptive"), ("uring", "sleep"),
+                        ("engine", "poll"), ("handoff", "poll")}
+    assert not on([0], "uring") and not on([], "uring") and on([0, 1], "uring")
+    # run_mode passes it on unless told: no server is needed to see what it passes.
     seen = []
     monkeypatch.setattr(load, "run", lambda *args, **options: seen.append(options))
+    monkeypatch.setattr(modes, "running", lambda options: contextlib.nullcontext(
+        types.SimpleNamespace(url="", final={})))
     monkeypatch.setattr(modes, "ModeRun", lambda *args: None)
-    for mode, given in (("uring", {}), ("engine", {}), ("uring", {"beside_spinner": False})):
-        modes.run_mode(ServerOptions(site["root"], mode=mode), None, None, **given)
-    assert [s["beside_spinner"] for s in seen] == [True, False, False]
+    for mode, given in (("uring", {"cores": [1]}), ("engine", {"cores": [1]}),
+                        ("uring", {"cores": [0]}),
+                        ("uring", {"cores": [1], "beside_spinner": False})):
+        options = ServerOptions(site["root"], mode=mode, host_core=0, engine_core=1)
+        modes.run_mode(options, None, None, **given)
+    assert [s["beside_spinner"] for s in seen] == [True, False, False, False]
 
 
 def test_the_engine_burns_its_message_cost_for_each_request_and_answer(site):

@@ -80,7 +80,8 @@ def run_mode(options: ServerOptions, requests: Stream, manifest: pd.DataFrame,
     ``name`` labels the run (default: the mode); ``load_options`` go to
     :func:`offloadlab.testbed.load.run`, whose generator runs ahead of the server's
     threads where one spins (``beside_spinner``, unless they say otherwise)."""
-    load_options.setdefault("beside_spinner", options.spins())
+    load_options.setdefault("beside_spinner",
+                            options.spins_on(load_options.get("cores", ())))
     with running(options) as server:
         result = load.run(server.url, requests, manifest, progress=progress, **load_options)
     assert server.final is not None  # set as the server stopped

@@ -27,7 +27,7 @@ import os
 import signal
 import socket
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
@@ -358,11 +358,12 @@ class ServerOptions:
     def replace(self, **changes) -> ServerOptions:
         return dataclasses.replace(self, **changes)
 
-    def spins(self) -> bool:
-        """Whether a server thread spins on the engine's core under load: uring's SQPOLL
-        thread, or an engine that busy-polls (a load generator there must run ahead of
-        it, :func:`offloadlab.testbed.cores.generator_nice`)."""
-        return self.mode == "uring" or (self.mode != "inline" and self.engine_wait == "poll")
+    def spins_on(self, cores: Sequence[int]) -> bool:
+        """Whether a server thread spins under load on one of ``cores``: uring's SQPOLL
+        thread or a busy-polling engine, both on the engine's core (a load generator
+        there must run ahead of it, :func:`offloadlab.testbed.cores.generator_nice`)."""
+        spinner = self.mode == "uring" or (self.mode != "inline" and self.engine_wait == "poll")
+        return spinner and self.engine_core is not None and self.engine_core in cores
 
 
 # The catalogue table dynamic pages query.
