@@ -233,8 +233,9 @@ def testbed_cmd(
               "queueing, work). The measured latency also holds the host, the sockets, "
               "the load generator and the scheduler, which the model leaves out.",
               highlight=False)
-    out.print(f"fitted t_int {us(fitted.t_int)} µs per wake-up, t_pkt {us(fitted.t_pkt)} µs "
-              f"per request (rms {fitted.rms:.3f} of a core); results in {out_dir}",
+    out.print(f"fitted t_int {us(fitted.t_int)} µs per wake-up ({us(fitted.t_wake)} µs of it "
+              f"counted busy), t_pkt {us(fitted.t_pkt)} µs per request (rms {fitted.rms:.3f} "
+              f"of a core); results in {out_dir}",
               highlight=False, markup=False)
 
 

@@ -11,8 +11,9 @@ sleep and wake-up costs (the spin before it and the system calls around it).
 rate (Poisson, keep-alive, the same stream for both), interleaved, and measures the
 engine thread's CPU per second of run, split into busy work and idle polling (the
 stats' ``engine.idle_poll_s``), and the latency clients saw. :func:`fit` finds t_int
-and t_pkt by least squares from all runs together: the adaptive runs' CPU share, and
-the busy share of both; :func:`compare` puts each run beside the fitted model: CPU,
+and t_pkt, and t_wake (the part of a wake-up the server's account calls busy), by
+least squares from all runs together: the adaptive runs' CPU share, and the busy share
+of both; :func:`compare` puts each run beside the fitted model: CPU,
 busy share, and the engine's part of the latency. The model's latency is only what the
 engine adds (wake-up, queueing behind other requests, the request's own work); the
 measured HTTP latency also holds the host, the sockets, the load generator and the
@@ -23,7 +24,7 @@ against the measured difference.
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import numpy as np
@@ -125,24 +126,29 @@ def measure(done: modes.ModeRun) -> dict:
 
 @dataclass(frozen=True)
 class WaitFit:
-    """t_int and t_pkt (seconds) and the root-mean-square error of the fit (share of a
-    core)."""
+    """t_int and t_pkt (seconds), the root-mean-square error of the fit (share of a
+    core), and t_wake, the part of t_int the server counts as busy: the idle account
+    stops at the turn that finds work, so the return from the sleep and the cold caches
+    after it land in the busy share."""
 
     t_int: float
     t_pkt: float
     rms: float
+    t_wake: float = 0.0
 
     def shares(self, strategy: str, lam) -> tuple[np.ndarray, np.ndarray]:
-        """The model's (CPU, busy) shares of a core at ``lam`` requests/s. Busy is the
-        requests' own work, lam t_pkt. A busy-polling engine uses the whole core; an
-        adaptive one sleeps when idle and pays t_int for each wake-up, as a driver pays
-        for an interrupt (seed 002's interrupt mode with an unbounded bulk)."""
+        """The model's (CPU, busy) shares of a core at ``lam`` requests/s. A busy-polling
+        engine uses the whole core and is busy with the requests' own work, lam t_pkt.
+        An adaptive one sleeps when idle and pays t_int for each wake-up, as a driver
+        pays for an interrupt (seed 002's interrupt mode with an unbounded bulk); its
+        busy share adds t_wake per wake-up."""
         lam = np.asarray(lam, float)
-        busy = np.minimum(lam * self.t_pkt, 1.0)
+        work = lam * self.t_pkt
         if strategy == "poll":
-            return np.ones_like(busy), busy
-        return np.minimum(polling.cpu_load(lam, self.t_int, self.t_pkt, ENGINE_BULK_CAP),
-                          1.0), busy
+            return np.ones_like(lam), np.minimum(work, 1.0)
+        cpu = np.minimum(polling.cpu_load(lam, self.t_int, self.t_pkt, ENGINE_BULK_CAP), 1.0)
+        wakeups = (cpu - work) / self.t_int if self.t_int > 0 else np.zeros_like(lam)
+        return cpu, np.minimum(work + wakeups * self.t_wake, 1.0)
 
     def latency(self, strategy: str, lam) -> np.ndarray:
         """The model's mean time a request spends in the engine at ``lam`` requests/s
@@ -175,7 +181,8 @@ class Result:
     def summary(self) -> dict:
         # The settings at the top as well, where summary.json had them before.
         return {**self.experiment.describe(), "t_int_s": self.fitted.t_int,
-                "t_pkt_s": self.fitted.t_pkt, "fit_rms": self.fitted.rms,
+                "t_pkt_s": self.fitted.t_pkt,
+                "t_wake_s": self.fitted.t_wake, "fit_rms": self.fitted.rms,
                 "compare": self.compared().to_dict("records")}
 
     def checks(self) -> list[Check]:
@@ -186,21 +193,30 @@ class Result:
 
 
 def fit(runs: pd.DataFrame) -> WaitFit:
-    """Least squares over (t_int, t_pkt) >= 0 of every run's busy share (CPU less idle
-    polling) and the adaptive runs' CPU share against the model's."""
+    """Least squares over t_int, t_pkt >= 0 and t_wake in [0, t_int] of the busy share
+    (CPU less idle polling) of every strategy and rate and the adaptive engine's CPU
+    share against the model's: each the median of its runs, as :func:`compare` shows
+    them, so one run the machine disturbed does not pull the fit."""
+    runs = runs.groupby(["strategy", "rate"], sort=False).median(numeric_only=True
+                                                                 ).reset_index()
     adaptive = runs[runs["strategy"] == "adaptive"]
 
-    def residual(x_us: np.ndarray) -> np.ndarray:
-        guess = WaitFit(x_us[0] * 1e-6, x_us[1] * 1e-6, 0.0)
-        busy = guess.shares("poll", runs["served"])[1] - runs["busy"].to_numpy()
-        cpu = guess.shares("adaptive", adaptive["served"])[0] - adaptive["cpu"].to_numpy()
-        return np.concatenate([busy, cpu])
+    def guess(x: np.ndarray) -> WaitFit:
+        # x: t_int and t_pkt in µs, and t_wake as a share of t_int.
+        return WaitFit(x[0] * 1e-6, x[1] * 1e-6, 0.0, x[0] * x[2] * 1e-6)
+
+    def residual(x: np.ndarray) -> np.ndarray:
+        model = guess(x)
+        busy = [model.shares(strategy, group["served"])[1] - group["busy"].to_numpy()
+                for strategy, group in runs.groupby("strategy", sort=False)]
+        cpu = model.shares("adaptive", adaptive["served"])[0] - adaptive["cpu"].to_numpy()
+        return np.concatenate([*busy, cpu])
 
     per_request_us = 1e6 * float(np.median(runs["busy"] / runs["served"]))
-    best = optimize.least_squares(residual, [per_request_us, per_request_us],
-                                  bounds=(0, np.inf))
-    t_int, t_pkt = np.where(best.active_mask == -1, 0.0, best.x) * 1e-6  # at a bound: on it
-    return WaitFit(float(t_int), float(t_pkt), float(np.sqrt(np.mean(best.fun**2))))
+    best = optimize.least_squares(residual, [per_request_us, per_request_us, 0.5],
+                                  bounds=([0, 0, 0], [np.inf, np.inf, 1]))
+    x = np.where(best.active_mask == -1, 0.0, best.x)  # at a lower bound: on it
+    return replace(guess(x), rms=float(np.sqrt(np.mean(best.fun**2))))
 
 
 def compare(runs: pd.DataFrame, fitted: WaitFit) -> pd.DataFrame:
