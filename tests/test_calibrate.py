@@ -2,6 +2,7 @@
 Table 4-2, the error measures are what they say."""
 
 import math
+from dataclasses import replace
 
 import numpy as np
 import pytest
@@ -184,6 +185,34 @@ def test_the_wakeup_fit_leaves_the_applications_measured_work_alone():
     assert (w.cost, w.cooling) == pytest.approx((cost, 0.0), abs=1e-12)
     inline = fit.fit_class(runs[0], MSS, host_wakeup=w)
     assert inline.EXp == pytest.approx(5e-6, rel=1e-6)
+
+
+def test_the_background_fit_recovers_a_per_request_cost_and_a_steady_share():
+    # The engine's core also runs a generator that spends 70 us per c0 request and
+    # 150 us per c3 request, plus 4.6% of the core at any rate (its timers): per request
+    # it measures a + share / lam, which falls as the rate rises.
+    share, cost = 0.046, {"c0": 70e-6, "c3": 150e-6}
+
+    def run(cls, lam, requests=1000):
+        return fit.Run(cls, "engine", lam, lam, requests, 50e-6, 10e-6, 40e-6, 1e-3,
+                       _sizes(1e3, 10), engine_background_s=cost[cls] + share / lam)
+
+    runs = [[run(c, lam) for lam in (500.0, 1500.0, 3000.0)] for c in cost]
+    bg = fit.fit_background(runs, "engine")
+    assert bg.per_class == pytest.approx(tuple(cost.values()), rel=1e-9)
+    assert bg.share == pytest.approx(share, rel=1e-9)
+    # The mean per request of the light runs charged at full load would cut c0's engine
+    # capacity; the fit's is (1 - share) / (40 + 70 us).
+    c0 = replace(fit.fit_class(runs[0], MSS), engine_bg=bg.per_class[0], engine_share=bg.share)
+    assert c0.capacities["engine"] == pytest.approx((1 - share) / 110e-6)
+    assert fit.fit_class(runs[0], MSS).capacities["engine"] < 0.93 * c0.capacities["engine"]
+    # Every run at one rate: the share cannot be told from the per-request cost.
+    flat = [[run(c, 2000.0, n) for n in (500, 1500)] for c in cost]
+    assert fit.fit_background(flat, "engine") == fit.Background(
+        tuple(cost[c] + share / 2000.0 for c in cost), 0.0)
+    # Not measured (a server without pinned threads): no background.
+    unmeasured = [[replace(r, engine_background_s=math.nan) for r in runs[0]]]
+    assert fit.fit_background(unmeasured, "engine") == fit.Background((0.0,), 0.0)
 
 
 def test_background_is_the_cores_busy_time_the_servers_threads_did_not_use():

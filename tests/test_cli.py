@@ -128,6 +128,8 @@ def test_bad_scenario_exits_2_naming_file_class_and_field(tmp_path):
     ("[[class]]", '[engine]\nwakeup = "det(3)"\n[[class]]', ["engine: wakeup", "needs a unit"]),
     ("[[class]]", '[engine]\nbackground = "x"\n[[class]]',
      ["engine: background", "not a distribution spec"]),
+    ("[[class]]", '[engine]\nbackground_share = -0.05\n[[class]]',
+     ["engine: background_share = -0.05", "[0, 1)"]),
 ])
 def test_bad_d0_wakeup_or_background_exits_2_naming_the_field(tmp_path, old, new, words):
     bad = tmp_path / "bad.toml"

@@ -647,6 +647,29 @@ def test_background_work_gives_the_preemptive_priority_queue():
     assert math.isinf(T_full) and full.core[0] >= 1
 
 
+def test_a_steady_share_of_the_core_runs_the_queue_slower():
+    # A share c of the core held at every rate leaves the queue 1 - c of it: M/M/1 served
+    # at (1 - c) / E[S], T = 1 / ((1 - c) mu - lam). With background jobs too, it is the
+    # priority queue with every time stretched by 1 / (1 - c).
+    lam, s1, c = 500.0, 1e-3, 0.2
+    q, sojourn = _station(lam, s1, 2 * s1**2, share=c)
+    assert sojourn == pytest.approx(1 / ((1 - c) / s1 - lam), rel=1e-12)  # 3.33 ms
+    assert q.U[0] == pytest.approx(lam * s1) and q.core[0] == pytest.approx(lam * s1 + c)
+    b1 = 2.5e-4
+    _, sojourn = _station(lam, s1, 2 * s1**2, b1=b1, b2=2 * b1**2, share=c)
+    s, b = s1 / (1 - c), b1 / (1 - c)
+    sigma, rho = lam * b, lam * s
+    assert sojourn == pytest.approx(s / (1 - sigma) + (lam * 2 * b**2 + lam * 2 * s**2)
+                                    / (2 * (1 - sigma) * (1 - sigma - rho)), rel=1e-12)
+    # It saturates the core sooner: the host alone is full at (1 - c) / E[S].
+    data = {"name": "q", "class": [klass("c", 100.0, 1.0, SMALL)],
+            "host": {"background_share": c}}
+    r = evaluate(scenario.from_dict(data), [200.0]).overall
+    plain = evaluate(one_class(100.0, base=SMALL), [200.0]).overall
+    assert r["lam_star_noe"][0] == pytest.approx((1 - c) * plain["lam_star_noe"][0])
+    assert r["lam_star_oe"][0] == pytest.approx(plain["lam_star_oe"][0])
+
+
 def test_wakeup_and_background_raise_the_delay_and_d0_adds_to_each_path():
     plain = one_class(100.0, base=SMALL)
     rows = evaluate(plain, [200.0]).rows()[1]

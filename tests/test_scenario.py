@@ -247,7 +247,7 @@ def test_bad_d0_names_the_field_and_the_fix(extra, words):
     ('[engine]\nbackground = 5', ["engine: background", "not a distribution spec"]),
     ('[host_alone]\nwakeup = "pareto(alpha=1.5, k=1us)"', ["host_alone: wakeup", "alpha > 2"]),
     ('[engine]\nwake = "det(1us)"',
-     ["engine: unknown field 'wake'", "background, cooling, release, wakeup"]),
+     ["engine: unknown field 'wake'", "background, background_share, cooling, release, wakeup"]),
     ('host = 3', ["host: must be a table"]),
     ('[engine.background]\nc9 = "det(1us)"', ["engine: background: no class is named 'c9'"]),
     ('[engine.background]\nc3 = "det(-1us)"', ["engine: background: c3", ">= 0"]),
@@ -255,6 +255,10 @@ def test_bad_d0_names_the_field_and_the_fix(extra, words):
     ('[host]\ncooling = 0.3', ["host: cooling", "string with a unit"]),
     ('[host]\nrelease = "batch"', ["host: release = 'batch'", "'request', 'round'"]),
     ('[engine]\nrelease = 1', ["engine: release = 1", "'request', 'round'"]),
+    ('[engine]\nbackground_share = -0.1', ["engine: background_share = -0.1", "[0, 1)"]),
+    ('[engine]\nbackground_share = 1', ["engine: background_share = 1", "[0, 1)"]),
+    ('[host]\nbackground_share = "5%"', ["host: background_share = '5%'", "e.g. 0.05"]),
+    ('[host]\nbackground_share = nan', ["host: background_share = nan", "[0, 1)"]),
 ])
 def test_bad_queue_costs_name_the_table_and_field(table, words):
     message = _error(table + "\n" + GOOD_CLASS)
@@ -274,4 +278,12 @@ def test_background_per_class_round_trips():
     s = scenario.loads(text)
     assert s.engine.background_of("c3") == dist.parse("det(40us)")
     assert s.engine.background_of("other") == dist.parse("det(0)")
+    assert scenario.loads(scenario.dumps(s)) == s
+
+
+def test_background_share_round_trips_and_the_host_alone_inherits_it():
+    s = scenario.loads('[host]\nbackground_share = 0.046\n[engine]\nbackground_share = 0.1\n'
+                       + GOOD_CLASS)
+    assert s.host.background_share == s.host_alone.background_share == pytest.approx(0.046)
+    assert s.engine.background_share == pytest.approx(0.1)
     assert scenario.loads(scenario.dumps(s)) == s

@@ -379,7 +379,8 @@ def test_cli_sim_runs_a_scenario_with_queue_tables_and_d0(tmp_path, examples_dir
 # The model's closed forms for wake-ups, background and rounds (docs/model.md §15-16)
 # against the simulator, which implements the mechanisms themselves. The host alone is
 # fed Poisson arrivals, so there the closed forms are exact (wake-up alone, background
-# alone, rounds with or without a wake-up) and must fall in the simulator's 95%
+# alone, rounds with or without a wake-up, each with or without a steady share of the
+# core, which slows all of it alike) and must fall in the simulator's 95%
 # interval; with wake-up and background both, the model is an approximation.
 TWO_CLASSES = [klass("a", 300, 0.0, app="exp(mean=200us)", host_proto="exp(mean=300us)"),
                klass("b", 200, 0.0, app="exp(mean=200us)", host_proto="exp(mean=800us)")]
@@ -391,6 +392,10 @@ TWO_CLASSES = [klass("a", 300, 0.0, app="exp(mean=200us)", host_proto="exp(mean=
     ("background per class", {"background": {"a": "det(100us)", "b": "exp(mean=400us)"}}),
     ("answers released in rounds", {"release": "round"}),
     ("rounds and a wake-up", {"release": "round", "wakeup": "exp(mean=150us)"}),
+    ("a steady share of the core", {"background_share": 0.2}),
+    ("a share and a wake-up", {"background_share": 0.2, "wakeup": "exp(mean=150us)"}),
+    ("a share and background", {"background_share": 0.15,
+                                "background": {"a": "det(100us)", "b": "exp(mean=400us)"}}),
 ])
 def test_the_models_wakeup_and_background_closed_forms_match_the_simulator(name, alone):
     sc = with_tables(TWO_CLASSES, host_alone=alone, options={"cpu_queue": "mg1"})
@@ -399,9 +404,11 @@ def test_the_models_wakeup_and_background_closed_forms_match_the_simulator(name,
         r = sim.run(sc, rates=[rate], requests=400_000, seed=3).overall
         for key in ("T_noe", "U_noe", "W_noe"):
             assert abs(m[key][0] - r[key][0]) <= r[f"{key}_hw"][0], (name, rate, key)
-    # Wake-ups per request are 1 - U, as the model says.
+    # Wake-ups per request are the share of time the queue is idle, as the model says:
+    # 1 - U, its busy time stretched by the steady share of its core, 1 / (1 - share).
     if "wakeup" in alone:
-        assert r["wakeups_noe"][0] == pytest.approx(1 - m["U_noe"][0], abs=r["wakeups_noe_hw"][0])
+        idle = 1 - m["U_noe"][0] / (1 - alone.get("background_share", 0.0))
+        assert r["wakeups_noe"][0] == pytest.approx(idle, abs=r["wakeups_noe_hw"][0])
 
 
 def test_with_both_a_wakeup_and_background_the_model_is_within_1pct_of_the_simulator():

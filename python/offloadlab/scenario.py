@@ -41,6 +41,9 @@ QUEUE_FIELDS: dict[str, str] = {
     "background": "CPU time of other work sharing the queue's core, per request of the "
                   "scenario (it preempts the queue's own work); a spec, or a table of "
                   "class name -> spec",
+    "background_share": "share of the queue's core that other work holds at every rate "
+                        "(a steady tenant: the load generator's timers and polling); the "
+                        "queue runs at 1 - share of the core's speed",
     "cooling": "how long an idle queue takes to cool down: after idling I, a wake-up "
                "costs wakeup x (1 - exp(-I / cooling)); 0: the full cost every time",
     "release": 'when a served request leaves: "request", at once; "round", with its round: '
@@ -69,6 +72,9 @@ class Queue:
     wakeup: Dist = _ZERO
     background: Dist = _ZERO
     per_class: tuple[tuple[str, Dist], ...] = ()
+    #: Share of the core other work holds whatever the rate (the part of a neighbour's
+    #: CPU that does not grow with the requests): the queue's work runs at 1 - share.
+    background_share: float = 0.0
     #: Seconds; a thread that slept longer pays more to wake (caches and the core's
     #: idle state cool down): after idling I, a wake-up costs its draw x (1 - e^(-I/cooling)).
     cooling: float = 0.0
@@ -226,6 +232,14 @@ def _queue(raw: object, table: str, default: Queue, base_dir: Path | None,
                                  base_dir, errors)
     if "cooling" in raw:
         values["cooling"] = _duration(raw, "cooling", f"{table}: ", "the cooling time", errors)
+    if "background_share" in raw:
+        share = raw["background_share"]
+        if _is_number(share) and 0 <= share < 1:
+            values["background_share"] = float(share)
+        else:
+            errors.append(f"{table}: background_share = {share!r} must be a number in [0, 1), "
+                          f"the share of the core other work holds, e.g. 0.05 "
+                          f"({QUEUE_FIELDS['background_share']})")
     if "release" in raw:
         if raw["release"] in RELEASES:
             values["release"] = raw["release"]
@@ -371,7 +385,7 @@ def dumps(scenario: Scenario) -> str:
         data[table] = {"wakeup": str(queue.wakeup), "cooling": units.format_time(queue.cooling),
                        "background": str(queue.background) if not queue.per_class else
                        {c.name: str(queue.background_of(c.name)) for c in scenario.classes},
-                       "release": queue.release}
+                       "background_share": queue.background_share, "release": queue.release}
     data["class"] = [
         {"name": c.name, "rate": c.rate,
          **{key: str(getattr(c, key)) for key in COST_FIELDS},

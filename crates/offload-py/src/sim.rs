@@ -115,11 +115,14 @@ type ClassTuple = (
     PyDist,
 );
 
+/// One station: (wakeup, background, cooling seconds, steady background share of the
+/// core, served in gated rounds).
+type QueueTuple = (PyDist, PyDist, f64, f64, bool);
+
 /// Simulate the request-level network once (one rate point). Returns a dict of plain
 /// Python values; see `offloadlab.sim` for their meaning. `warmup=None` means MSER-5.
-/// `queues` gives each station (noe, cpu, oe) as (wakeup, background, cooling seconds,
-/// served in gated rounds)
-/// and `d0` each class as (d0 on the host, d0 offloaded), in seconds; None: no such costs.
+/// `queues` gives each station (noe, cpu, oe) as a [`QueueTuple`] and `d0` each class as
+/// (d0 on the host, d0 offloaded), in seconds; None: no such costs.
 #[pyfunction]
 #[pyo3(signature = (rate, classes, delay_max, requests, seed, replications, warmup, batches,
                     precision, precision_metric, threads, queues=None, d0=None,
@@ -138,7 +141,7 @@ fn simulate<'py>(
     precision: Option<f64>,
     precision_metric: usize,
     threads: usize,
-    queues: Option<[(PyDist, PyDist, f64, bool); 3]>,
+    queues: Option<[QueueTuple; 3]>,
     d0: Option<Vec<(f64, f64)>>,
     control: Option<&Control>,
 ) -> PyResult<Bound<'py, PyDict>> {
@@ -154,10 +157,11 @@ fn simulate<'py>(
         rate,
         delay_max,
         queues: queues.map_or_else(Default::default, |q| {
-            q.map(|(wakeup, background, cooling, rounds)| QueueCosts {
+            q.map(|(wakeup, background, cooling, share, rounds)| QueueCosts {
                 wakeup: wakeup.0,
                 background: background.0,
                 cooling,
+                share,
                 rounds,
             })
         }),

@@ -253,6 +253,39 @@ fn background_matches_preemptive_resume_priority() {
 }
 
 #[test]
+fn a_steady_share_slows_every_piece_of_work_at_the_station() {
+    // The host alone keeps 1 - c = 0.8 of its core: requests exp(1 ms) at 500/s are an
+    // M/M/1 queue served at 800/s. The engine also has background jobs exp(0.25 ms) at
+    // the total rate, which run at 0.8 too: the priority queue with service and
+    // background both stretched by 1 / 0.8.
+    let (lam, s1, c) = (500.0, 1e-3, 0.2);
+    let mut net = tandem(lam, s1, s1, 1.0);
+    net.queues[Station::Noe as usize].share = c;
+    net.queues[Station::Oe as usize].share = c;
+    net.queues[Station::Oe as usize].background = Dist::exp(0.25e-3).unwrap();
+    assert_eq!(net.background_load(), [c, 0.0, lam * 0.25e-3 + c]);
+    let out = run(&net, &plan(400_000, 26));
+    assert_covers(&out, "T_noe", 1.0 / ((1.0 - c) / s1 - lam)); // 3.333 ms
+    assert_covers(&out, "U_noe", lam * s1); // the requests' CPU, not their wall time
+    let (s, b) = (s1 / (1.0 - c), 0.25e-3 / (1.0 - c)); // stretched means
+    let (rho, sigma) = (lam * s, lam * b);
+    let t = s / (1.0 - sigma)
+        + (lam * 2.0 * b * b + lam * 2.0 * s * s) / (2.0 * (1.0 - sigma) * (1.0 - sigma - rho));
+    assert_covers(&out, "T_oe", t); // 8.0 ms
+    assert_covers(&out, "T_cpu", 1.0 / (1.0 / s1 - lam));
+}
+
+#[test]
+fn a_share_that_leaves_too_little_saturates_the_station() {
+    let mut net = tandem(500.0, 1e-3, 1e-3, 0.0);
+    net.queues[Station::Noe as usize].share = 0.5;
+    assert_eq!(net.stable(), [false, true, true]);
+    net.queues[Station::Noe as usize].share = 1.0;
+    let err = net.validate().unwrap_err();
+    assert!(err.contains("Noe: share must lie in [0, 1)"), "{err}");
+}
+
+#[test]
 fn background_load_counts_toward_stability() {
     // Own load 0.6 plus background 0.5 at the host alone: saturated, U is the own load.
     let mut net = tandem(600.0, 1e-3, 1e-3, 0.0);

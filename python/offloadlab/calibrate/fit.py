@@ -121,6 +121,16 @@ def woken(run: Run, side: str) -> float:
 
 
 @dataclass(frozen=True)
+class Background:
+    """Other work on a queue's core: ``per_class`` CPU seconds per request of each class
+    (the part that grows with the rate) and ``share``, the part of the core it holds at
+    any rate (docs/model.md §15)."""
+
+    per_class: tuple[float, ...] = ()
+    share: float = 0.0
+
+
+@dataclass(frozen=True)
 class CostModel:
     """E[X](size) = c0 + c_pkt * packets + c_byte * bytes per request for one side of
     one mode, and that side's queue's cost per wake-up."""
@@ -134,6 +144,7 @@ class CostModel:
     classes: tuple[str, ...]
     note: str = ""
     wakeup: Wakeup = Wakeup()
+    background: Background = Background()
 
     def cost(self, sizes: np.ndarray, mss: int) -> np.ndarray:
         sizes = np.asarray(sizes, float)
@@ -219,9 +230,12 @@ class ClassFit:
     pareto: str = ""
     d0: float = math.nan
     d0_hw: float = math.nan  # half-width of d0's 95% interval
-    # Other work on the host's and on the engine's core per request (background).
+    # Other work on the host's and on the engine's core: per request (background), and
+    # the share of the core it holds at any rate.
     host_bg: float = 0.0
     engine_bg: float = 0.0
+    host_share: float = 0.0
+    engine_share: float = 0.0
 
     @property
     def host(self) -> float:
@@ -233,16 +247,25 @@ class ClassFit:
         return self.EXc + self.EXq
 
     @property
+    def capacities(self) -> dict[str, float]:
+        """Requests/s at which each queue's core, its background included, is full."""
+        def full(demand: float, share: float) -> float:
+            return (1 - share) / demand if demand > 0 else math.inf
+
+        host = {"host": full(self.host + self.host_bg, self.host_share)}
+        if self.mode == "inline":
+            return host
+        return host | {"engine": full(self.engine + self.engine_bg, self.engine_share)}
+
+    @property
     def saturation(self) -> float:
-        """Requests/s at which the bottleneck's core, its background included, is full."""
-        host = self.host + self.host_bg
-        demand = host if self.mode == "inline" else max(host, self.engine + self.engine_bg)
-        return 1 / demand if demand > 0 else math.inf
+        """Requests/s at which the bottleneck's core is full."""
+        return min(self.capacities.values())
 
     @property
     def bottleneck(self) -> str:
-        engine_first = self.engine + self.engine_bg > self.host + self.host_bg
-        return "engine" if self.mode != "inline" and engine_first else "host"
+        capacities = self.capacities
+        return min(capacities, key=capacities.get)
 
 
 def demand(runs: Sequence[Run], field: str) -> float:
@@ -309,6 +332,37 @@ def fit_wakeup(runs_by_class: Sequence[Sequence[Run]], side: str) -> Wakeup:
                   if seen.any() and (n * x)[seen].sum() > 0 else math.nan)
 
 
+def fit_background(runs_by_class: Sequence[Sequence[Run]], side: str) -> Background:
+    """Other work on a queue's core, from each run's background CPU per second lam b
+    (b per request, measured) against its rate: lam b = a_c lam + share, a_c one per
+    class and the share one for the core, by non-negative least squares weighted by the
+    runs' requests. A neighbour such as the load generator spends a steady part of the
+    core on its timers and polling whatever the rate, so its CPU per request falls as
+    the rate rises; its mean per request over light calibration runs overcharges a
+    loaded queue. With no spread of rates within a class the share is not identifiable:
+    it is 0 and a_c is the class's mean."""
+    _, _, field = SIDES[side]
+    means = [_background(runs, field) for runs in runs_by_class]
+    rows = [(c, r) for c, runs in enumerate(runs_by_class) for r in runs
+            if math.isfinite(getattr(r, field)) and r.throughput > 0]
+    lam = np.array([r.throughput for _, r in rows])
+    cls = np.array([c for c, _ in rows])
+    spread = max((np.ptp(lam[cls == c]) / lam[cls == c].max() for c in set(cls)), default=0.0)
+    if len(rows) <= len(runs_by_class) or spread < 0.2:
+        return Background(tuple(means))
+    y = lam * np.array([getattr(r, field) for _, r in rows])
+    a = np.column_stack([*((cls == c) * lam for c in range(len(runs_by_class))), np.ones(len(rows))])
+    w = np.sqrt([r.requests for _, r in rows])
+    scale = a.max(0)  # columns of rates (~1e3) and of ones
+    scale[scale == 0] = 1.0
+    coef, _ = optimize.nnls(a * w[:, None] / scale, y * w)
+    coef = coef / scale
+    # A share near the whole core would leave the queue nothing at any rate: not a
+    # neighbour the runs could have measured, so it is held below 0.9.
+    return Background(tuple(float(x) if c in set(cls) else means[c]
+                            for c, x in enumerate(coef[:-1])), float(min(coef[-1], 0.9)))
+
+
 def fit_class(runs: Sequence[Run], mss: int, host_model: CostModel | None = None,
               engine_model: CostModel | None = None, host_wakeup: Wakeup = Wakeup()
               ) -> ClassFit:
@@ -356,7 +410,8 @@ def mixture(fits: Sequence[ClassFit], shares: Sequence[float], name: str) -> Cla
 
     return ClassFit(name, fits[0].mode, mean("EXa"), EXp=mean("EXp"), EXp_m2=mean("EXp_m2"),
                     EXo=mean("EXo"), EXc=mean("EXc"), EXq=mean("EXq"), EXq_m2=mean("EXq_m2"),
-                    d0=mean("d0"), host_bg=mean("host_bg"), engine_bg=mean("engine_bg"))
+                    d0=mean("d0"), host_bg=mean("host_bg"), engine_bg=mean("engine_bg"),
+                    host_share=mean("host_share"), engine_share=mean("engine_share"))
 
 
 def combine(values: np.ndarray, half_widths: np.ndarray) -> tuple[float, float]:

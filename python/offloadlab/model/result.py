@@ -126,16 +126,18 @@ def _wmean(w: np.ndarray, x: np.ndarray) -> np.ndarray:
 
 def _saturation_rates(k: ClassCosts, f, share) -> dict[str, np.ndarray]:
     """Total arrival rate at which each queue, with its background, reaches full load at
-    this mix and these fractions (wake-ups vanish there: no queue is ever idle)."""
+    this mix and these fractions (wake-ups vanish there: no queue is ever idle): what
+    the core's steady background share leaves, over the load per request/s."""
     per_unit_rate = {
-        "noe": (share * (k.h1 + k.noe.b1)).sum(-1),
-        "cpu": (share * ((1 - f) * k.h1 + f * k.sent_host1 + k.cpu.b1)).sum(-1),
-        "oe": (share * (f * k.sent_engine1 + k.oe.b1)).sum(-1),
+        "noe": ((share * (k.h1 + k.noe.b1)).sum(-1), k.noe.share),
+        "cpu": ((share * ((1 - f) * k.h1 + f * k.sent_host1 + k.cpu.b1)).sum(-1), k.cpu.share),
+        "oe": ((share * (f * k.sent_engine1 + k.oe.b1)).sum(-1), k.oe.share),
     }
     # A vanishing load (a fraction of 1e-309) saturates at a rate beyond float range: inf.
     with np.errstate(divide="ignore", over="ignore"):
-        return {f"lam_star_{name}": np.broadcast_to(np.where(u > 0, 1 / u, np.inf), f.shape[:-1])
-                for name, u in per_unit_rate.items()}
+        return {f"lam_star_{name}": np.broadcast_to(np.where(u > 0, (1 - held) / u, np.inf),
+                                                     f.shape[:-1])
+                for name, (u, held) in per_unit_rate.items()}
 
 
 def _saturated(q) -> dict[str, np.ndarray]:

@@ -14,7 +14,8 @@ model is seed 000's.
 Beyond the seed (issue 25), each queue may pay a cost D per wake-up (the request that
 finds it idle starts a busy period and pays D on top of its service: Welch's M/G/1 with
 exceptional first service) and may share its core with background work B per request of
-the scenario, which preempts it (a preemptive-resume priority class). :func:`station`
+the scenario, which preempts it (a preemptive-resume priority class), and with a steady
+share of the core that other work holds at every rate. :func:`station`
 solves one such queue; with D = B = 0 it is the Pollaczek-Khinchine queue. A queue may
 also serve in gated rounds whose requests leave together (a thread that drains its
 input, then publishes what it produced in one batch): each request then also waits for
@@ -39,7 +40,8 @@ from offloadlab.scenario import Options, Queue, Scenario
 class Extra:
     """A queue's wake-up cost D (moments d1, d2, seconds and seconds^2), the
     background work B each request of a class brings to its core (b1, b2: arrays over
-    classes, or scalars for every class), and whether its requests leave in ``rounds``."""
+    classes, or scalars for every class), the ``share`` of the core other work holds at
+    every rate, and whether its requests leave in ``rounds``."""
 
     d1: float = 0.0
     d2: float = 0.0
@@ -47,12 +49,14 @@ class Extra:
     b2: np.ndarray | float = 0.0
     cooling: float = 0.0
     rounds: bool = False
+    share: float = 0.0
 
     @classmethod
     def of(cls, q: Queue, names: list[str]) -> Extra:
         b = [q.background_of(n) for n in names]
         return cls(q.wakeup.mean, q.wakeup.m2, np.array([d.mean for d in b]),
-                   np.array([d.m2 for d in b]), q.cooling, q.release == "round")
+                   np.array([d.m2 for d in b]), q.cooling, q.release == "round",
+                   q.background_share)
 
     def wakeup(self, lam: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """E[D] and E[D^2] of a wake-up at arrival rate ``lam``. After an idle period I
@@ -197,11 +201,15 @@ def station(lam: np.ndarray, load1: np.ndarray, load2: np.ndarray, all_lam: np.n
     makes the result exact in both known limits: Welch's queue for B = 0 and the
     preemptive-resume priority queue for D = 0.
 
+    The ``share`` of the core that other work holds at every rate joins sigma as
+    background of vanishing grain (no second moment): the queue's work, the wake-ups and
+    the per-request background all run at 1 - share of the core's speed.
+
     Served in gated rounds whose requests leave together, a request also waits for the
     work that joins its round behind it: rho / (1 + rho) of the mean work it found on
     arriving (exact for B = 0; docs/model.md, section 16).
     """
-    sigma = (all_lam * x.b1).sum(-1)
+    sigma = (all_lam * x.b1).sum(-1) + x.share
     bg2 = (all_lam * x.b2).sum(-1)  # sum_c lam_c E[B_c^2]
     d1, d2 = x.wakeup(lam)
     with np.errstate(divide="ignore", invalid="ignore", over="ignore"):

@@ -101,7 +101,10 @@ def write_report(tables: StudyTables, out_dir: str | Path,
                      "fitted over the classes listed, and the side's wake-up cost and cooling "
                      "time, fitted on CPU per request against the model's wake-ups per "
                      "request over the calibration runs; R² says how much of the variation "
-                     "each explains; counted per wake-up compares the server's own count."),
+                     "each explains; counted per wake-up compares the server's own count. "
+                     "Core held by other work is the share of the side's core that its "
+                     "neighbours (the load generator) hold at any rate, fitted with their "
+                     "CPU per request on the calibration runs' background."),
             _section("Connection handoff on the testbed",
                      _handoff(handoff, meta.get("handoff")),
                      "Seed 004's policies in handoff mode (the engine accepts every "
@@ -279,10 +282,11 @@ def _cost_model(c: pd.DataFrame) -> str:
                      (_us(d["c_pkt"]), "num"), (_sig(_f(d["c_byte"]) * 1e9), "num"),
                      (_sig(d["r2"]), "num"), _text(d["classes"]), _text(d["note"]),
                      (_us(d["wakeup"]), "num"), (_us(d["cooling"]), "num"),
-                     (_sig(d["counted_per_wakeup"]), "num"), (_sig(d["wakeup_r2"]), "num")])
+                     (_sig(d["counted_per_wakeup"]), "num"), (_sig(d["wakeup_r2"]), "num"),
+                     (_pct(d["background_share"]), "num")])
     return _table(("mode", "side", "c0 (µs)", "c_pkt (µs/packet)", "c_byte (ns/byte)", "R²",
                    "classes", "note", "wake-up (µs)", "cooling (µs)", "counted per wake-up",
-                   "R² (wake-ups)"), rows)
+                   "R² (wake-ups)", "core held by other work"), rows)
 
 
 def _handoff_figure(result: handoff.Result, folder: Path) -> dict[str, Path]:

@@ -166,14 +166,15 @@ def _is_int(x: object) -> bool:
     return isinstance(x, int | np.integer) and not isinstance(x, bool)
 
 
-def _queue(q: Queue, scenario: Scenario) -> tuple[_core.Dist, _core.Dist, float, bool]:
-    """A queue's wake-up, background, cooling time and rounds for the simulator. Background jobs
+def _queue(q: Queue, scenario: Scenario) -> tuple[_core.Dist, _core.Dist, float, float, bool]:
+    """A queue's wake-up, background, cooling time, steady background share and rounds for
+    the simulator. Background jobs
     arrive at the total rate, each of a class drawn by the class mix: a mixture of the
     classes' own."""
     names = scenario.class_names
     background = (to_core(q.background) if not q.per_class else _core.Dist.mixture(
         [c.rate for c in scenario.classes], [to_core(q.background_of(n)) for n in names]))
-    return to_core(q.wakeup), background, q.cooling, q.release == "round"
+    return to_core(q.wakeup), background, q.cooling, q.background_share, q.release == "round"
 
 
 def to_core(d: dist.Dist) -> _core.Dist:
@@ -206,9 +207,11 @@ def _result(scenario: Scenario, rates, f, share, outputs: list[dict], seed: int,
     overall |= {"lam": rates, "f": (share * f).sum(-1)}
     per_class |= {"lam": lam, "f": f}
     # Saturation is a property of a queue, shared by every class that uses it. U is the
-    # requests' own work; the background's load (each class's own) counts too.
+    # requests' own work; the background's load (each class's own, and the steady share)
+    # counts too.
     flags = saturation_flags(*(overall[f"U_{station}"] + lam @ np.array(
                                    [getattr(scenario, queue).background_of(n).mean for n in names])
+                               + getattr(scenario, queue).background_share
                                for station, queue in STATIONS.items()))
     for station in ("noe", "cpu", "oe"):  # a saturated U is the offered load: no interval
         saturated = flags[f"saturated_{station}"]

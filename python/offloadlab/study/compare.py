@@ -153,7 +153,8 @@ def tables(study: Study, meta: dict) -> StudyTables:
             [{"mode": m.mode, "side": m.side, "c0": m.c0, "c_pkt": m.c_pkt,
               "c_byte": m.c_byte, "r2": m.r2, "classes": ",".join(m.classes), "note": m.note,
               "wakeup": m.wakeup.cost, "cooling": m.wakeup.cooling,
-              "counted_per_wakeup": m.wakeup.counted, "wakeup_r2": m.wakeup.r2}
+              "counted_per_wakeup": m.wakeup.counted, "wakeup_r2": m.wakeup.r2,
+              "background_share": m.background.share}
              for m in fitted.models], columns=list(COLUMNS["cost_model"])),
         meta={**meta, "steal": _steal_text(steal), "steal_counts": steal,
               "notes": notes[:FIRST_NOTES],

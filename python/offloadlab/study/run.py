@@ -159,31 +159,40 @@ def calibrate(plan: Plan, calibration: dict, extended: bool = True) -> compare.F
     names = [load.name for load in plan.classes]
 
     def side(mode: str, field: str, label: str, less_app: bool = True) -> fit.CostModel:
-        """One queue's cost per wake-up, then its per-request cost model."""
+        """One queue's cost per wake-up and other work on its core, then its per-request
+        cost model."""
         runs = [[m.run for m in calibration[c, mode]] for c in names]
         queue = "engine" if field == "engine_s" else "host"
         wakeup = fit.fit_wakeup(runs, queue) if extended else fit.Wakeup()
+        background = (fit.fit_background(runs, queue) if extended
+                      else fit.Background((0.0,) * len(names)))
         means = [fit.per_request(r, queue, wakeup)
                  - (fit.demand(r, "app_s") if less_app else 0.0) for r in runs]
         sizes = [np.concatenate([x.sizes for x in r]) for r in runs]
         return replace(fit.fit_cost_model(mode, label, names, means, sizes, mss),
-                       wakeup=wakeup)
+                       wakeup=wakeup, background=background)
+
+    def with_background(f: fit.ClassFit, host: fit.CostModel,
+                        engine: fit.CostModel | None = None) -> fit.ClassFit:
+        i = names.index(f.cls)
+        f = replace(f, host_bg=host.background.per_class[i], host_share=host.background.share)
+        return f if engine is None else replace(f, engine_bg=engine.background.per_class[i],
+                                                engine_share=engine.background.share)
 
     models = [side("inline", "host_s", "host_proto")]
     fits = {}
     for c in names:
-        fits[c, "inline"] = fit.fit_class([m.run for m in calibration[c, "inline"]], mss,
-                                          host_model=models[0], host_wakeup=models[0].wakeup)
+        fits[c, "inline"] = with_background(
+            fit.fit_class([m.run for m in calibration[c, "inline"]], mss,
+                          host_model=models[0], host_wakeup=models[0].wakeup), models[0])
     for mode in plan.offload_modes:
         overhead = side(mode, "host_s", "host_overhead")
         engine = side(mode, "engine_s", "engine", less_app=False)
         models += [overhead, engine]
         for c in names:
-            fits[c, mode] = fit.fit_class([m.run for m in calibration[c, mode]], mss,
-                                          engine_model=engine, host_wakeup=overhead.wakeup)
-    if not extended:
-        for key, f in fits.items():
-            fits[key] = replace(f, host_bg=0.0, engine_bg=0.0)
+            fits[c, mode] = with_background(
+                fit.fit_class([m.run for m in calibration[c, mode]], mss,
+                              engine_model=engine, host_wakeup=overhead.wakeup), overhead, engine)
 
     def scenarios() -> dict[str, Scenario]:
         return {mode: build_scenario(plan, fits, models, mode, extended)
@@ -218,7 +227,8 @@ def build_scenario(plan: Plan, fits: dict, models: list[fit.CostModel], mode: st
     """The fitted scenario of one offload mode: every class with its own costs and d0,
     equal shares of a total rate at half the host-alone capacity of that mix, and
     offload left to the optimiser; each queue with its cost per wake-up, each class's
-    background work on that queue's core and (``extended``) how the mode's host
+    background work on that queue's core, the share of the core that work holds at any
+    rate, and (``extended``) how the mode's host
     releases its answers. X_a keeps the shape of the configured work."""
     work_scv = plan.work.scv if plan.work is not None else 0.0
     names = [load.name for load in plan.classes]
@@ -235,13 +245,13 @@ def build_scenario(plan: Plan, fits: dict, models: list[fit.CostModel], mode: st
             engine_overhead=fit.with_moments(off.EXc, off.EXc**2),
             engine_proto=fit.with_moments(off.EXq, off.EXq_m2),
             offload="auto", d0=_delay(base.d0), d0_offload=_delay(off.d0)))
-    wakeup = {(m.mode, m.side): m.wakeup for m in models}
+    queue_costs = {(m.mode, m.side): (m.wakeup, m.background) for m in models}
 
     def queue(side: str, fitted_mode: str, background: str, release: str = "request") -> Queue:
-        w = wakeup[fitted_mode, side]
+        w, other = queue_costs[fitted_mode, side]
         return Queue(wakeup=Deterministic(w.cost), cooling=w.cooling, per_class=tuple(
             (c, Deterministic(getattr(fits[c, fitted_mode], background))) for c in names),
-            release=release if extended else "request")
+            background_share=other.share, release=release if extended else "request")
 
     return Scenario(f"fitted-{mode}", tuple(classes),
                     scenario.Options(system_delay="max", cpu_queue="mg1"),

@@ -71,9 +71,10 @@ COLUMNS: dict[str, tuple[str, ...]] = {
     # request, per side (host_proto, host_overhead, engine), with the fit's R² over its
     # classes, and that side's queue's wake-up: its cost D after a long idle period, the
     # cooling time over which an idle queue gets there, the wake-ups the server counted
-    # per wake-up of the model, and the R² of that fit.
+    # per wake-up of the model, the R² of that fit, and the share of the queue's core
+    # other work holds at any rate.
     "cost_model": ("mode", "side", "c0", "c_pkt", "c_byte", "r2", "classes", "note",
-                   "wakeup", "cooling", "counted_per_wakeup", "wakeup_r2"),
+                   "wakeup", "cooling", "counted_per_wakeup", "wakeup_r2", "background_share"),
 }
 
 

@@ -70,6 +70,10 @@ pub struct QueueCosts {
     /// Seconds over which an idle station cools down: after an idle period I, a wake-up
     /// costs its draw times 1 - exp(-I / cooling) (0: the full draw, whatever I).
     pub cooling: f64,
+    /// Share of the core other work holds at every rate (a steady tenant): the station
+    /// runs at 1 - share of its speed, so every piece of work at it (requests, wake-ups,
+    /// background jobs) takes 1 / (1 - share) times its CPU time.
+    pub share: f64,
     /// Serve in gated rounds: a round takes every request waiting when it begins, and
     /// its requests leave together once the last of them is served (as a thread that
     /// drains its input ring, handles each item, then publishes what it produced in one
@@ -87,6 +91,12 @@ impl QueueCosts {
             1.0
         }
     }
+
+    /// Wall time `work` seconds of CPU take at the station.
+    #[inline]
+    pub fn wall(&self, work: f64) -> f64 {
+        work / (1.0 - self.share)
+    }
 }
 
 impl Default for QueueCosts {
@@ -96,6 +106,7 @@ impl Default for QueueCosts {
             wakeup: Dist::Det { value: 0.0 },
             background: Dist::Det { value: 0.0 },
             cooling: 0.0,
+            share: 0.0,
             rounds: false,
         }
     }
@@ -165,6 +176,12 @@ impl Network {
                     q.cooling
                 ));
             }
+            if !(0.0..1.0).contains(&q.share) {
+                return Err(format!(
+                    "{station:?}: share must lie in [0, 1), got {}",
+                    q.share
+                ));
+            }
         }
         let total: f64 = self.classes.iter().map(|c| c.share).sum();
         if (total - 1.0).abs() > 1e-9 {
@@ -193,11 +210,11 @@ impl Network {
             .collect()
     }
 
-    /// Background load (rate x mean background service) at each station.
+    /// Background load at each station: rate x mean background job, plus the steady share.
     pub fn background_load(&self) -> [f64; 3] {
         self.queues
             .each_ref()
-            .map(|q| self.rate * q.background.mean())
+            .map(|q| self.rate * q.background.mean() + q.share)
     }
 
     /// Which stations have a steady state (offered load of the requests and of the

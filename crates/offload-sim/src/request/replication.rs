@@ -326,8 +326,9 @@ impl<'a> Replication<'a> {
                 self.window.area_queue[s] += server.background_until - start;
                 start = server.background_until;
             }
+            let wall = self.net.queues[s].wall(job.service);
             self.calendar
-                .schedule(start + job.service, Event::Departure(station));
+                .schedule(start + wall, Event::Departure(station));
         }
         self.stations[s].jobs.push_back(job);
     }
@@ -351,8 +352,9 @@ impl<'a> Replication<'a> {
             .expect("a departure has a job in service");
         if let Some(next) = server.jobs.front() {
             // A request leaves only once the background is done: the next starts now.
+            let wall = self.net.queues[s].wall(next.service);
             self.calendar
-                .schedule(self.now + next.service, Event::Departure(station));
+                .schedule(self.now + wall, Event::Departure(station));
         } else {
             server.idle_since = self.now;
         }
@@ -415,7 +417,7 @@ impl<'a> Replication<'a> {
     }
 
     /// Take note of the background jobs that arrived at station `s` since it last did;
-    /// their total work. Inline is the check, out of line (rarely run) the draws.
+    /// the wall time their work takes. Inline is the check, out of line (rarely run) the draws.
     #[inline]
     fn background_work(&mut self, s: usize) -> f64 {
         if self.stations[s].next_background > self.now {
@@ -434,7 +436,7 @@ impl<'a> Replication<'a> {
             .expect("background arrivals have a stream");
         let mut total = 0.0;
         while server.next_background <= self.now {
-            let work = self.net.queues[s].background.sample(rng);
+            let work = self.net.queues[s].wall(self.net.queues[s].background.sample(rng));
             server.background_until = server.background_until.max(server.next_background) + work;
             total += work;
             server.next_background += gap(rng, self.net.rate);
