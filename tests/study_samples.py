@@ -205,7 +205,8 @@ def _costs(classes, modes) -> pd.DataFrame:
                          "lognormal": f"lognormal(mean={(exp if inline else exq) * 1e6:.0f}us, "
                                       "sigma=1.1)",
                          "pareto": None if klass == "c0" else "bpareto(alpha=1.4, k=0.1ms, p=1s)",
-                         "d0": D0})
+                         "d0": D0, "host_bg": 4e-6,
+                         "engine_bg": np.nan if inline else 70e-6})
     return pd.DataFrame(rows, columns=list(COLUMNS["costs"]))
 
 

@@ -98,6 +98,14 @@ def test_the_fitted_scenario_is_reusable_and_matches_the_costs(real_study):
         # request to talk to the engine is 1-2 µs, and noise can fit it at the fit's
         # floor, 0 (c2 in one CI run); it stays well below the protocol work it replaces.
         assert 0 <= cls.host_overhead.mean < cls.host_proto.mean
+        # The other work on each core, per request and as a steady share, is the fit's.
+        assert sc.engine.background_of(cls.name).mean == pytest.approx(off["engine_bg"])
+        assert sc.host.background_of(cls.name).mean == pytest.approx(off["host_bg"])
+    shares = {(m["mode"], m["side"]): m["background_share"] for m in summary["cost_model"]}
+    assert sc.engine.background_share == pytest.approx(shares["engine", "engine"])
+    assert sc.host.background_share == pytest.approx(shares["engine", "host_overhead"])
+    assert sc.host_alone.background_share == pytest.approx(shares["inline", "host_proto"])
+    assert 0 <= sc.engine.background_share < 0.5
     assert model.evaluate(sc).rows()  # the model solves it as written
 
 

@@ -94,8 +94,9 @@ def write_report(tables: StudyTables, out_dir: str | Path,
                      "goodput from the same run."),
             _section("Fitted service costs", _costs(tables.costs),
                      "Means in µs of the model's service times fitted on the calibration runs "
-                     "(CV: coefficient of variation), the fitted distributions, and d0, the "
-                     "fixed delay outside host and engine."),
+                     "(CV: coefficient of variation), the fitted distributions, d0, the "
+                     "fixed delay outside host and engine, and other work on each core per "
+                     "request (the load generator's, on the engine's)."),
             _section("Structural cost model", _cost_model(tables.cost_model),
                      "E[X](size) = c0 + c_pkt · packets + c_byte · bytes per request and side, "
                      "fitted over the classes listed, and the side's wake-up cost and cooling "
@@ -269,10 +270,12 @@ def _costs(c: pd.DataFrame) -> str:
                      (_sig(_cv(d["EXp"], d["EXp_m2"])), "num"),
                      *((_us(d[k]), "num") for k in ("EXo", "EXc", "EXq")),
                      (_sig(_cv(d["EXq"], d["EXq_m2"])), "num"),
-                     _text(d["lognormal"]), _text(d["pareto"]), (_us(d["d0"]), "num")])
+                     _text(d["lognormal"]), _text(d["pareto"]), (_us(d["d0"]), "num"),
+                     (_us(d["host_bg"]), "num"), (_us(d["engine_bg"]), "num")])
     return _table(("class", "mode", "E[X_a] (µs)", "E[X_p] (µs)", "CV X_p", "E[X_o] (µs)",
                    "E[X_c] (µs)", "E[X_q] (µs)", "CV X_q", "lognormal fit", "Pareto fit",
-                   "d0 (µs)"), rows)
+                   "d0 (µs)", "other work, host core (µs)", "other work, engine core (µs)"),
+                  rows)
 
 
 def _cost_model(c: pd.DataFrame) -> str:

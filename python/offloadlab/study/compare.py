@@ -465,4 +465,5 @@ def _delay_ratio(study: Study, cls: str, mode: str, rate: float) -> tuple[float,
 def _costs(f: fit.ClassFit) -> dict:
     return {"class": f.cls, "mode": f.mode, "EXa": f.EXa, "EXp": f.EXp, "EXp_m2": f.EXp_m2,
             "EXo": f.EXo, "EXc": f.EXc, "EXq": f.EXq, "EXq_m2": f.EXq_m2,
-            "lognormal": f.lognormal, "pareto": f.pareto, "d0": f.d0}
+            "lognormal": f.lognormal, "pareto": f.pareto, "d0": f.d0,
+            "host_bg": f.host_bg, "engine_bg": f.engine_bg if f.mode != "inline" else math.nan}

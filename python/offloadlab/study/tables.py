@@ -64,9 +64,11 @@ COLUMNS: dict[str, tuple[str, ...]] = {
                  "margin", "measured_saturation_ratio", "measured_delay_ratio", "agree"),
     # One row per (class, mode): the fitted means (and second moments) of the model's
     # service times, the fitted distribution specs of X_p (inline) or X_q (offload
-    # modes), and d0, the fixed delay outside host and engine (network and client).
+    # modes), d0, the fixed delay outside host and engine (network and client), and the
+    # other work on the host's and the engine's core per request (the part that grows
+    # with the rate; the rest is the cost model's background_share).
     "costs": ("class", "mode", "EXa", "EXp", "EXp_m2", "EXo", "EXc", "EXq", "EXq_m2",
-              "lognormal", "pareto", "d0"),
+              "lognormal", "pareto", "d0", "host_bg", "engine_bg"),
     # The structural cost model E[X](size) = c0 + c_pkt * packets + c_byte * bytes per
     # request, per side (host_proto, host_overhead, engine), with the fit's R² over its
     # classes, and that side's queue's wake-up: its cost D after a long idle period, the
