@@ -351,7 +351,8 @@ def fit_background(runs_by_class: Sequence[Sequence[Run]], side: str) -> Backgro
     if len(rows) <= len(runs_by_class) or spread < 0.2:
         return Background(tuple(means))
     y = lam * np.array([getattr(r, field) for _, r in rows])
-    a = np.column_stack([*((cls == c) * lam for c in range(len(runs_by_class))), np.ones(len(rows))])
+    per_class = [(cls == c) * lam for c in range(len(runs_by_class))]
+    a = np.column_stack([*per_class, np.ones(len(rows))])
     w = np.sqrt([r.requests for _, r in rows])
     scale = a.max(0)  # columns of rates (~1e3) and of ones
     scale[scale == 0] = 1.0
