@@ -32,7 +32,11 @@ def test_a_short_experiment_runs_every_policy_and_writes_its_files(served_set, t
     by = runs.groupby("policy")
     # Inline has no engine; naive offload puts every request on it.
     assert by.get_group("inline")["engine_share"].eq(0).all()
-    assert by.get_group("handoff:N-N-FCFS")["engine_share"].eq(1).all()
+    # The engine counts a request when it takes it, the server's total when it is
+    # answered: the 8 clients' requests in flight when the run stops may differ
+    # (1.002 in one CI run of about 4,000 requests).
+    naive = by.get_group("handoff:N-N-FCFS")["engine_share"]
+    assert ((naive - 1).abs() <= 0.01).all(), naive
     series = pd.read_parquet(out / "series.parquet")
     assert set(series["policy"]) == {"handoff:N-N-FCFS", "handoff:P-L-FCFS"}
     assert (series["held"] <= 8).all()
