@@ -203,9 +203,12 @@ def test_the_background_fit_recovers_a_per_request_cost_and_a_steady_share():
     assert bg.share == pytest.approx(share, rel=1e-9)
     # The mean per request of the light runs charged at full load would cut c0's engine
     # capacity; the fit's is (1 - share) / (40 + 70 us).
-    c0 = replace(fit.fit_class(runs[0], MSS), engine_bg=bg.per_class[0], engine_share=bg.share)
+    alone = fit.fit_class(runs[0], MSS)
+    assert (alone.engine_bg, alone.engine_share) == (0.0, 0.0)  # fitted over the classes
+    c0 = replace(alone, engine_bg=bg.per_class[0], engine_share=bg.share)
     assert c0.capacities["engine"] == pytest.approx((1 - share) / 110e-6)
-    assert fit.fit_class(runs[0], MSS).capacities["engine"] < 0.93 * c0.capacities["engine"]
+    mean = replace(alone, engine_bg=fit.demand(runs[0], "engine_background_s"))
+    assert mean.capacities["engine"] < 0.93 * c0.capacities["engine"]
     # Every run at one rate: the share cannot be told from the per-request cost.
     flat = [[run(c, 2000.0, n) for n in (500, 1500)] for c in cost]
     assert fit.fit_background(flat, "engine") == fit.Background(

@@ -347,7 +347,8 @@ def fit_background(runs_by_class: Sequence[Sequence[Run]], side: str) -> Backgro
             if math.isfinite(getattr(r, field)) and r.throughput > 0]
     lam = np.array([r.throughput for _, r in rows])
     cls = np.array([c for c, _ in rows])
-    spread = max((np.ptp(lam[cls == c]) / lam[cls == c].max() for c in set(cls)), default=0.0)
+    seen = set(cls.tolist())
+    spread = max((np.ptp(lam[cls == c]) / lam[cls == c].max() for c in seen), default=0.0)
     if len(rows) <= len(runs_by_class) or spread < 0.2:
         return Background(tuple(means))
     y = lam * np.array([getattr(r, field) for _, r in rows])
@@ -360,7 +361,7 @@ def fit_background(runs_by_class: Sequence[Sequence[Run]], side: str) -> Backgro
     coef = coef / scale
     # A share near the whole core would leave the queue nothing at any rate: not a
     # neighbour the runs could have measured, so it is held below 0.9.
-    return Background(tuple(float(x) if c in set(cls) else means[c]
+    return Background(tuple(float(x) if c in seen else means[c]
                             for c, x in enumerate(coef[:-1])), float(min(coef[-1], 0.9)))
 
 
@@ -371,18 +372,17 @@ def fit_class(runs: Sequence[Run], mss: int, host_model: CostModel | None = None
     (the wake-ups' share taken out at the queues' costs per wake-up: ``host_wakeup``,
     the engine model's). ``host_model`` (inline: the host protocol side) and
     ``engine_model`` (offload modes) give the spread of X_p and X_q over the requested
-    sizes; the engine model's c0 is X_c."""
+    sizes; the engine model's c0 is X_c. Other work on the cores is fitted over every
+    class at once (:func:`fit_background`) and left at 0 here."""
     first = runs[0]
     sizes = np.concatenate([r.sizes for r in runs])
     EXa = demand(runs, "app_s")
     other = max(per_request(runs, "host", host_wakeup) - EXa, 0.0)
-    background = {"host_bg": _background(runs, "host_background_s"),
-                  "engine_bg": _background(runs, "engine_background_s")}
     if first.mode == "inline":
         costs = shaped(other, sizes, host_model, mss)
         lognormal, pareto = fits(costs)
         return ClassFit(first.cls, first.mode, EXa, EXp=other, EXp_m2=float((costs**2).mean()),
-                        lognormal=lognormal, pareto=pareto, **background)
+                        lognormal=lognormal, pareto=pareto)
     wakeup = engine_model.wakeup if engine_model is not None else Wakeup()
     engine = max(per_request(runs, "engine", wakeup), 0.0)
     EXc = min(engine_model.c0, engine) if engine_model is not None else 0.0
@@ -391,8 +391,7 @@ def fit_class(runs: Sequence[Run], mss: int, host_model: CostModel | None = None
     costs = shaped(engine - EXc, sizes, rest, mss)
     lognormal, pareto = fits(costs)
     return ClassFit(first.cls, first.mode, EXa, EXo=other, EXc=EXc, EXq=engine - EXc,
-                    EXq_m2=float((costs**2).mean()), lognormal=lognormal, pareto=pareto,
-                    **background)
+                    EXq_m2=float((costs**2).mean()), lognormal=lognormal, pareto=pareto)
 
 
 def _background(runs: Sequence[Run], field: str) -> float:

@@ -168,9 +168,8 @@ def _is_int(x: object) -> bool:
 
 def _queue(q: Queue, scenario: Scenario) -> tuple[_core.Dist, _core.Dist, float, float, bool]:
     """A queue's wake-up, background, cooling time, steady background share and rounds for
-    the simulator. Background jobs
-    arrive at the total rate, each of a class drawn by the class mix: a mixture of the
-    classes' own."""
+    the simulator. Background jobs arrive at the total rate, each of a class drawn by the
+    class mix: a mixture of the classes' own."""
     names = scenario.class_names
     background = (to_core(q.background) if not q.per_class else _core.Dist.mixture(
         [c.rate for c in scenario.classes], [to_core(q.background_of(n)) for n in names]))
