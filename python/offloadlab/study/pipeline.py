@@ -28,7 +28,7 @@ from offloadlab.results import jsonable, write_outputs
 from offloadlab.study import compare, plan
 from offloadlab.study import run as study_run
 from offloadlab.study.tables import StudyTables
-from offloadlab.testbed import cores
+from offloadlab.testbed import cores, idle
 from offloadlab.units import parse_time
 
 DEFAULT_WORK = "exp(mean=100us)"
@@ -207,7 +207,7 @@ def _machine(the_plan: plan.Plan, work: dist.Dist) -> str:
     return (f"{platform.node()}: {n} cores ({platform.processor() or platform.machine()}),"
             f" Linux {platform.release()}; host thread on core {the_plan.host_core}, engine "
             f"on core {the_plan.engine_core} (engine_wait {plan.ENGINE_WAIT}), load "
-            f"generator {generator}; application work "
+            f"generator {generator}; idle cores {idle.describe()}; application work "
             f"{work}")
 
 

@@ -37,6 +37,7 @@ from offloadlab.background import watched
 from offloadlab.errors import InputError, RunError, require
 from offloadlab.handoff import policy
 from offloadlab.sim.run import to_core
+from offloadlab.testbed import idle
 from offloadlab.testbed.documents import ServerStats
 from offloadlab.units import parse_bytes
 
@@ -502,10 +503,11 @@ def running(options: ServerOptions,
     Raises :class:`RunError` if the server fails (at start, while serving, or when
     stopped; this error wins over one the body raised) or does not listen within
     ``start_timeout_s``, and if the host took over from an engine that no fault was
-    injected into: the run then measured inline serving under the engine's name."""
+    injected into: the run then measured inline serving under the engine's name.
+    Idle cores poll meanwhile (:mod:`offloadlab.testbed.idle`)."""
     args = options.core_args()
     control = _core.ServerControl()
-    with ThreadPoolExecutor(1, thread_name_prefix="offload-server") as pool:
+    with idle.polled(), ThreadPoolExecutor(1, thread_name_prefix="offload-server") as pool:
         future = pool.submit(_serve_core, args, control)
         try:
             port = _wait_listening(future, control, start_timeout_s)
