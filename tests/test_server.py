@@ -171,6 +171,24 @@ def test_the_engine_burns_its_message_cost_for_each_request_and_answer(site):
     assert 4e-3 <= final["per_request"]["engine_busy_cpu_s"] < 6e-3
 
 
+def test_the_engine_times_each_request_s_trip_through_the_host(site):
+    # The host burns 3 ms per request; one client at a time, so nothing queues: the trip
+    # is the work plus two ring hops and the host's wake-up.
+    with running(ServerOptions(site["root"], mode="engine", work="det(3ms)")) as server:
+        conn = http.client.HTTPConnection(server.host, server.port, timeout=5)
+        for _ in range(5):
+            conn.request("GET", "/c0/one.bin")
+            assert conn.getresponse().read() == site["files"]["/c0/one.bin"]
+        conn.close()
+    assert 3e-3 <= server.final["per_request"]["host_turnaround_s"] < 5e-3
+    with running(ServerOptions(site["root"], work="det(3ms)")) as server:
+        conn = http.client.HTTPConnection(server.host, server.port, timeout=5)
+        conn.request("GET", "/c0/one.bin")
+        conn.getresponse().read()
+        conn.close()
+    assert server.final["per_request"]["host_turnaround_s"] is None  # inline: no rings
+
+
 def test_running_stops_the_server_when_the_body_raises(site):
     with pytest.raises(ZeroDivisionError), running(ServerOptions(site["root"])) as server:
         port = server.port

@@ -176,6 +176,7 @@ pub fn run(
                 .as_ref()
                 .map(|cache| Proxy::new(cache, stats.clone())),
             forwarded: HashMap::new(),
+            asked: HashMap::new(),
         };
         let (core, wait) = (config.engine_core, config.engine_wait);
         std::thread::Builder::new()
@@ -284,6 +285,8 @@ struct EngineSide {
     /// the host (the application) whose answers have not all come back.
     proxy: Option<Proxy>,
     forwarded: HashMap<ConnId, Forwarded>,
+    /// When each connection's request still waiting for the host was passed up.
+    asked: HashMap<ConnId, Instant>,
 }
 
 /// One piece of a host's answer.
@@ -320,6 +323,12 @@ impl EngineSide {
             Command::Send { conn, buf, then } => (conn, Piece::Bytes(buf), then),
             Command::Sendfile { conn, file, then } => (conn, Piece::File(file), then),
         };
+        if let Some(asked) = self.asked.remove(&conn) {
+            let socket = &self.shared.stats.socket;
+            socket.turnarounds.fetch_add(1, Ordering::Relaxed);
+            let ns = asked.elapsed().as_nanos() as u64;
+            socket.turnaround_ns.fetch_add(ns, Ordering::Relaxed);
+        }
         let Some(mut forwarded) = self.forwarded.remove(&conn) else {
             return match piece {
                 Piece::Bytes(buf) => proto.send(self, conn, buf, then),
@@ -416,6 +425,7 @@ impl Dispatch for EngineSide {
             head,
             path,
         });
+        self.asked.insert(conn, Instant::now());
         self.requests += 1;
         if self.policy.is_some() {
             let handoff = &self.shared.stats.handoff;

@@ -74,6 +74,11 @@ pub struct Socket {
     /// busy period are not counted: the model charges its per-wake-up cost once per
     /// busy period.
     pub wakeups: AtomicU64,
+    /// Engine and handoff modes: requests passed up to the host whose answer has come
+    /// back, and the nanoseconds from passing each up to its answer's first command
+    /// reaching the engine (both rings, the host's queue and its work).
+    pub turnarounds: AtomicU64,
+    pub turnaround_ns: AtomicU64,
 }
 
 /// Counters of the application (the host thread).
@@ -334,6 +339,7 @@ impl Stats {
         };
         let (host_s, engine_s) = (role_cpu("host"), role_cpu("engine"));
         let host_wakeups = relaxed(&self.app.wakeups);
+        let turnarounds = relaxed(&self.socket.turnarounds);
         // Only our own engine thread counts its wake-ups (SQPOLL is the kernel's).
         let engine_wakeups = matches!(self.mode, Mode::Engine | Mode::Handoff)
             .then(|| relaxed(&self.socket.wakeups));
@@ -406,6 +412,9 @@ impl Stats {
                 host_wakeups: per_request(host_wakeups as f64),
                 engine_wakeups: engine_wakeups.and_then(|n| per_request(n as f64)),
                 engine_sq_work_s: sq.and_then(|t| per_request(t.work_s)),
+                host_turnaround_s: (turnarounds > 0).then(|| {
+                    relaxed(&self.socket.turnaround_ns) as f64 * 1e-9 / turnarounds as f64
+                }),
             },
             wakeups: Wakeups {
                 host: host_wakeups,
@@ -545,6 +554,9 @@ struct PerRequest {
     host_wakeups: Option<f64>,
     engine_wakeups: Option<f64>,
     engine_sq_work_s: Option<f64>,
+    /// Mean seconds from the engine passing a request up to its answer coming back
+    /// (Socket::turnaround_ns): None without answers that went through the rings.
+    host_turnaround_s: Option<f64>,
 }
 
 #[derive(Debug, Serialize)]

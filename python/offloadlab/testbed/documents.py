@@ -138,6 +138,9 @@ class PerRequest:
     host_wakeups: float | None
     engine_wakeups: float | None
     engine_sq_work_s: float | None
+    # Engine and handoff modes: mean seconds from the engine passing a request up to its
+    # answer's first command coming back (both rings, the host's queue and work).
+    host_turnaround_s: float | None
 
 
 @dataclass(frozen=True)
