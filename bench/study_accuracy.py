@@ -2,7 +2,7 @@
 benchmark.
 
 Runs ``offload study`` ``--runs`` times per scope and prints, per source (``model``, the
-extended model; ``seed_model``, seed 000's fitted on the same runs; ``model_sum`` and
+extended model; ``seed_model``, seed 000's fitted on the same runs; and
 ``sim``), the share of targets met:
 
 - accuracy: U_host and U_engine MAPE <= 5%, T MAPE <= 15%, on every (class, mode,
@@ -110,7 +110,7 @@ def report(scope: str, studies: list[tuple[dict, dict]]) -> None:
                 met[a["source"]] += _within(a["mape"], a["target"])
     print("accuracy (MAPE within its target, rows with a scored point; goal "
           f"{ACCURACY_GOAL:.0%} of rows):")
-    for source in ("model", "seed_model", "model_sum", "sim"):
+    for source in ("model", "seed_model", "sim"):
         if rows[source]:
             share = met[source] / rows[source]
             print(f"  {source:11} {met[source]:3}/{rows[source]:<3} {share:6.1%}"

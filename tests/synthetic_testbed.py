@@ -6,8 +6,9 @@ Per request of a class (sizes from its manifest):
 - inline: the host works ``host_fixed + host_per_byte * size``;
 - offload mode: the host works ``overhead`` (a constant: the cost of talking to the
   engine) and the engine ``engine_fixed + engine_per_byte * size``;
-- the client sees ``d0`` (per mode) on top of the queues, and in offload mode the
-  slower of the two queues (seed 000's T = max(T_cpu, T_oe));
+- the client sees ``d0`` (per mode) on top of the queues, and in offload mode both
+  queues one after the other (T = T_cpu + T_oe, as the server's engine reads, the host
+  answers and the engine writes);
 - in engine mode the host's answers leave in gated rounds, as the server's host thread
   publishes its commands once per drain of the engine's events.
 
@@ -82,7 +83,7 @@ class SyntheticTestbed:
         host, engine = self.queues(load, mode)
         if engine is None:
             return self.costs.d0_inline + host.sojourn(lam)
-        return self.costs.d0_offload + max(host.sojourn(lam), engine.sojourn(lam))
+        return self.costs.d0_offload + host.sojourn(lam) + engine.sojourn(lam)
 
     def capacity(self, load: ClassLoad, mode: str) -> float:
         host, engine = self.queues(load, mode)

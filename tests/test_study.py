@@ -106,6 +106,8 @@ def test_the_fitted_scenario_is_reusable_and_matches_the_costs(real_study):
     assert sc.host.background_share == pytest.approx(shares["engine", "host_overhead"])
     assert sc.host_alone.background_share == pytest.approx(shares["inline", "host_proto"])
     assert 0 <= sc.engine.background_share < 0.5
+    # The testbed's stages run one after the other: the delay is their sum.
+    assert sc.options.system_delay == "sum"
     assert model.evaluate(sc).rows()  # the model solves it as written
 
 

@@ -243,8 +243,6 @@ def _accuracy(study: Study, cls: str, mode: str) -> list[dict]:
         sources = {"model": pred["at"][metric].to_numpy(float)}
         if "seed_at" in pred:
             sources["seed_model"] = pred["seed_at"][metric].to_numpy(float)
-        if metric == "T" and mode != "inline":
-            sources["model_sum"] = pred["at"]["T_sum"].to_numpy(float)
         if sims is not None:
             sources["sim"] = sims[metric].reindex(rates).to_numpy(float)
         for source, predicted in sources.items():

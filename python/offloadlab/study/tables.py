@@ -42,7 +42,7 @@ COLUMNS: dict[str, tuple[str, ...]] = {
     # mode), for latency CDFs.
     "latency": ("class", "mode", "rate", "total_s"),
     # One row per (class, mode, metric, source): metric U_host | U_engine | T; source
-    # model | model_sum | sim. mape over the validation points below 80% utilisation
+    # model | seed_model | sim. mape over the validation points below 80% utilisation
     # (n of them); floor: the testbed's own noise on those points (the mean error of
     # each against the line through its neighbours; the same for every source);
     # two-sample Kolmogorov-Smirnov D and exact p between the predicted and measured
