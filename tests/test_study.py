@@ -62,7 +62,13 @@ def test_a_study_writes_its_report_results_scenarios_and_summary(real_study):
     assert inline["U_noe"].notna().all() and inline["U_cpu"].isna().all()
     engine = frame[(frame["mode"] == "engine") & (frame["source"] == "testbed")]
     assert (engine["U_oe"] > 0).all() and engine["U_noe"].isna().all()
+    # The engine timed each request's trip through the host: at least the host's own
+    # work (100 us of application work on average), and nowhere near a second.
+    assert ((engine["host_trip"] > 50e-6) & (engine["host_trip"] < 0.5)).all()
+    assert inline["host_trip"].isna().all()
     summary = json.loads((out / "summary.json").read_text())
+    # The machine line says whether idle cores polled during the runs, or why not.
+    assert re.search(r"idle cores (poll|halt) \(", summary["meta"]["machine"])
     assert {(v["class"], v["mode"]) for v in summary["verdicts"]} == {("c0", "engine"),
                                                                       ("c2", "engine")}
     assert set(summary["accuracy"][0]) == set(COLUMNS["accuracy"])

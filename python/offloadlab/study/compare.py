@@ -76,7 +76,8 @@ def model_points(rows: dict, rates: np.ndarray, cls: str, mode: str,
             U_host=rows["U_noe" if inline else "U_cpu"][i],
             U_engine=math.nan if inline else rows["U_oe"][i],
             T=rows["T_noe" if inline else "T"][i],
-            T_sum=math.nan if inline else rows["T_sum"][i], use="prediction"))
+            T_sum=math.nan if inline else rows["T_sum"][i],
+            host_trip=math.nan if inline else rows["T_cpu"][i], use="prediction"))
     return pd.DataFrame(out, columns=list(COLUMNS["points"]))
 
 
@@ -105,8 +106,9 @@ def sim_points(result, rates: np.ndarray, cls: str, mode: str) -> pd.DataFrame:
 def _testbed_points(cls: str, mode: str, runs: list[Measured]) -> list[dict]:
     return [_row(source="testbed", mode=mode, **{"class": cls}, rate=m.run.rate,
                  U_host=m.U_host, U_engine=m.U_engine if mode != "inline" else math.nan,
-                 T=m.run.T, T_lo=m.T_lo, T_hi=m.T_hi, throughput=m.run.throughput,
-                 p99=m.p99, errors=m.errors, use=m.use) for m in runs]
+                 T=m.run.T, T_lo=m.T_lo, T_hi=m.T_hi, host_trip=m.host_trip,
+                 throughput=m.run.throughput, p99=m.p99, errors=m.errors, use=m.use)
+            for m in runs]
 
 
 def tables(study: Study, meta: dict) -> StudyTables:

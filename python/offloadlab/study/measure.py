@@ -56,6 +56,9 @@ class Measured:
     cores: tuple[CoreTimes, ...]
     latency: np.ndarray      # per-request total times (a sample)
     steal: float = 0.0       # share of the cores' time the hypervisor took (steal_share)
+    # Engine mode: mean time from the engine passing a request up to its answer coming
+    # back (the stats' host_turnaround_s); nan in the other modes.
+    host_trip: float = math.nan
     repeats: int = 0         # runs made again for it because of that (study.run)
 
 
@@ -130,7 +133,8 @@ def _reduce(load: ClassLoad, mode: str, use: str, rate: float, sizes: np.ndarray
         errors=report.failed, error_rate=done.load.error_rate,
         connections_per_s=report.connections / seconds if seconds > 0 else math.nan,
         connect_s=report.connect_mean_s, goodput_Bps=report.goodput_Bps,
-        cores=server.cores, latency=np.sort(sample), steal=steal_share(server.cores))
+        cores=server.cores, latency=np.sort(sample), steal=steal_share(server.cores),
+        host_trip=_number(per.host_turnaround_s))
 
 
 def _number(value) -> float:

@@ -14,9 +14,13 @@ import pandas as pd
 
 # Each table's columns, in order; ``StudyTables.check`` holds the frames to them.
 COLUMNS: dict[str, tuple[str, ...]] = {
-    # One row per (source, mode, class, rate). source: model | sim | testbed. The model's
-    # T is seed 000's max(T_cpu, T_oe) variant (T_noe in inline mode) and T_sum the tandem
-    # sum; both include the fixed network and client time d0 fitted in calibration.
+    # One row per (source, mode, class, rate). source: model | seed_model | sim | testbed.
+    # The model's T follows its scenario's system_delay: the tandem sum T_cpu + T_oe for
+    # `model`, seed 000's max(T_cpu, T_oe) for `seed_model` (T_noe in inline mode); T_sum
+    # is always the sum. Both include the fixed network and client time d0 fitted in
+    # calibration. host_trip (offload modes): the testbed's measured time from the engine
+    # passing a request up to its answer coming back (engine mode only), and the models'
+    # host sojourn T_cpu, which leaves the rings' hops in d0.
     # T_lo, T_hi: 95% interval of T (sim: replications or batch means; testbed: batch
     # means over the run); U_*_lo/_hi likewise for the sim. use: "calibration" for the
     # testbed runs the model was fitted on, "validation" for the sweep, "prediction"
@@ -24,7 +28,7 @@ COLUMNS: dict[str, tuple[str, ...]] = {
     # model point has T = inf.
     "points": ("source", "mode", "class", "rate", "U_host", "U_host_lo", "U_host_hi",
                "U_engine", "U_engine_lo", "U_engine_hi", "T", "T_sum", "T_lo", "T_hi",
-               "throughput", "p99", "errors", "use"),
+               "host_trip", "throughput", "p99", "errors", "use"),
     # One row per (class, mode). measured: closed-loop throughput with zero think time;
     # model: 1 / E[S] of the bottleneck (host or engine) with its core's background.
     # error = model / measured - 1; seed_model, seed_error: the same for seed 000's
