@@ -285,7 +285,9 @@ struct EngineSide {
     /// the host (the application) whose answers have not all come back.
     proxy: Option<Proxy>,
     forwarded: HashMap<ConnId, Forwarded>,
-    /// When each connection's request still waiting for the host was passed up.
+    /// When each connection's request still waiting for the host was passed up. The
+    /// host answers every request it is passed, also on a connection closed meanwhile,
+    /// so an entry leaves with its answer's first command (as `forwarded`'s do).
     asked: HashMap<ConnId, Instant>,
 }
 
