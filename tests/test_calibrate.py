@@ -164,6 +164,27 @@ def test_a_wakeup_cost_and_cooling_time_are_recovered_from_cpu_per_request():
     assert fit.fit_wakeup(flat, "host").cost == 0.0
 
 
+def test_an_engine_the_host_answers_wake_is_fitted_on_both_wakeups():
+    # Engine mode's engine wakes for each request it reads and each batch of answers the
+    # host hands back: P0_e (1 + P0_host) wake-ups per request; uring's SQPOLL thread
+    # only for the host's submissions, P0_e. CPU per request y = s + D x with x those
+    # wake-ups, U_e = lam y, solved for y; the host's busy share is lam 100 us.
+    cost, host = 20e-6, 100e-6
+
+    def run(mode, cls, s, lam):
+        extra = 2 - lam * host if mode in fit.ANSWERS_WAKE else 1.0
+        y = (s + cost * extra) / (1 + lam * cost * extra)
+        return fit.Run(cls, mode, lam, lam, 1000, host, 0.0, y, 1e-3, _sizes(1e3, 10))
+
+    for mode in ("engine", "uring"):
+        runs = [[run(mode, c, s, lam) for lam in (500.0, 2000.0, 4000.0)]
+                for c, s in (("c0", 30e-6), ("c3", 90e-6))]
+        lam = 2000.0
+        assert fit.woken(runs[0][1], "engine") == pytest.approx(
+            (1 - lam * runs[0][1].engine_s) * ((2 - lam * host) if mode == "engine" else 1))
+        assert fit.fit_wakeup(runs, "engine").cost == pytest.approx(cost, rel=1e-6), mode
+
+
 def test_the_wakeup_fit_leaves_the_applications_measured_work_alone():
     # The application burned more per request in the lighter runs (its own draws), so
     # total host CPU per request falls with load faster than wake-ups explain. Fitted

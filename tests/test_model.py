@@ -732,3 +732,17 @@ def test_a_class_that_hurts_on_its_own_is_never_recommended():
     free = make_scenario([klass("a", 100.0, "auto", SMALL, host_overhead="exp(mean=0.05ms)"),
                           b], cpu_queue="mg1")
     assert evaluate(free, np.linspace(20.0, 180.0, 9)).fractions[:, 0].max() > 0
+
+
+def test_per_class_utilisations_add_up_to_the_queues_with_cooling_wakeups():
+    # Each class's share of a queue's wake-ups is charged at the cooled cost the queue
+    # pays, also when the host's answers wake the engine a second time.
+    sc = scenario.from_dict({
+        "name": "two", "host": {"wakeup": "det(80us)", "cooling": "1ms", "release": "round"},
+        "engine": {"wakeup": "det(50us)", "cooling": "2ms", "answers_wake": True},
+        "options": {"system_delay": "sum", "cpu_queue": "mg1"},
+        "class": [klass("a", 300, 1.0, **SMALL), klass("b", 200, 0.5, **LARGE)]})
+    r = evaluate(sc, [40.0, 80.0])
+    assert np.isfinite(r.overall["T"]).all()
+    for key in ("U_noe", "U_cpu", "U_oe"):
+        assert r.per_class[key].sum(-1) == pytest.approx(r.overall[key], rel=1e-12), key

@@ -259,6 +259,8 @@ def test_bad_d0_names_the_field_and_the_fix(extra, words):
     ('[engine]\nbackground_share = 1', ["engine: background_share = 1", "[0, 1)"]),
     ('[host]\nbackground_share = "5%"', ["host: background_share = '5%'", "e.g. 0.05"]),
     ('[host]\nbackground_share = nan', ["host: background_share = nan", "[0, 1)"]),
+    ('[engine]\nanswers_wake = "yes"', ["engine: answers_wake = 'yes'", "true or false"]),
+    ('[host]\nanswers_wake = true', ["host: answers_wake belongs in [engine]"]),
 ])
 def test_bad_queue_costs_name_the_table_and_field(table, words):
     message = _error(table + "\n" + GOOD_CLASS)
@@ -271,6 +273,13 @@ def test_release_in_rounds_round_trips_and_defaults_to_each_request():
     assert s.host.release == s.host_alone.release == "round"
     assert s.engine.release == "request"
     assert scenario.loads(scenario.dumps(s)) == s
+
+
+def test_answers_waking_the_engine_round_trips_and_is_off_by_default():
+    s = scenario.loads('[engine]\nanswers_wake = true\n' + GOOD_CLASS)
+    assert s.engine.answers_wake and not s.host.answers_wake
+    assert scenario.loads(scenario.dumps(s)) == s
+    assert not scenario.loads(GOOD_CLASS).engine.answers_wake
 
 
 def test_background_per_class_round_trips():

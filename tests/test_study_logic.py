@@ -108,6 +108,9 @@ def test_only_the_extended_models_engine_mode_host_releases_its_answers_in_round
     engine = found.fitted.scenarios["engine"]
     assert engine.host.release == "round" and engine.host_alone.release == "request"
     assert all(sc.host.release == "request" for sc in found.seed.scenarios.values())
+    # ... and only its engine is woken by the host's answers as well as the requests.
+    assert engine.engine.answers_wake and not engine.host.answers_wake
+    assert not any(sc.engine.answers_wake for sc in found.seed.scenarios.values())
 
 
 def test_a_slower_engine_turns_the_large_class_verdict():

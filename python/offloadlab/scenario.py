@@ -49,6 +49,9 @@ QUEUE_FIELDS: dict[str, str] = {
     "release": 'when a served request leaves: "request", at once; "round", with its round: '
                "the queue serves in gated rounds (each takes every request waiting when it "
                "begins) and a round's requests leave together once its last is served",
+    "answers_wake": "engine only: true if the host's answers wake the engine too, each "
+                    "batch of them that finds it idle paying a wake-up, as well as the "
+                    "requests it reads from the network (an engine in front of the host)",
 }
 RELEASES = ("request", "round")
 _CHOICES = {
@@ -81,6 +84,9 @@ class Queue:
     #: "round": a thread that drains its input, handles each item and then publishes
     #: all it produced in one batch holds every result until its round is done.
     release: Literal["request", "round"] = "request"
+    #: An engine in front of the host wakes for each request from the network and again
+    #: for each batch of answers the host hands back to it (docs/model.md §17).
+    answers_wake: bool = False
 
     def background_of(self, name: str) -> Dist:
         """The background job of a request of class ``name``."""
@@ -246,6 +252,15 @@ def _queue(raw: object, table: str, default: Queue, base_dir: Path | None,
         else:
             errors.append(f"{table}: release = {raw['release']!r} is not one of "
                           f"{', '.join(map(repr, RELEASES))} ({QUEUE_FIELDS['release']})")
+    if "answers_wake" in raw:
+        if table != "engine":
+            errors.append(f"{table}: answers_wake belongs in [engine], the queue the host's "
+                          "answers go back to; remove it here")
+        elif isinstance(raw["answers_wake"], bool):
+            values["answers_wake"] = raw["answers_wake"]
+        else:
+            errors.append(f"{table}: answers_wake = {raw['answers_wake']!r} must be true or "
+                          f"false ({QUEUE_FIELDS['answers_wake']})")
     background = raw.get("background")
     if isinstance(background, dict):  # per class: { c0 = "det(10us)", c3 = "det(60us)" }
         values["background"] = _ZERO
@@ -385,7 +400,8 @@ def dumps(scenario: Scenario) -> str:
         data[table] = {"wakeup": str(queue.wakeup), "cooling": units.format_time(queue.cooling),
                        "background": str(queue.background) if not queue.per_class else
                        {c.name: str(queue.background_of(c.name)) for c in scenario.classes},
-                       "background_share": queue.background_share, "release": queue.release}
+                       "background_share": queue.background_share, "release": queue.release,
+                       **({"answers_wake": True} if queue.answers_wake else {})}
     data["class"] = [
         {"name": c.name, "rate": c.rate,
          **{key: str(getattr(c, key)) for key in COST_FIELDS},

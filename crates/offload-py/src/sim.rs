@@ -116,8 +116,8 @@ type ClassTuple = (
 );
 
 /// One station: (wakeup, background, cooling seconds, steady background share of the
-/// core, served in gated rounds).
-type QueueTuple = (PyDist, PyDist, f64, f64, bool);
+/// core, served in gated rounds, woken by the requests' arrivals too).
+type QueueTuple = (PyDist, PyDist, f64, f64, bool, bool);
 
 /// Simulate the request-level network once (one rate point). Returns a dict of plain
 /// Python values; see `offloadlab.sim` for their meaning. `warmup=None` means MSER-5.
@@ -157,13 +157,16 @@ fn simulate<'py>(
         rate,
         delay_max,
         queues: queues.map_or_else(Default::default, |q| {
-            q.map(|(wakeup, background, cooling, share, rounds)| QueueCosts {
-                wakeup: wakeup.0,
-                background: background.0,
-                cooling,
-                share,
-                rounds,
-            })
+            q.map(
+                |(wakeup, background, cooling, share, rounds, answers_wake)| QueueCosts {
+                    wakeup: wakeup.0,
+                    background: background.0,
+                    cooling,
+                    share,
+                    rounds,
+                    answers_wake,
+                },
+            )
         }),
         classes: classes
             .into_iter()

@@ -107,11 +107,27 @@ class Wakeup:
         return self.cost * woken(run, side) / (1 + run.throughput * self.cooling)
 
 
+# Modes whose engine reads each request from the network and is then handed the host's
+# answers, sleeping in between when it has nothing to do: both wake it (docs/model.md
+# §17). Measured (bench/engine_turns.py, class 0, 660-6,000 req/s): the engine's sleeps
+# per request were 0.83-0.96 times (1 - U_e)(1 + the host's rounds per request), and
+# 0.92-1.76 times the 1 - U_e of a wake-up per busy period.
+ANSWERS_WAKE = frozenset({"engine"})
+
+
 def woken(run: Run, side: str) -> float:
     """The model's wake-ups per request in ``run`` from its measured busy shares: with
     the queue's own busy share U and the background's sigma on its core, P0 = (1 -
     U / (1 - sigma)) / (1 + lam E[I]), E[I] the wait for background found busy
-    (deterministic background jobs); 1 - U without background."""
+    (deterministic background jobs); 1 - U without background. An engine the host's
+    answers wake too (:data:`ANSWERS_WAKE`) wakes P0 (1 + the host's P0) times: the
+    model's epochs with every request offloaded, as in the study's runs."""
+    if side == "engine" and run.mode in ANSWERS_WAKE:
+        return _idle(run, side) * (1 + _idle(run, "host"))
+    return _idle(run, side)
+
+
+def _idle(run: Run, side: str) -> float:
     cpu, _, bg = SIDES[side]
     lam = run.throughput
     b = getattr(run, bg) if math.isfinite(getattr(run, bg)) else 0.0

@@ -68,17 +68,17 @@ def _per_class(q, lam, f, share, k: ClassCosts, options) -> dict[str, np.ndarray
     cpu_relieved = np.broadcast_to(k.sent_host1 < k.h1, shape)
     W_oe = np.broadcast_to(q.oe.W[:, None], shape)
 
-    def woken(s, visits, extra):  # each request that finds a queue idle pays its wake-up
-        return visits * s.wakeups[:, None] * extra.d1
+    def woken(s, visits):  # each request's share of its queue's wake-ups
+        return visits * (s.wakeups * s.wake_cost)[:, None]
 
     return {
         "lam": lam, "f": f,
-        "U_noe": lam * k.h1 + woken(q.noe, lam, k.noe),
+        "U_noe": lam * k.h1 + woken(q.noe, lam),
         "W_noe": np.broadcast_to(q.noe.W[:, None], shape), "T_noe": q.T_noe_c,
         "U_cpu": (lam * ((1 - f) * k.h1 + f * k.sent_host1)
-                  + woken(q.cpu, lam * (1 - f * k.hit), k.cpu)),
+                  + woken(q.cpu, lam * (1 - f * k.hit))),
         "W_cpu": np.broadcast_to(q.cpu.W[:, None], shape), "T_cpu": q.T_cpu_c,
-        "U_oe": offloaded * k.sent_engine1 + woken(q.oe, offloaded, k.oe),
+        "U_oe": offloaded * k.sent_engine1 + woken(q.oe, offloaded),
         "W_oe": W_oe, "T_oe": q.T_oe_c,
         "T": q.T_c, "T_sum": q.T_sum_c,
         "N_q": weighted(offloaded, W_oe),

@@ -41,7 +41,8 @@ class Extra:
     """A queue's wake-up cost D (moments d1, d2, seconds and seconds^2), the
     background work B each request of a class brings to its core (b1, b2: arrays over
     classes, or scalars for every class), the ``share`` of the core other work holds at
-    every rate, and whether its requests leave in ``rounds``."""
+    every rate, whether its requests leave in ``rounds``, and whether the host's answers
+    wake it too (``answers_wake``)."""
 
     d1: float = 0.0
     d2: float = 0.0
@@ -50,13 +51,14 @@ class Extra:
     cooling: float = 0.0
     rounds: bool = False
     share: float = 0.0
+    answers_wake: bool = False
 
     @classmethod
     def of(cls, q: Queue, names: list[str]) -> Extra:
         b = [q.background_of(n) for n in names]
         return cls(q.wakeup.mean, q.wakeup.m2, np.array([d.mean for d in b]),
                    np.array([d.m2 for d in b]), q.cooling, q.release == "round",
-                   q.background_share)
+                   q.background_share, q.answers_wake)
 
     def wakeup(self, lam: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """E[D] and E[D^2] of a wake-up at arrival rate ``lam``. After an idle period I
@@ -173,7 +175,9 @@ class Station:
     """One solved queue. A class-c request's mean sojourn is ``wait + stretch * s1_c``;
     ``U`` is the queue's own busy share (wake-ups included, background not), ``core``
     its core's (background included), ``W`` the mean sojourn less the request's own
-    service (wake-up included), ``wakeups`` the share of requests that find it idle."""
+    service (wake-up included), ``wakeups`` its wake-ups per request (the share of its
+    epochs that find it idle, times the epochs) and ``wake_cost`` the mean CPU of one
+    (cooled by the idle period before it)."""
 
     U: np.ndarray
     core: np.ndarray
@@ -181,6 +185,7 @@ class Station:
     wait: np.ndarray
     stretch: np.ndarray
     wakeups: np.ndarray
+    wake_cost: np.ndarray
 
     def sojourn(self, s1: np.ndarray) -> np.ndarray:
         """Mean sojourn of requests with mean service ``s1`` (classes on the last axis)."""
@@ -188,7 +193,7 @@ class Station:
 
 
 def station(lam: np.ndarray, load1: np.ndarray, load2: np.ndarray, all_lam: np.ndarray,
-            x: Extra) -> Station:
+            x: Extra, epochs: np.ndarray | float = 1.0) -> Station:
     """A FCFS queue fed ``lam`` requests/s with sum_c lam_c E[S_c] = ``load1`` and
     sum_c lam_c E[S_c^2] = ``load2``, paying wake-up D and preempted by background
     work that every request of the scenario brings, ``all_lam`` (classes last) being
@@ -208,10 +213,17 @@ def station(lam: np.ndarray, load1: np.ndarray, load2: np.ndarray, all_lam: np.n
     Served in gated rounds whose requests leave together, a request also waits for the
     work that joins its round behind it: rho / (1 + rho) of the mean work it found on
     arriving (exact for B = 0; docs/model.md, section 16).
+
+    ``epochs``: moments per request at which the queue may be woken (1: its requests'
+    arrivals). An engine that reads the requests from the network and is handed the
+    host's answers in batches is woken by both: each epoch that finds it idle pays a
+    wake-up, and the epochs without a request of their own add that work alone
+    (docs/model.md, section 17).
     """
     sigma = (all_lam * x.b1).sum(-1) + x.share
     bg2 = (all_lam * x.b2).sum(-1)  # sum_c lam_c E[B_c^2]
-    d1, d2 = x.wakeup(lam)
+    lam_ep = lam * epochs
+    d1, d2 = x.wakeup(lam_ep)
     with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
         open_ = sigma + load1 < SATURATED_AT
         k = np.where(sigma < SATURATED_AT, 1 / (1 - sigma), np.inf)  # stretch C(x) / x
@@ -224,16 +236,18 @@ def station(lam: np.ndarray, load1: np.ndarray, load2: np.ndarray, all_lam: np.n
         # E[S0^2] - E[C(S)^2], with S of the mean request.
         e2 = (2 * i1**2 + 2 * i1 * (d1 + m1) * k + (d2 + 2 * d1 * m1) * k**2
               + d1 * bg2 * k**3)
-        idle = np.where(open_, (1 - rho) / (1 + lam * e1), 0.0)  # P0: wake-ups per request
+        # P0, the share of epochs that find it idle: wake-ups per epoch.
+        idle = np.where(open_, (1 - rho) / (1 + lam_ep * e1), 0.0)
         found = (pk_wait(load2_c, np.where(open_, rho, 1.0))
-                 + np.where(open_, lam * e2 / (2 * (1 + lam * e1)), np.inf))
+                 + np.where(open_, lam_ep * e2 / (2 * (1 + lam_ep * e1)), np.inf))
         behind = rho / (1 + rho) * found if x.rounds else 0.0
         wait = found + behind + np.where(open_, idle * e1, np.inf)
         W = np.where(open_, wait + m1 * (k - 1) - idle * d1, np.inf)
-    U = load1 + lam * idle * d1
+    U = load1 + lam_ep * idle * d1
     # Past saturation the core is full: load1 + sigma >= 1 marks it, as U >= 1 did.
     return Station(U=U, core=np.where(open_, U + sigma, np.maximum(load1 + sigma, 1.0)), W=W,
-                   wait=wait, stretch=k, wakeups=idle)
+                   wait=wait, stretch=k, wakeups=idle * epochs,
+                   wake_cost=np.broadcast_to(d1, np.shape(U)))
 
 
 def weighted(w: np.ndarray, x: np.ndarray) -> np.ndarray:
@@ -286,7 +300,8 @@ def solve(lam: np.ndarray, f: np.ndarray, k: ClassCosts, options: Options) -> Qu
     cpu = station((on_host + missed).sum(-1), (on_host * k.h1 + missed * k.g1).sum(-1),
                   (on_host * k.h2 + missed * k.g2).sum(-1), lam, k.cpu)
     oe = station(offloaded.sum(-1), (missed * k.e1 + hits * k.x1).sum(-1),
-                 (missed * k.e2 + hits * k.x2).sum(-1), lam, k.oe)
+                 (missed * k.e2 + hits * k.x2).sum(-1), lam, k.oe, answer_epochs(
+                     offloaded.sum(-1), missed.sum(-1), cpu.wakeups) if k.oe.answers_wake else 1.0)
 
     T_host_c = cpu.sojourn(k.h1)  # a request of class c that stays on the host
     T_cpu_off_c = cpu.sojourn(k.g1)  # ... one that is offloaded: its host part
@@ -308,6 +323,16 @@ def solve(lam: np.ndarray, f: np.ndarray, k: ClassCosts, options: Options) -> Qu
         T_c=mix(f, T_host_c + k.d0, T_off + k.d0_sent),
         T_sum_c=mix(f, T_host_c + k.d0, T_sum_off + k.d0_sent),
     )
+
+
+def answer_epochs(sent: np.ndarray, missed: np.ndarray, host_idle: np.ndarray) -> np.ndarray:
+    """The engine's wake-up epochs per offloaded request when the host's answers wake it
+    too: each request read from the network, and each batch of answers the host hands
+    back, one per host busy period that carried a cache miss (the host's wake-ups per
+    request ``host_idle`` of the ``missed`` requests it served): 1 + missed x host_idle /
+    sent."""
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return 1 + np.where(sent > 0, missed * host_idle / np.where(sent > 0, sent, 1), 0.0)
 
 
 def overhead_bound(lam: np.ndarray, f: np.ndarray, k: ClassCosts, q: Queues,

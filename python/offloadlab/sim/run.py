@@ -166,14 +166,18 @@ def _is_int(x: object) -> bool:
     return isinstance(x, int | np.integer) and not isinstance(x, bool)
 
 
-def _queue(q: Queue, scenario: Scenario) -> tuple[_core.Dist, _core.Dist, float, float, bool]:
-    """A queue's wake-up, background, cooling time, steady background share and rounds for
-    the simulator. Background jobs arrive at the total rate, each of a class drawn by the
-    class mix: a mixture of the classes' own."""
+def _queue(q: Queue, scenario: Scenario
+           ) -> tuple[_core.Dist, _core.Dist, float, float, bool, bool]:
+    """A queue's wake-up, background, cooling time, steady background share, rounds and
+    whether the requests' arrivals wake it too (``answers_wake``: the simulator's engine
+    already wakes for the host's answers, its jobs) for the simulator. Background jobs
+    arrive at the total rate, each of a class drawn by the class mix: a mixture of the
+    classes' own."""
     names = scenario.class_names
     background = (to_core(q.background) if not q.per_class else _core.Dist.mixture(
         [c.rate for c in scenario.classes], [to_core(q.background_of(n)) for n in names]))
-    return to_core(q.wakeup), background, q.cooling, q.background_share, q.release == "round"
+    return (to_core(q.wakeup), background, q.cooling, q.background_share, q.release == "round",
+            q.answers_wake)
 
 
 def to_core(d: dist.Dist) -> _core.Dist:

@@ -254,7 +254,8 @@ def build_scenario(plan: Plan, fits: dict, models: list[fit.CostModel], mode: st
         w, other = queue_costs[fitted_mode, side]
         return Queue(wakeup=Deterministic(w.cost), cooling=w.cooling, per_class=tuple(
             (c, Deterministic(getattr(fits[c, fitted_mode], background))) for c in names),
-            background_share=other.share, release=release if extended else "request")
+            background_share=other.share, release=release if extended else "request",
+            answers_wake=extended and side == "engine" and fitted_mode in fit.ANSWERS_WAKE)
 
     return Scenario(f"fitted-{mode}", tuple(classes),
                     scenario.Options(system_delay=delay, cpu_queue="mg1"),

@@ -15,7 +15,8 @@
 //! Each station may also pay costs beyond its requests' service ([`QueueCosts`]): a
 //! wake-up added to the service of a request that finds no other request there, and
 //! background work on its core that preempts the requests. A station may also serve in
-//! gated rounds whose requests leave together. A request's end-to-end delay also
+//! gated rounds whose requests leave together, and the engine may be woken by the
+//! requests as they arrive as well as by the host's answers. A request's end-to-end delay also
 //! includes a fixed delay outside host and engine (d0).
 //!
 //! A queue whose offered load (rate times mean service, plus its background load) is 1
@@ -79,6 +80,12 @@ pub struct QueueCosts {
     /// drains its input ring, handles each item, then publishes what it produced in one
     /// batch). The service order stays FCFS; only the leaving waits for the round.
     pub rounds: bool,
+    /// The requests also wake the station as they arrive, before the host: an offloaded
+    /// request that finds it with no request and not awake pays a wake-up there, with
+    /// nothing of its own to serve. The engine of engine mode reads each request from
+    /// the network, then is handed the host's answers (its jobs here), and sleeps
+    /// between the two whenever it has nothing to do.
+    pub answers_wake: bool,
 }
 
 impl QueueCosts {
@@ -108,6 +115,7 @@ impl Default for QueueCosts {
             cooling: 0.0,
             share: 0.0,
             rounds: false,
+            answers_wake: false,
         }
     }
 }

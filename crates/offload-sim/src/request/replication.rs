@@ -73,6 +73,9 @@ struct Server {
     background_until: f64,
     /// When its last request left (its idle period began), for the wake-up's cooling.
     idle_since: f64,
+    /// Until when a wake-up with no request of its own keeps it awake
+    /// (`QueueCosts::answers_wake`): a request that comes meanwhile does not wake it.
+    awake_until: f64,
 }
 
 /// A station's gated round (used when it serves in rounds): how many of the round's
@@ -139,6 +142,7 @@ impl<'a> Replication<'a> {
                 .map_or(f64::INFINITY, |rng| gap(rng, net.rate)),
             background_until: 0.0,
             idle_since: 0.0,
+            awake_until: 0.0,
         });
         let mut rep = Replication {
             net,
@@ -290,6 +294,9 @@ impl<'a> Replication<'a> {
                 self.enter(Station::Oe, at_engine);
             }
         } else if self.stable[Station::Cpu as usize] {
+            if sent && net.queues[Station::Oe as usize].answers_wake {
+                self.wake_on_arrival(class);
+            }
             let host = if sent { app + overhead } else { app + proto };
             self.enter(
                 Station::Cpu,
@@ -307,18 +314,23 @@ impl<'a> Replication<'a> {
     fn enter(&mut self, station: Station, mut job: Job) {
         self.advance_area(station);
         let s = station as usize;
-        job.woke = self.stations[s].jobs.is_empty();
-        if job.woke {
+        let empty = self.stations[s].jobs.is_empty();
+        job.woke = empty && self.stations[s].awake_until <= self.now;
+        if empty {
             // A request that finds the station empty starts a round of its own.
             self.rounds[s].left = 1;
             // Background work that came while the station was empty delayed no request
             // (but may still be running).
             self.background_work(s);
+        }
+        if job.woke {
             if let Some(rng) = &mut self.wakeup[s] {
                 let costs = &self.net.queues[s];
                 job.service +=
                     costs.wakeup.sample(rng) * costs.warmth(self.now - self.stations[s].idle_since);
             }
+        }
+        if empty {
             let server = &mut self.stations[s];
             let mut start = self.now;
             if server.background_until > start {
@@ -331,6 +343,33 @@ impl<'a> Replication<'a> {
                 .schedule(start + wall, Event::Departure(station));
         }
         self.stations[s].jobs.push_back(job);
+    }
+
+    /// An offloaded request of `class` read from the network wakes an engine with no
+    /// request and not already awake: the wake-up's CPU is work at the engine with no
+    /// request to serve, which a request coming meanwhile waits for (as for background
+    /// work), counted with the class's engine work and wake-ups.
+    fn wake_on_arrival(&mut self, class: usize) {
+        let s = Station::Oe as usize;
+        if !self.stations[s].jobs.is_empty() || self.stations[s].awake_until > self.now {
+            return;
+        }
+        let Some(rng) = &mut self.wakeup[s] else {
+            return;
+        };
+        let costs = &self.net.queues[s];
+        let work = costs.wakeup.sample(rng) * costs.warmth(self.now - self.stations[s].idle_since);
+        self.background_work(s);
+        let server = &mut self.stations[s];
+        let end = server.background_until.max(self.now) + costs.wall(work);
+        (
+            server.background_until,
+            server.awake_until,
+            server.idle_since,
+        ) = (end, end, end);
+        let leg = &mut self.window.classes[class].oe;
+        leg.busy += work;
+        leg.wakeups += 1;
     }
 
     fn depart(&mut self, station: Station) {

@@ -28,7 +28,8 @@ pub struct Leg {
     /// Service time of the departures, wake-ups included (busy time spent on this
     /// class here).
     pub busy: f64,
-    /// Departures that found no other request at the queue, so woke it up.
+    /// Departures that found no other request at the queue, so woke it up (and, at an
+    /// engine the requests wake as they arrive, those arrivals; `busy` has their CPU).
     pub wakeups: u64,
 }
 
