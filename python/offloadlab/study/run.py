@@ -214,12 +214,12 @@ def calibrate(plan: Plan, calibration: dict, extended: bool = True) -> compare.F
     return compare.Fitted(fits, tuple(models), scenarios())
 
 
-# How each mode's host thread hands on the answers it makes (docs/model.md §16). In
-# engine mode it drains the engine's events, answers each, and only then publishes the
+# Modes whose host thread hands on its answers in rounds (docs/model.md §16). In engine
+# mode it drains the engine's events, answers each, and only then publishes the
 # commands, in one batch: an answer leaves with its round. Inline writes each answer as
 # soon as it is made; under uring, SQPOLL takes each submission as it is queued while it
 # polls, which it does at every rate the study runs (its idle time is 1 ms).
-HOST_RELEASE = {"inline": "request", "engine": "round", "uring": "request"}
+ROUNDS = frozenset({"engine"})
 
 
 def build_scenario(plan: Plan, fits: dict, models: list[fit.CostModel], mode: str,
@@ -262,8 +262,9 @@ def build_scenario(plan: Plan, fits: dict, models: list[fit.CostModel], mode: st
                     f"Fitted by offload study on the testbed ({mode} mode, "
                     f"{plan.workload}); the classes' shares of the mix at half its "
                     "host-alone capacity",
-                    host_alone=queue("host_proto", "inline", "host_bg", HOST_RELEASE["inline"]),
-                    host=queue("host_overhead", mode, "host_bg", HOST_RELEASE[mode]),
+                    host_alone=queue("host_proto", "inline", "host_bg"),
+                    host=queue("host_overhead", mode, "host_bg",
+                               "round" if mode in ROUNDS else "request"),
                     engine=queue("engine", mode, "engine_bg"))
 
 
