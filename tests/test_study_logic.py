@@ -167,6 +167,39 @@ def test_runs_still_disturbed_after_their_repeats_are_named_first():
            "(up to 20%)" in notes[0]
 
 
+class Logged:
+    """The synthetic testbed, keeping the order of its runs: (phase, class, mode, rate)."""
+
+    def __init__(self):
+        self.testbed, self.log = SyntheticTestbed(COSTS), []
+
+    def __call__(self, plan, load, mode, use, rate, **kwargs):
+        self.log.append((use, load.name, mode, rate))
+        return self.testbed(plan, load, mode, use, rate, **kwargs)
+
+
+def test_saturation_and_calibration_run_their_pairs_in_interleaved_rounds():
+    testbed = Logged()
+    the_plan = _plan()
+    found = run.run(the_plan, measure=testbed)
+    pairs = [(load.name, mode) for load in the_plan.classes for mode in the_plan.modes]
+    loads = [(load.name, mode) for load in the_plan.loads for mode in the_plan.modes]
+    saturation = [(c, m) for use, c, m, _ in testbed.log if use == "saturation"]
+    assert saturation == loads * plan.SATURATION_REPEATS
+    calibration = [(c, m, rate) for use, c, m, rate in testbed.log if use == "calibration"]
+    shares = the_plan.budget.calibration
+    assert [(c, m) for c, m, _ in calibration] == pairs * len(shares)
+    for i, (c, m, rate) in enumerate(calibration):
+        capacity = found.saturation[c, m].run.throughput
+        assert rate == pytest.approx(shares[i // len(pairs)] * capacity, rel=1e-12)
+    # Each pair keeps its calibration runs in share order, and every phase came before
+    # the sweep.
+    for runs in found.calibration.values():
+        assert [r.run.rate for r in runs] == sorted(r.run.rate for r in runs)
+    uses = [use for use, *_ in testbed.log]
+    assert uses == sorted(uses, key=["saturation", "calibration", "validation"].index)
+
+
 def test_the_steal_share_is_of_every_core_s_whole_time():
     def core(i: int, busy: float, steal: float) -> CoreTimes:
         return CoreTimes(core=i, user_s=busy, system_s=0.0, idle_s=1.0 - busy - steal,

@@ -2,7 +2,7 @@
 
 Phases, each reported to ``progress(phase, done, total)`` in seconds of planned load:
 
-1. saturation: a closed-loop run per class and mode (capacity, Tables 4-3/4-4 analogs);
+1. saturation: closed-loop runs per class and mode (capacity, Tables 4-3/4-4 analogs);
 2. calibration: Poisson runs at fractions of that capacity, then the fit
    (:mod:`offloadlab.calibrate.fit`) and one fitted scenario per offload mode;
 3. measure: the Poisson sweep at fractions of the model's saturation rate, stopping
@@ -12,9 +12,11 @@ Phases, each reported to ``progress(phase, done, total)`` in seconds of planned 
 
 from __future__ import annotations
 
+import itertools
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import replace
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -34,6 +36,7 @@ from offloadlab.study.plan import (
     STOP_ERROR_RATE,
     STOP_P99_S,
     STOP_SHORTFALL,
+    ClassLoad,
     Plan,
 )
 
@@ -55,31 +58,22 @@ def run(plan: Plan, progress: Progress | None = None,
     pairs = [(load, mode) for load in plan.loads for mode in plan.modes]
     budget = plan.budget
 
-    each = SATURATION_REPEATS * budget.saturation_s
-    total = len(pairs) * each
-    saturation: dict = {}
-    for i, (load, mode) in enumerate(pairs):
-        tick("saturation", i * each, total)
-        runs = [measure(plan, load, mode, "saturation", 0.0)
-                for _ in range(SATURATION_REPEATS)]
-        runs.sort(key=lambda m: m.run.throughput)
+    # Saturation and calibration run their pairs in interleaved rounds, so that a pair's
+    # runs fall in different spells of the VM (docs/study.md, "What it runs").
+    tries = rounds(pairs, range(SATURATION_REPEATS), "saturation", budget.saturation_s,
+                   lambda load, mode, _: measure(plan, load, mode, "saturation", 0.0), tick)
+    saturation = {}
+    for key, runs in tries.items():
+        runs = sorted(runs, key=lambda m: m.run.throughput)
         # The measurement is the median run; it took every repeat of the three.
-        saturation[load.name, mode] = replace(runs[len(runs) // 2],
-                                              repeats=sum(m.repeats for m in runs))
-    tick("saturation", total, total)
+        saturation[key] = replace(runs[len(runs) // 2], repeats=sum(m.repeats for m in runs))
 
-    total = len(classes) * budget.run_s * len(budget.calibration)
-    calibration: dict = {}
-    done = 0.0
-    for load, mode in classes:
-        capacity = saturation[load.name, mode].run.throughput
-        runs = []
-        for share in budget.calibration:
-            tick("calibration", done, total)
-            runs.append(measure(plan, load, mode, "calibration", share * capacity))
-            done += budget.run_s
-        calibration[load.name, mode] = runs
-    tick("calibration", total, total)
+    def calibration_run(load: ClassLoad, mode: str, share: float) -> Measured:
+        rate = share * saturation[load.name, mode].run.throughput
+        return measure(plan, load, mode, "calibration", rate)
+
+    calibration = rounds(classes, budget.calibration, "calibration", budget.run_s,
+                         calibration_run, tick)
     fitted = calibrate(plan, calibration)
     seed = calibrate(plan, calibration, extended=False)
 
@@ -113,6 +107,20 @@ def run(plan: Plan, progress: Progress | None = None,
         predictions[load.name, mode] |= baseline(seed, load.name, mode, rates)
         tick("predict", i + 1, len(pairs))
     return compare.Study(plan, fitted, saturation, calibration, sweeps, predictions, seed)
+
+
+def rounds(pairs: list, turns: Sequence, phase: str, run_s: float,
+           one: Callable[[ClassLoad, str, Any], Measured], tick: Progress) -> dict:
+    """``one(load, mode, turn)`` for every pair, a round of all pairs per turn in
+    ``turns``; ``tick`` counts ``run_s`` per run. Returns each pair's runs in turn
+    order."""
+    found: dict = {(load.name, mode): [] for load, mode in pairs}
+    total = len(pairs) * len(turns) * run_s
+    for i, (turn, (load, mode)) in enumerate(itertools.product(turns, pairs)):
+        tick(phase, i * run_s, total)
+        found[load.name, mode].append(one(load, mode, turn))
+    tick(phase, total, total)
+    return found
 
 
 def undisturbed(measure: Measure) -> Measure:
