@@ -28,7 +28,7 @@ runs) fall: the saturation target's own floor.
     .venv/bin/python bench/testbed_noise.py [--classes 0,3] [--modes inline,engine]
         [--share 0.4] [--runs 16] [--budget standard|quick] [--out DIR]
 
-About 10 minutes with the defaults on this 2-core machine (64 runs of 5 s, 36
+About 9 minutes with the defaults on this 2-core machine (554 s: 64 runs of 5 s, 36
 saturation runs, the file sets).
 """
 
