@@ -42,6 +42,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from offloadlab.calibrate import fit
 from offloadlab.results import write_outputs
 from offloadlab.study import pipeline
 from offloadlab.study.measure import measure
@@ -112,8 +113,8 @@ def exact_rows(x: np.ndarray) -> np.ndarray:
     """Row MAPEs of an exact model calibrated on CALIBRATION_RUNS consecutive runs and
     scored on the next SCORED_RUNS, one per window of the series ``x``."""
     span = CALIBRATION_RUNS + SCORED_RUNS
-    return np.array([np.mean(np.abs(x[s:s + CALIBRATION_RUNS].mean()
-                                    / x[s + CALIBRATION_RUNS:s + span] - 1))
+    return np.array([fit.mape(np.full(SCORED_RUNS, x[s:s + CALIBRATION_RUNS].mean()),
+                              x[s + CALIBRATION_RUNS:s + span])
                      for s in range(len(x) - span + 1)])
 
 
@@ -127,7 +128,7 @@ def report(frame: pd.DataFrame) -> None:
             if not np.isfinite(x).all():
                 continue
             exact = exact_rows(x)
-            oracle = np.mean(np.abs(np.median(x) / x - 1))
+            oracle = fit.mape(np.full(len(x), np.median(x)), x)
             median_row = np.median(exact)
             within.append(np.mean(exact <= target))
             met += median_row <= target
