@@ -15,7 +15,9 @@ Per request of a class (sizes from its manifest):
 Utilisation follows the utilisation law, delay the Pollaczek-Khinchine formula, and a
 saturation run completes requests at the bottleneck's capacity. A queue whose answers
 leave in rounds adds the work that joins a round behind a request: rho / (1 + rho) of
-its Pollaczek-Khinchine wait.
+its Pollaczek-Khinchine wait. The engine, handed each round at once, adds the engine
+work of the round-mates served before the request on the host: the host's work ahead
+of it, rho_h / (1 + rho_h) of its wait, times rho_e / rho_h.
 """
 
 from __future__ import annotations
@@ -55,12 +57,17 @@ class Queue:
     m2: float
     rounds: bool = False
 
-    def sojourn(self, lam: float) -> float:
+    def wait(self, lam: float) -> float:
         rho = lam * self.mean
-        if rho >= 1:
-            return math.inf
-        wait = lam * self.m2 / (2 * (1 - rho))
-        return self.mean + wait * (1 + rho / (1 + rho) if self.rounds else 1)
+        return lam * self.m2 / (2 * (1 - rho)) if rho < 1 else math.inf
+
+    def ahead(self, lam: float) -> float:
+        """The work waiting behind the gate that a request finds: its round-mates."""
+        rho = lam * self.mean
+        return rho / (1 + rho) * self.wait(lam) if self.rounds else 0.0
+
+    def sojourn(self, lam: float) -> float:
+        return self.mean + self.wait(lam) + self.ahead(lam)
 
 
 @dataclass(frozen=True)
@@ -83,7 +90,8 @@ class SyntheticTestbed:
         host, engine = self.queues(load, mode)
         if engine is None:
             return self.costs.d0_inline + host.sojourn(lam)
-        return self.costs.d0_offload + host.sojourn(lam) + engine.sojourn(lam)
+        batch = engine.mean / host.mean * host.ahead(lam)
+        return self.costs.d0_offload + host.sojourn(lam) + engine.sojourn(lam) + batch
 
     def capacity(self, load: ClassLoad, mode: str) -> float:
         host, engine = self.queues(load, mode)

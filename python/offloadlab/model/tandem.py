@@ -177,7 +177,9 @@ class Station:
     its core's (background included), ``W`` the mean sojourn less the request's own
     service (wake-up included), ``wakeups`` its wake-ups per request (the share of its
     epochs that find it idle, times the epochs) and ``wake_cost`` the mean CPU of one
-    (cooled by the idle period before it)."""
+    (cooled by the idle period before it). Served in rounds, ``ahead`` is the mean work
+    a request finds waiting behind the gate: its round-mates served before it (0
+    otherwise)."""
 
     U: np.ndarray
     core: np.ndarray
@@ -186,6 +188,7 @@ class Station:
     stretch: np.ndarray
     wakeups: np.ndarray
     wake_cost: np.ndarray
+    ahead: np.ndarray | float = 0.0
 
     def sojourn(self, s1: np.ndarray) -> np.ndarray:
         """Mean sojourn of requests with mean service ``s1`` (classes on the last axis)."""
@@ -247,7 +250,7 @@ def station(lam: np.ndarray, load1: np.ndarray, load2: np.ndarray, all_lam: np.n
     # Past saturation the core is full: load1 + sigma >= 1 marks it, as U >= 1 did.
     return Station(U=U, core=np.where(open_, U + sigma, np.maximum(load1 + sigma, 1.0)), W=W,
                    wait=wait, stretch=k, wakeups=idle * epochs,
-                   wake_cost=np.broadcast_to(d1, np.shape(U)))
+                   wake_cost=np.broadcast_to(d1, np.shape(U)), ahead=behind)
 
 
 def weighted(w: np.ndarray, x: np.ndarray) -> np.ndarray:
@@ -305,7 +308,9 @@ def solve(lam: np.ndarray, f: np.ndarray, k: ClassCosts, options: Options) -> Qu
 
     T_host_c = cpu.sojourn(k.h1)  # a request of class c that stays on the host
     T_cpu_off_c = cpu.sojourn(k.g1)  # ... one that is offloaded: its host part
-    T_miss_oe_c = oe.sojourn(k.e1)  # ... and its engine part
+    batch = batch_wait(cpu, oe, (on_host * k.h1 + missed * k.g1).sum(-1),
+                       (missed * k.e1).sum(-1))
+    T_miss_oe_c = oe.sojourn(k.e1) + batch[..., None]  # ... and its engine part
     T_hit_c = oe.sojourn(k.x1)  # ... one the engine's cache answers
     T_sum_off = mix(k.hit, T_cpu_off_c + T_miss_oe_c, T_hit_c)
     T_max_off = mix(k.hit, np.maximum(T_cpu_off_c, T_miss_oe_c), T_hit_c)
@@ -319,10 +324,24 @@ def solve(lam: np.ndarray, f: np.ndarray, k: ClassCosts, options: Options) -> Qu
         T_noe_c=noe.sojourn(k.h1) + k.d0,
         T_cpu_c=mix(sent_share, T_host_c, T_cpu_off_c),
         T_cpu_off_c=T_cpu_off_c,
-        T_oe_c=oe.sojourn(k.sent_engine1),  # over every engine visit
+        T_oe_c=oe.sojourn(k.sent_engine1) + weighted(1 - k.hit, batch[..., None]),
         T_c=mix(f, T_host_c + k.d0, T_off + k.d0_sent),
         T_sum_c=mix(f, T_host_c + k.d0, T_sum_off + k.d0_sent),
     )
+
+
+def batch_wait(cpu: Station, oe: Station, host_load: np.ndarray, engine_load: np.ndarray
+               ) -> np.ndarray:
+    """The engine's extra wait for requests the host hands it in rounds: each waits for
+    the engine work of its round-mates served before it on the host. Their host work
+    averages ``cpu.ahead``; their engine work is that times the engine's load over the
+    host's (``engine_load``: the engine work per second of requests that come from the
+    host; ``host_load``: the host's), each stretched by its core's background
+    (docs/model.md, section 16)."""
+    with np.errstate(divide="ignore", invalid="ignore"):
+        ratio = np.where(host_load > 0, engine_load * oe.stretch
+                         / np.where(host_load > 0, host_load * cpu.stretch, 1.0), 0.0)
+    return weighted(ratio, np.broadcast_to(cpu.ahead, np.shape(ratio)))
 
 
 def answer_epochs(sent: np.ndarray, missed: np.ndarray, host_idle: np.ndarray) -> np.ndarray:
