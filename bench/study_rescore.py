@@ -1,0 +1,98 @@
+"""Benchmark: re-score a kept study's testbed points with the current model.
+
+A model change should be judged on the same measurements as the model it replaces, not
+on a new study whose run-to-run spread (docs/study.md) is larger than most changes. This
+reads a study's output folder (``results.parquet``, ``summary.json`` and the exported
+``scenario-<mode>.toml``), evaluates the current model on each exported scenario at the
+testbed's rates, refits d0 on the study's calibration runs as the study does (measured
+less model, inverse-variance weighted: ``fit.combine``), and prints per class, offload
+mode and metric the MAPE the study reported beside the current model's, on the points
+the study scores (below 80 % busy, the offered rate kept up). No server runs; a folder
+takes a few seconds.
+
+The mix is left out: its d0 is the classes' mixture, not a fit of its own.
+
+    .venv/bin/python bench/study_rescore.py STUDY_DIR [STUDY_DIR ...]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from dataclasses import replace
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from offloadlab import model, scenario
+from offloadlab.calibrate import fit
+from offloadlab.study.compare import BELOW_UTIL, MARGIN, TARGETS
+
+METRICS = {"U_host": "U_cpu", "U_engine": "U_oe", "T": "T"}
+
+
+def rescore(folder: Path) -> pd.DataFrame:
+    points = pd.read_parquet(folder / "results.parquet")
+    reported = {(a["class"], a["mode"], a["metric"]): a["mape"]
+                for a in json.loads((folder / "summary.json").read_text())["accuracy"]
+                if a["source"] == "model"}
+    testbed = points[points.source == "testbed"]
+    rows = []
+    for mode in sorted(set(testbed["mode"]) - {"inline"}):
+        path = folder / f"scenario-{mode}.toml"
+        if not path.exists():
+            continue
+        fitted = scenario.load(path)
+        for cls in fitted.classes:
+            runs = testbed[(testbed["class"] == cls.name) & (testbed["mode"] == mode)]
+            if runs.empty:
+                continue
+            alone = replace(fitted, classes=(replace(cls, offload=1.0),))
+            cal = runs[runs.use == "calibration"]
+            # The model's delay without d0, then d0 refitted as the study fits it.
+            bare = model.evaluate(alone, cal.rate.to_numpy()).overall["T"] - cls.d0_offload
+            d0, _ = fit.combine(cal["T"].to_numpy() - bare,
+                                (cal["T_hi"] - cal["T_lo"]).to_numpy() / 2)
+            val = runs[runs.use == "validation"]
+            busy = np.fmax(val.U_host, val.U_engine.fillna(0.0))
+            val = val[(busy < BELOW_UTIL) & (val.throughput >= (1 - MARGIN) * val.rate)]
+            now = model.evaluate(alone, val.rate.to_numpy()).overall
+            for metric, column in METRICS.items():
+                predicted = now[column] - (cls.d0_offload - d0 if metric == "T" else 0.0)
+                rows.append({"study": f"{folder.parent.name}/{folder.name}",
+                             "cls": cls.name, "mode": mode,
+                             "metric": metric, "n": len(val),
+                             "then": reported.get((cls.name, mode, metric), np.nan),
+                             "now": fit.mape(predicted, val[metric].to_numpy()),
+                             "target": TARGETS[metric]})
+    return pd.DataFrame(rows)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("folders", nargs="+", type=Path, help="offload study output folders")
+    args = ap.parse_args()
+    missing = [f for f in args.folders if not (f / "results.parquet").exists()]
+    if missing:
+        sys.exit(f"error: no results.parquet in {', '.join(map(str, missing))}; give the "
+                 "--out folders of offload study runs")
+    table = pd.concat([rescore(f) for f in args.folders], ignore_index=True)
+    print("MAPE on the study's scored points: as the study reported it (then) and with "
+          "the current model (now)")
+    print(f"{'study':<16} {'mode':<7} {'class':<6} {'metric':<9} {'n':>3} "
+          f"{'then':>7} {'now':>7} {'target':>7}")
+    for r in table.itertuples(index=False):
+        print(f"{r.study:<16} {r.mode:<7} {r.cls:<6} {r.metric:<9} {r.n:>3} "
+              f"{r.then * 100:6.1f}% {r.now * 100:6.1f}% {r.target * 100:6.0f}%")
+    for metric, rows in table.groupby("metric", sort=False):
+        met_then = int((rows.then <= rows.target).sum())
+        met_now = int((rows.now <= rows.target).sum())
+        print(f"{metric}: median MAPE then {rows.then.median() * 100:.1f}%, now "
+              f"{rows.now.median() * 100:.1f}%; rows within target then {met_then}, now "
+              f"{met_now} of {len(rows)}")
+
+
+if __name__ == "__main__":
+    main()
