@@ -412,7 +412,7 @@ def test_the_models_wakeup_and_background_closed_forms_match_the_simulator(name,
         assert r["wakeups_noe"][0] == pytest.approx(idle, abs=r["wakeups_noe_hw"][0])
 
 
-def test_an_engine_woken_by_arrivals_and_answers_matches_the_simulator_within_3pct():
+def test_an_engine_woken_by_arrivals_and_answers_matches_the_simulator():
     # Engine mode's engine (docs/model.md §17): each offloaded request wakes it as it is
     # read, and each round of answers the host hands back wakes it again. The simulator
     # does both; the model counts P0 (1 + the host's P0) wake-ups per request, an
