@@ -3,7 +3,7 @@
 ``common`` holds the app and what commands share; ``evidence`` the model, simulator
 and sweep commands; ``study`` the main job (``offload study``, ``offload demo``);
 ``appcache`` seed 001's object cache on the testbed (``offload appcache``);
-``workload`` the ``offload workload`` group; ``testbed`` the load generator
+``workload`` the ``offload workload`` group; ``load`` the load generator
 (``offload load``); ``serve`` the testbed server (``offload serve``); ``testbed_run``
 the ``offload testbed`` group (each server mode under the same load); ``handoff`` the
 ``offload handoff`` group (seed 004's connection handoff, simulated); ``datacentre`` the

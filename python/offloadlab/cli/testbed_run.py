@@ -25,7 +25,7 @@ from offloadlab.cli.serve import (
     Work,
     watermark_option,
 )
-from offloadlab.cli.testbed import GeneratedLoad, load_progress
+from offloadlab.cli.load import GeneratedLoad, load_progress
 from offloadlab.errors import InputError, RunError
 from offloadlab.results import write_json
 from offloadlab.units import ms, us
