@@ -1,15 +1,12 @@
 """The ``offload`` command (typer). Exit codes: 0 ok, 1 runtime failure, 2 bad input.
 
-``common`` holds the app and what commands share; ``evidence`` the model, simulator
-and sweep commands; ``study`` the main job (``offload study``, ``offload demo``);
-``appcache`` seed 001's object cache on the testbed (``offload appcache``);
-``workload`` the ``offload workload`` group; ``load`` the load generator
-(``offload load``); ``serve`` the testbed server (``offload serve``); ``testbed_run``
-the ``offload testbed`` group (each server mode under the same load); ``handoff`` the
-``offload handoff`` group (seed 004's connection handoff, simulated); ``datacentre`` the
-``offload datacentre`` group (seed 003's multi-tier data centre, modelled); ``writeback``
-the ``offload writeback`` group (seed 002's write congestion, simulated); ``driver`` the
-``offload driver`` group (seed 002's polling device driver, modelled).
+Each module is named after the command or command group it registers (``load`` is
+``offload load``, ``testbed`` the ``offload testbed`` group), with two modules of
+several verbs: ``evidence`` (``offload model``, ``sim``, ``sweep``) and ``study``
+(``offload study``, ``demo``). ``common`` holds the app and what commands share,
+``options`` the flags several commands take, and ``load_binary`` is no verb but the
+``offload-load`` console script. docs/cli.md's table "Commands and their modules" lists
+every command with its module and the experiment it runs.
 """
 
 import importlib
