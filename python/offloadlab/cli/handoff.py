@@ -22,7 +22,7 @@ from offloadlab.cli.common import (
     write_experiment,
     write_folder,
 )
-from offloadlab.cli.serve import EngineCore, HostCore, Work
+from offloadlab.cli.options import EngineCore, HostCore, Work
 from offloadlab.errors import InputError
 from offloadlab.results import Check
 from offloadlab.units import ms, us

@@ -1,7 +1,7 @@
 """``offload load``: real HTTP load from a stream or a schedule, with live progress.
 
-:class:`GeneratedLoad` (the stream ``--rate`` or ``--clients`` makes) and
-:func:`load_progress` (the live status line) are shared with ``offload testbed run``.
+:func:`load_progress` (the live status line) is shared with ``offload testbed run``, and
+so are the flags that shape a generated load (:class:`~offloadlab.cli.options.LoadFlags`).
 """
 
 from __future__ import annotations
@@ -10,63 +10,19 @@ import contextlib
 import json
 import time
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated
+from typing import Annotated
 
 import typer
 from rich.live import Live
 from rich.table import Table
 
 from offloadlab.cli.common import app, err, flag_time, out, user_errors
+from offloadlab.cli.options import LOAD, LoadFlags, grouped
 from offloadlab.errors import InputError
 from offloadlab.results import write_json
 from offloadlab.units import ms as _ms
 from offloadlab.units import parse_range
-
-if TYPE_CHECKING:
-    import pandas as pd
-
-    from offloadlab.workload.stream_format import Stream
-
-# Closed loop: requests drawn per client; a client cycles through them until --duration.
-_PER_CLIENT = 1000
-
-
-@dataclass(frozen=True)
-class GeneratedLoad:
-    """The load ``--rate`` or ``--clients`` generates over a file set, shaped by
-    ``--duration``, ``--keep-alive`` ('no' or requests per connection), ``--class`` and
-    ``--seed``."""
-
-    manifest: pd.DataFrame
-    duration_s: float
-    keep_alive: str = "no"
-    size_class: int | None = None
-    seed: int = 1
-
-    @property
-    def _alive(self) -> str | bool:
-        return False if self.keep_alive == "no" else self.keep_alive
-
-    def poisson(self, rate: float) -> Stream:
-        """Open loop: Poisson connections at ``rate`` per second for the duration."""
-        from offloadlab.workload import stream
-
-        return stream.poisson(self.manifest, rate, duration_s=self.duration_s,
-                              keep_alive=self._alive, size_class=self.size_class,
-                              seed=self.seed)
-
-    def closed(self, clients: int, think: str,
-               max_duration_s: float | None = None) -> tuple[Stream, dict]:
-        """wrk-like closed loop: each client cycles through its requests until the
-        duration (or ``max_duration_s``); also the run options that make it do so."""
-        from offloadlab.workload import stream
-
-        requests = stream.closed(self.manifest, clients, think=think, requests=_PER_CLIENT,
-                                 keep_alive=self._alive, size_class=self.size_class,
-                                 seed=self.seed)
-        return requests, {"repeat": True, "max_duration_s": max_duration_s or self.duration_s}
 
 
 @contextlib.contextmanager
@@ -80,6 +36,7 @@ def load_progress(planned: int, label: str = "") -> Iterator[Callable]:
 
 @app.command("load")
 @user_errors
+@grouped
 def load_cmd(
     target: Annotated[str, typer.Argument(
         metavar="TARGET", help="HOST:PORT or http://HOST:PORT/PREFIX/ (loopback only unless "
@@ -89,21 +46,10 @@ def load_cmd(
     stream_file: Annotated[Path | None, typer.Option(
         "--stream", help="Replay this stream (offload workload stream); otherwise one is "
                          "made from --rate or --clients.")] = None,
-    rate: Annotated[float | None, typer.Option(
-        help="Open loop: Poisson connections started per second.")] = None,
     steps: Annotated[str | None, typer.Option(
         help="Saturation search: Poisson rates START:STOP:STEP, one --duration each, until "
              "--stop-p99 or --stop-errors is passed.")] = None,
-    clients: Annotated[int | None, typer.Option(help="Closed loop: clients.")] = None,
-    think: Annotated[str, typer.Option(
-        help="Closed loop: think time, e.g. exp(mean=100ms); det(0) is saturation.")
-    ] = "det(0)",
-    duration: Annotated[str, typer.Option(help="Length of the generated load.")] = "10s",
-    keep_alive: Annotated[str, typer.Option(
-        help="'no' (HTTP/1.0) or requests per connection, e.g. 10 or geom(mean=5).")
-    ] = "no",
-    size_class: Annotated[int | None, typer.Option(
-        "--class", help="Only objects of this size class (0-4).")] = None,
+    shape: LoadFlags = LOAD,
     seed: Annotated[int, typer.Option(help="Seed of the generated stream.")] = 1,
     stop_p99: Annotated[str | None, typer.Option(
         help="--steps: stop after a step whose p99 exceeds this, e.g. 100ms.")] = None,
@@ -130,12 +76,10 @@ def load_cmd(
     from offloadlab.testbed import load
     from offloadlab.workload import fileset, stream
 
-    sources = [x is not None for x in (stream_file, rate, steps, clients)]
+    sources = [x is not None for x in (stream_file, shape.rate, steps, shape.clients)]
     if sum(sources) != 1:
         raise InputError("give one of --stream FILE, --rate R, --steps A:B:C or --clients N")
     manifest = fileset.read_manifest(objects)
-    shape = GeneratedLoad(manifest, flag_time("--duration", duration), keep_alive, size_class,
-                          seed)
     options = dict(threads=threads, timeout_s=flag_time("--timeout", timeout),
                    max_duration_s=flag_time("--max-duration", max_duration), method=method,
                    verify=verify, records=records is not None, allow_remote=allow_remote)
@@ -147,15 +91,14 @@ def load_cmd(
             rates = parse_range(steps)
         except InputError as exc:
             raise InputError(f"--steps {exc}") from None
-        _run_steps(load, target, manifest, rates, shape.poisson,
+        _run_steps(load, target, manifest, rates,
+                   lambda rate: shape.poisson(manifest, rate, seed),
                    flag_time("--stop-p99", stop_p99), stop_errors, options, as_json, out_file)
         return
     if stream_file is not None:
         requests = stream.read(stream_file)
-    elif rate is not None:
-        requests = shape.poisson(rate)
     else:
-        requests, closed = shape.closed(clients, think, options["max_duration_s"])
+        requests, closed = shape.generate(manifest, seed, options["max_duration_s"])
         options |= closed
     with load_progress(len(requests)) as progress:
         result = load.run(target, requests, manifest, progress=progress, **options)

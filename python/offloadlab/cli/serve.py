@@ -1,7 +1,8 @@
 """``offload serve``: the testbed's HTTP server in the foreground until Ctrl-C or SIGTERM.
 
 The flags that place and load the server (cores, application work, the engine's
-behaviour) are declared here once and shared with ``offload testbed run``.
+behaviour) are ``cli/options.py``'s :class:`~offloadlab.cli.options.ServerFlags`, which
+``offload testbed run`` takes too.
 """
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ from typing import Annotated
 import typer
 
 from offloadlab.cli.common import app, err, flag_time, out, user_errors
-from offloadlab.errors import InputError
+from offloadlab.cli.options import SERVER, ServerFlags, grouped
 from offloadlab.testbed.documents import ServerStats
 from offloadlab.units import us
 
@@ -20,47 +21,11 @@ Mode = Annotated[str, typer.Option(
     help="Who makes the socket calls: inline (the host), engine (a software offload engine "
          "on its own core), uring (io_uring's SQPOLL thread) or handoff (the engine accepts "
          "and --handoff decides which connections it keeps; the host serves the rest).")]
-HostCore = Annotated[int | None, typer.Option(
-    help="Pin the host thread to this core (default: not pinned).")]
-EngineCore = Annotated[int | None, typer.Option(
-    help="Pin the engine thread (engine) or the SQPOLL thread (uring) to this core.")]
-Work = Annotated[str | None, typer.Option(
-    help="Application work X_a per request, burned on the host, e.g. exp(mean=50us).")]
-SendfileAbove = Annotated[int, typer.Option(
-    help="Bodies longer than this many bytes go by sendfile; shorter ones are copied.")]
-EngineWait = Annotated[str, typer.Option(
-    help="How an idle engine waits: adaptive (spin 50 us, then sleep), poll (never sleep) "
-         "or sleep (at once, for an engine core shared with other work).")]
-EngineSlowdown = Annotated[float, typer.Option(
-    help="Extra engine CPU per unit of its own work: 3 emulates an engine 4 times slower.")]
-EngineMessageCost = Annotated[str, typer.Option(
-    help="Engine CPU burned per message between host and engine (each request passed "
-         "up, each command passed down), to emulate a costly interface, e.g. 20us.")]
-HandoffPolicy = Annotated[str, typer.Option(
-    "--handoff", help="Handoff mode's policy (seed 004): P|N (host-first priority or not) - "
-                      "L|N (load control or not) - FCFS|Tn (offer every connection at "
-                      "accept, or after its n-th answer), e.g. P-L-FCFS.")]
-HandoffLimit = Annotated[int | None, typer.Option(
-    help="Handoff mode: connections the engine holds at most (Hard_limit; default "
-         "--max-conns).")]
-Watermarks = Annotated[str | None, typer.Option(
-    help="Handoff load control: HIWAT,LOWAT,STEP_DOWN,STEP_UP in work items per engine "
-         "turn (default 16,4,4,2).")]
-
-
-def watermark_option(text: str | None) -> dict:
-    """``--watermarks`` as a ServerOptions field (empty: the default)."""
-    if text is None:
-        return {}
-    parts = text.split(",")
-    if len(parts) != 4 or not all(p.strip().isdigit() for p in parts):
-        raise InputError(f"--watermarks {text!r}: give HIWAT,LOWAT,STEP_DOWN,STEP_UP as four "
-                         "whole numbers, e.g. 16,4,4,2")
-    return {"watermarks": tuple(int(p) for p in parts)}
 
 
 @app.command("serve")
 @user_errors
+@grouped
 def serve_cmd(
     root: Annotated[Path, typer.Argument(
         metavar="ROOT", help="The folder to serve, e.g. a file set from 'offload workload "
@@ -71,16 +36,7 @@ def serve_cmd(
         help="Address to listen on (loopback unless --allow-remote).")] = "127.0.0.1",
     allow_remote: Annotated[bool, typer.Option(
         "--allow-remote", help="Allow an address other machines can reach.")] = False,
-    host_core: HostCore = None,
-    engine_core: EngineCore = None,
-    work: Work = None,
-    sendfile_above: SendfileAbove = 8000,
-    engine_wait: EngineWait = "adaptive",
-    engine_slowdown: EngineSlowdown = 0.0,
-    engine_message_cost: EngineMessageCost = "0s",
-    handoff: HandoffPolicy = "P-L-FCFS",
-    handoff_limit: HandoffLimit = None,
-    watermarks: Watermarks = None,
+    server_flags: ServerFlags = SERVER,
     max_conns: Annotated[int, typer.Option(
         help="Open connections at most; one more gets 503 and is closed.")] = 4096,
     max_header_bytes: Annotated[int, typer.Option(
@@ -137,21 +93,16 @@ def serve_cmd(
     memory = (() if memory_below is None and memory_budget is None
               else server.memory_files(root, memory_below, memory_budget))
     options = server.ServerOptions(
-        root=root, mode=mode, host=host, port=port, allow_remote=allow_remote,
-        host_core=host_core, engine_core=engine_core, sendfile_above=sendfile_above,
-        work=work, seed=seed, engine_wait=engine_wait, engine_slowdown=engine_slowdown,
-        engine_message_cost_s=flag_time("--engine-message-cost", engine_message_cost),
+        root=root, mode=mode, host=host, port=port, allow_remote=allow_remote, seed=seed,
         max_header_bytes=max_header_bytes, max_uri_bytes=max_uri_bytes,
         max_headers=max_headers, max_conns=max_conns,
         header_timeout_s=flag_time("--header-timeout", header_timeout),
         idle_timeout_s=flag_time("--idle-timeout", idle_timeout),
         max_work_s=flag_time("--max-work", max_work), stats_path=stats,
         stats_interval_s=flag_time("--stats-interval", stats_interval),
-        stats_endpoint=stats_endpoint, handoff=handoff, handoff_limit=handoff_limit,
-        app_offload=app_offload, cache_size=cache_size, cache_policy=cache_policy,
-        cache_max_object=cache_max_object, max_age=max_age, db=db, memory=memory,
-        uncached=uncached,
-        **watermark_option(watermarks))
+        stats_endpoint=stats_endpoint, app_offload=app_offload, cache_size=cache_size,
+        cache_policy=cache_policy, cache_max_object=cache_max_object, max_age=max_age, db=db,
+        memory=memory, uncached=uncached, **server_flags.options())
     control = _core.ServerControl()
     with server.stop_on_signals(control):
         doc = server.serve(options, control, on_tick=_announce(options))

@@ -4,6 +4,7 @@ engine CPU per request)."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated
 
@@ -12,20 +13,8 @@ from rich.markup import escape
 from rich.table import Column, Table
 
 from offloadlab.cli.common import app, err, flag_time, out, user_errors
-from offloadlab.cli.serve import (
-    EngineCore,
-    EngineMessageCost,
-    EngineSlowdown,
-    EngineWait,
-    HandoffLimit,
-    HandoffPolicy,
-    HostCore,
-    SendfileAbove,
-    Watermarks,
-    Work,
-    watermark_option,
-)
-from offloadlab.cli.load import GeneratedLoad, load_progress
+from offloadlab.cli.load import load_progress
+from offloadlab.cli.options import SERVER, LoadFlags, ServerFlags, grouped
 from offloadlab.errors import InputError, RunError
 from offloadlab.results import write_json
 from offloadlab.units import ms, us
@@ -36,8 +25,19 @@ testbed_app = typer.Typer(
 app.add_typer(testbed_app, name="testbed")
 
 
+@dataclass(frozen=True)
+class ModeLoad(LoadFlags):
+    """The load each mode gets in turn."""
+
+    duration: Annotated[str, typer.Option(help="Length of the load in each mode.")] = "5s"
+
+
+MODE_LOAD = ModeLoad()
+
+
 @testbed_app.command("run")
 @user_errors
+@grouped
 def run_cmd(
     fileset_dir: Annotated[Path, typer.Option(
         "--fileset", help="The file set to serve and request (offload workload fileset).")],
@@ -45,29 +45,9 @@ def run_cmd(
         "--mode", help="Modes to run in turn, comma-separated: inline, engine, uring, "
                        "handoff or handoff:POLICY (e.g. handoff:P-L-FCFS, handoff:N-N-FCFS).")
     ] = "inline,engine",
-    rate: Annotated[float | None, typer.Option(
-        help="Open loop: Poisson connections started per second.")] = None,
-    clients: Annotated[int | None, typer.Option(help="Closed loop: clients.")] = None,
-    think: Annotated[str, typer.Option(
-        help="Closed loop: think time, e.g. exp(mean=100ms); det(0) is saturation.")
-    ] = "det(0)",
-    duration: Annotated[str, typer.Option(help="Length of the load in each mode.")] = "5s",
-    keep_alive: Annotated[str, typer.Option(
-        help="'no' (HTTP/1.0) or requests per connection, e.g. 10 or geom(mean=5).")
-    ] = "no",
-    size_class: Annotated[int | None, typer.Option(
-        "--class", help="Only objects of this size class (0-4).")] = None,
+    shape: ModeLoad = MODE_LOAD,
     seed: Annotated[int, typer.Option(help="Seed of the stream and of the --work draws.")] = 1,
-    work: Work = None,
-    host_core: HostCore = None,
-    engine_core: EngineCore = None,
-    sendfile_above: SendfileAbove = 8000,
-    engine_wait: EngineWait = "adaptive",
-    engine_slowdown: EngineSlowdown = 0.0,
-    engine_message_cost: EngineMessageCost = "0s",
-    handoff: HandoffPolicy = "P-L-FCFS",
-    handoff_limit: HandoffLimit = None,
-    watermarks: Watermarks = None,
+    server_flags: ServerFlags = SERVER,
     threads: Annotated[int | None, typer.Option(
         help="Load generator threads (default: one per core).")] = None,
     timeout: Annotated[str, typer.Option(help="Per-request timeout.")] = "5s",
@@ -80,27 +60,13 @@ def run_cmd(
     from offloadlab.workload import fileset
 
     names = parse_modes(modes)
-    if (rate is None) == (clients is None):
+    if (shape.rate is None) == (shape.clients is None):
         raise InputError("give one of --rate R (open loop) or --clients N (closed loop)")
-    options = ServerOptions(
-        root=fileset_dir, host_core=host_core, engine_core=engine_core,
-        sendfile_above=sendfile_above, work=work, seed=seed, engine_wait=engine_wait,
-        engine_slowdown=engine_slowdown,
-        engine_message_cost_s=flag_time("--engine-message-cost", engine_message_cost),
-        handoff=handoff, handoff_limit=handoff_limit,
-        **watermark_option(watermarks))
+    options = ServerOptions(root=fileset_dir, seed=seed, **server_flags.options())
     testbed_modes.check_modes(options, names)
     manifest = fileset.read_manifest(fileset_dir)
-    shape = GeneratedLoad(manifest, flag_time("--duration", duration), keep_alive, size_class,
-                          seed)
-    load_options: dict = dict(threads=threads, timeout_s=flag_time("--timeout", timeout))
-    if rate is not None:
-        requests = shape.poisson(rate)
-        what = f"Poisson {rate:g} connections/s"
-    else:
-        requests, closed = shape.closed(clients, think)
-        load_options |= closed
-        what = f"{clients} clients"
+    requests, load_options = shape.generate(manifest, seed)
+    load_options |= dict(threads=threads, timeout_s=flag_time("--timeout", timeout))
     runs, entries = [], []
     for name in names:
         try:
@@ -116,7 +82,8 @@ def run_cmd(
         runs.append(run)
         entries.append(run.to_json())
     if runs:
-        out.print(modes_table(runs, f"testbed on {fileset_dir}: {what}, {duration} per mode"))
+        out.print(modes_table(runs, f"testbed on {fileset_dir}: {shape.describe()}, "
+                                     f"{shape.duration} per mode"))
     if json_out is not None:
         write_json(json_out, {"fileset": str(fileset_dir), "stream": requests.describe(),
                               "modes": entries})
