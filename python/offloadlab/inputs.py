@@ -7,7 +7,9 @@ it wanted.
 from __future__ import annotations
 
 import tomllib
+from collections.abc import Callable
 from pathlib import Path
+from typing import TypeVar
 
 from offloadlab.errors import InputError
 
@@ -37,3 +39,21 @@ def parse_toml(text: str, source: str) -> dict:
 def read_toml(path: str | Path) -> dict:
     """A UTF-8 TOML file as a table."""
     return parse_toml(read_text(path), str(path))
+
+
+T = TypeVar("T")
+
+
+def load_toml(path: str | Path, what: str, build: Callable[[dict, str, Path], T]) -> T:
+    """Read the TOML file a user names and build ``what`` it holds from it:
+    ``build(table, source, folder)``, where ``source`` names the file in errors and
+    relative paths in it are read from ``folder``. A file that cannot be read is an
+    InputError that names it and ``what`` it was to be."""
+    path = Path(path)
+    try:
+        data = read_toml(path)
+    except FileNotFoundError:
+        raise InputError(f"{path}: cannot read {what}: no such file") from None
+    except OSError as exc:
+        raise InputError(f"{path}: cannot read {what}: {exc.strerror}") from None
+    return build(data, str(path), path.parent)

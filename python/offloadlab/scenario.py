@@ -17,7 +17,7 @@ import tomli_w
 from offloadlab import dist, units
 from offloadlab.dist import Dist
 from offloadlab.errors import InputError
-from offloadlab.inputs import parse_toml, read_toml
+from offloadlab.inputs import load_toml, parse_toml
 
 # The service-time fields of a class, with the seed's symbol and meaning.
 COST_FIELDS: dict[str, str] = {
@@ -172,12 +172,7 @@ class Scenario:
 def load(path: str | Path) -> Scenario:
     """Read and check a scenario file. Relative ``empirical(path=...)`` is resolved
     against the file's folder."""
-    path = Path(path)
-    try:
-        data = read_toml(path)
-    except OSError as exc:
-        raise InputError(f"{path}: cannot read scenario: {exc.strerror}") from exc
-    return from_dict(data, str(path), path.parent)
+    return load_toml(path, "scenario", from_dict)
 
 
 def loads(text: str, source: str = "<scenario>", base_dir: Path | None = None) -> Scenario:

@@ -34,7 +34,7 @@ from rich.table import Table
 
 from offloadlab import __version__, model, scenario
 from offloadlab.errors import InputError
-from offloadlab.inputs import read_toml
+from offloadlab.inputs import load_toml, read_toml
 from offloadlab.results import write_atomic
 from offloadlab.units import ms, parse_range, util
 
@@ -138,12 +138,7 @@ class Grid:
 def load_grid(path: str | Path) -> Grid:
     """Read and check a grid file; a relative ``scenario`` path is resolved against the
     grid file's folder."""
-    path = Path(path)
-    try:
-        data = read_toml(path)
-    except OSError as exc:
-        raise InputError(f"{path}: cannot read grid: {exc.strerror}") from exc
-    return grid_from_dict(data, str(path), path.parent)
+    return load_toml(path, "grid", grid_from_dict)
 
 
 def grid_from_dict(data: dict, source: str = "<grid>", base_dir: Path | None = None) -> Grid:

@@ -15,7 +15,7 @@ from pathlib import Path
 
 from offloadlab import units
 from offloadlab.errors import InputError
-from offloadlab.inputs import read_toml
+from offloadlab.inputs import load_toml
 from offloadlab.model import protocol_costs, tiers
 from offloadlab.workload import fileset, presets
 
@@ -139,12 +139,7 @@ def load(path: str | Path | None) -> tiers.DataCentre:
     """Read a data-centre file; None gives the defaults."""
     if path is None:
         return from_dict({}, "<defaults>", None)
-    path = Path(path)
-    try:
-        data = read_toml(path)
-    except OSError as exc:
-        raise InputError(f"{path}: cannot read the data-centre file: {exc.strerror}") from None
-    return from_dict(data, str(path), path.parent)
+    return load_toml(path, "the data-centre file", from_dict)
 
 
 def from_dict(data: dict, source: str = "<data centre>", base_dir: Path | None = None

@@ -58,7 +58,7 @@ import numpy as np
 import pandas as pd
 
 from offloadlab.errors import InputError
-from offloadlab.inputs import read_toml
+from offloadlab.inputs import load_toml
 from offloadlab.results import write_atomic, write_json
 from offloadlab.units import format_bytes, parse_bytes
 from offloadlab.workload import site
@@ -178,14 +178,8 @@ def _convert(data: dict) -> dict:
 
 def load_spec(path: str | Path) -> Spec | list[Spec]:
     """Read a spec from a TOML file (see :func:`spec_from_dict`)."""
-    path = Path(path)
-    try:
-        data = read_toml(path)
-    except FileNotFoundError:
-        raise InputError(f"{path}: no such file-set spec") from None
-    except OSError as exc:
-        raise InputError(f"{path}: cannot read the spec: {exc}") from None
-    return spec_from_dict(data, str(path))
+    return load_toml(path, "the file-set spec",
+                     lambda data, source, _folder: spec_from_dict(data, source))
 
 
 # ---------------------------------------------------------------------------------------
