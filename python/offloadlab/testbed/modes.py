@@ -88,15 +88,6 @@ def run_mode(options: ServerOptions, requests: Stream, manifest: pd.DataFrame,
     return ModeRun(name or options.mode, result, server.final)
 
 
-def run_modes(options: ServerOptions, modes: Sequence[str], requests: Stream,
-              manifest: pd.DataFrame, **load_options) -> list[ModeRun]:
-    """:func:`run_mode` for each mode, after checking every mode's options first (so a
-    bad one fails before any run)."""
-    check_modes(options, modes)
-    return [run_mode(with_mode(options, m), requests, manifest, name=m, **load_options)
-            for m in modes]
-
-
 T = TypeVar("T")
 
 
