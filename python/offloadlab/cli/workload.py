@@ -21,6 +21,7 @@ from offloadlab import units
 from offloadlab.cli.common import app, err, flag_time, note, out, user_errors
 from offloadlab.errors import InputError
 from offloadlab.results import figure_format, write_json
+from offloadlab.workload.traces import FORMATS, trace_format
 
 workload_app = typer.Typer(
     help="Web workloads: file sets, request streams, traces, their analysis and replay.",
@@ -28,7 +29,8 @@ workload_app = typer.Typer(
 app.add_typer(workload_app, name="workload")
 
 STREAM_KINDS = ("poisson", "constant", "ramp", "closed", "sessions")
-INPUT_FORMATS = ("auto", "manifest", "stream", "wc98", "clf")
+TRACE_FORMATS = ", ".join(f"{f.name} ({f.title})" for f in FORMATS.values())
+INPUT_FORMATS = ("auto", "manifest", "stream", *FORMATS)
 
 
 # Options of the commands that write file sets.
@@ -227,24 +229,20 @@ def stream_cmd(
 @workload_app.command("synth")
 @user_errors
 def synth_cmd(
-    fmt: Annotated[str, typer.Argument(metavar="FORMAT", help="wc98 or clf.")],
+    fmt: Annotated[str, typer.Argument(metavar="FORMAT", help=f"{TRACE_FORMATS}.")],
     out_file: Annotated[Path, typer.Argument(
         metavar="OUT", help="File to write (.gz to compress).")],
     requests: Annotated[int, typer.Option(help="Number of requests.")] = 100_000,
     seed: Annotated[int, typer.Option(help="Seed.")] = 0,
 ) -> None:
-    """Write a synthetic web trace (World Cup 98 binary or Combined Log Format).
+    """Write a synthetic web trace in one of the trace formats.
 
     For trying the readers and the analysis without the real logs.
     """
-    from offloadlab.workload import traces
-
-    writers = {"wc98": traces.synth_wc98, "clf": traces.synth_clf}
-    if fmt not in writers:
-        raise InputError(f"FORMAT {fmt!r}: use wc98 or clf")
+    synth = trace_format(fmt, "FORMAT").synth
     if requests < 1:
         raise InputError(f"--requests {requests}: use at least 1")
-    written = writers[fmt](out_file, requests, seed)
+    written = synth(out_file, requests, seed)
     out.print(f"{written:,} requests written to {out_file} ({fmt})", markup=False)
 
 
@@ -356,7 +354,8 @@ def replay_cmd(
         help="Objects the trace gives no size for: 'drop' them and their requests, or give "
              "them this size, e.g. 1KiB.")] = "drop",
     fmt: Annotated[str, typer.Option(
-        "--format", help="Trace format: auto, wc98 or clf.")] = "auto",
+        "--format", help=f"Trace format: auto (from the file) or {TRACE_FORMATS}.")
+    ] = "auto",
     seed: Annotated[int, typer.Option(help="Seed of the files' content.")] = 0,
     create_large: CreateLarge = False,
     force: Force = False,
@@ -370,8 +369,8 @@ def replay_cmd(
 
     if not trace.is_file():
         raise InputError(f"TRACE {trace}: no such file")
-    if fmt not in ("auto", "wc98", "clf"):
-        raise InputError(f"--format {fmt!r}: use auto, wc98 or clf")
+    if fmt != "auto":
+        trace_format(fmt, "--format")
     if not (speed > 0 and speed < float("inf")):
         raise InputError(f"--speed {speed:g}: use a factor > 0, e.g. --speed 2 (twice as fast)")
     if limit is not None and limit < 1:

@@ -8,9 +8,13 @@ a stream of request tables, write both formats, and generate a synthetic trace.
 
 - :mod:`.table` — what they share: the request table and the reader that yields it.
 
-This module holds :func:`read_trace` (either format) and :func:`assign_connections`, and
-re-exports the table, the formats' readers and writers and the generator of
-:mod:`.synth` (``traces.read_wc98``, ``traces.synthetic``, ...).
+This module holds the registry of formats, :data:`FORMATS` (each a :class:`TraceFormat`:
+its name, what it is, and its reader, writer and synthesiser), :func:`read_trace` (any
+format) and :func:`assign_connections`, and re-exports the table, the formats' readers
+and writers and the generator of :mod:`.synth` (``traces.read_wc98``,
+``traces.synthetic``, ...). Those are imported when first used, and so are numpy and
+pandas: the command line reads :data:`FORMATS` for its help, which must start without
+them.
 
 Request table
 -------------
@@ -37,39 +41,87 @@ record, so ``epoch_s + time_s`` is the absolute time. Both formats have 1 s reso
 
 from __future__ import annotations
 
+import importlib
 import math
 import re
-from collections.abc import Iterable, Iterator
-
-import numpy as np
-import pandas as pd
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from offloadlab.errors import InputError
-from offloadlab.workload.traces.clf import read_clf, write_clf
-from offloadlab.workload.traces.files import GZIP_ERRORS, open_binary, trace_paths
-from offloadlab.workload.traces.synth import (
-    SynthSpec,
-    synth_clf,
-    synth_wc98,
-    synthetic,
-    synthetic_chunks,
-)
-from offloadlab.workload.traces.table import (
-    COLUMNS,
-    DTYPES,
-    ReadReport,
-    TraceReader,
-    empty_table,
-)
-from offloadlab.workload.traces.wc98 import DEFAULT_EPOCH_S, head_problem, read_wc98, write_wc98
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+    from offloadlab.workload.traces.table import TraceReader
+
+# What this package re-exports, by the module that defines it (imported on first use).
+_EXPORTS = {
+    "clf": ("read_clf", "write_clf"),
+    "files": ("GZIP_ERRORS", "open_binary", "trace_paths"),
+    "synth": ("SynthSpec", "synth_clf", "synth_wc98", "synthetic", "synthetic_chunks"),
+    "table": ("COLUMNS", "DTYPES", "ReadReport", "TraceReader", "empty_table"),
+    "wc98": ("DEFAULT_EPOCH_S", "head_problem", "read_wc98", "write_wc98"),
+}
+_HOME = {name: module for module, names in _EXPORTS.items() for name in names}
 
 __all__ = [
-    "COLUMNS", "DEFAULT_EPOCH_S", "DTYPES", "ReadReport", "SynthSpec", "TraceReader",
-    "assign_connections", "empty_table", "read_clf", "read_trace", "read_wc98", "sniff_format",
-    "synth_clf", "synth_wc98", "synthetic", "synthetic_chunks", "write_clf", "write_wc98",
+    "COLUMNS", "DEFAULT_EPOCH_S", "DTYPES", "FORMATS", "ReadReport", "SynthSpec",
+    "TraceFormat", "TraceReader", "assign_connections", "empty_table", "read_clf",
+    "read_trace", "read_wc98", "sniff_format", "synth_clf", "synth_wc98", "synthetic",
+    "synthetic_chunks", "trace_format", "write_clf", "write_wc98",
 ]
 
-# ------------------------------------------------------------------ either format
+
+def __getattr__(name: str):
+    if name in _EXPORTS:  # a submodule not imported yet
+        return importlib.import_module(f"{__name__}.{name}")
+    if name in _HOME:
+        return getattr(importlib.import_module(f"{__name__}.{_HOME[name]}"), name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(_HOME))
+
+
+# ------------------------------------------------------------------ the formats
+
+
+@dataclass(frozen=True)
+class TraceFormat:
+    """A trace format: its ``name`` (as ``--format`` takes it), what it is (``title``),
+    and its functions: ``read_NAME`` and ``write_NAME`` of module NAME, ``synth_NAME``
+    of :mod:`.synth`."""
+
+    name: str
+    title: str
+
+    @property
+    def read(self) -> Callable[..., TraceReader]:
+        return __getattr__(f"read_{self.name}")
+
+    @property
+    def write(self) -> Callable[..., int]:
+        return __getattr__(f"write_{self.name}")
+
+    @property
+    def synth(self) -> Callable[..., int]:
+        return __getattr__(f"synth_{self.name}")
+
+
+FORMATS = {f.name: f for f in (TraceFormat("wc98", "World Cup 98 binary log"),
+                               TraceFormat("clf", "Common or Combined Log Format access log"))}
+
+
+def trace_format(name: str, what: str = "trace format") -> TraceFormat:
+    """The format called ``name``; ``what`` names the value in the error (e.g. a flag)."""
+    if name not in FORMATS:
+        raise InputError(f"{what} {name!r}: use {' or '.join(map(repr, FORMATS))}")
+    return FORMATS[name]
+
+
+# ------------------------------------------------------------------ any format
 
 _WC98_NAME = re.compile(r"wc_day\d+_\d+(\.gz)?$|\.wc98(\.gz)?$")
 
@@ -84,6 +136,9 @@ def detect_format(path) -> tuple[str, str]:
     when the first 4 KiB (decompressed) are plausible WC98 records
     (:func:`~offloadlab.workload.traces.wc98.head_problem`), else an access log. A NUL
     byte alone does not make a WC98 log: text logs can hold one."""
+    from offloadlab.workload.traces.files import GZIP_ERRORS, open_binary, trace_paths
+    from offloadlab.workload.traces.wc98 import head_problem
+
     p = trace_paths(path)[0]
     if _WC98_NAME.search(p.name):
         return "wc98", "its name is that of a WC98 log"
@@ -99,13 +154,10 @@ def detect_format(path) -> tuple[str, str]:
 
 
 def read_trace(path, *, format: str | None = None, **options) -> TraceReader:
-    """Open a trace of either format (``format`` "wc98" or "clf", else sniffed);
-    ``options`` go to :func:`read_wc98` or :func:`read_clf`."""
+    """Open a trace of any format (``format`` a name of :data:`FORMATS`, else sniffed);
+    ``options`` go to the format's reader."""
     fmt, why = (format, "") if format else detect_format(path)
-    readers = {"wc98": read_wc98, "clf": read_clf}
-    if fmt not in readers:
-        raise InputError(f"trace format {fmt!r}: use 'wc98' or 'clf'")
-    reader = readers[fmt](path, **options)
+    reader = trace_format(fmt).read(path, **options)
     reader.assumed = why
     return reader
 
@@ -121,6 +173,9 @@ def assign_connections(tables: Iterable[pd.DataFrame], window_s: float = 15.0
     Rows must be in time order (as the logs are). Ids count from 0 in order of each
     connection's first request; the state carried between chunks is one entry per client.
     """
+    import numpy as np
+    import pandas as pd
+
     if not (window_s >= 0 and math.isfinite(window_s)):
         raise InputError(f"window_s={window_s!r}: use a finite time >= 0 seconds")
     last_t = pd.Series(dtype=np.float64)  # per client: time of its latest request
