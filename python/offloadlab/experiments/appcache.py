@@ -1,5 +1,6 @@
-"""Seed 001 on the testbed (``offload appcache``): a reverse-proxy object cache in front
-of the application, under SPECweb2005-like sessions, in three set-ups:
+"""Seed 001 on the testbed: a reverse-proxy object cache in front of the application,
+under SPECweb2005-like sessions, in three set-ups (runs as ``offload appcache``,
+:mod:`offloadlab.cli.appcache`):
 
 - ``A``: the server alone (inline mode, no cache);
 - ``B``: the cache on the host thread, in front of the application (inline mode);

@@ -3,6 +3,8 @@ against inline mode and handoff mode under several policies, with the engine mad
 slower than the host (``slowdown``), repeated and interleaved so that drift on a shared
 machine hits every policy alike.
 
+Runs as ``offload handoff testbed`` (:mod:`offloadlab.cli.handoff`).
+
 What the paper predicts and :func:`checks` tests: handing every connection to a slow
 engine (naive full offload, ``N-N-FCFS``) loses to the host alone; host-first priority
 with load control (``P-L-FCFS``) beats both. With a closed loop of ``clients``, a higher

@@ -1,6 +1,8 @@
 """Seed 003's hybrid placement on the testbed: the popular files in memory, the rest on
 disk, against everything on disk, for each working-set class.
 
+Runs as ``offload datacentre testbed`` (:mod:`offloadlab.cli.datacentre`).
+
 Each class is a file set on disk. Its files are read from the disk on every use
 (``uncached``: a server whose memory cannot hold its working set, which is the case
 the paper's hybrid placement is for). ``hybrid`` also holds the files that

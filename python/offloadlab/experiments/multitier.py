@@ -2,6 +2,8 @@
 web tier (the host's application, with dynamic pages) and a database tier (SQLite by
 default, or a PostgreSQL server the user names).
 
+Runs as ``offload datacentre tiers`` (:mod:`offloadlab.cli.datacentre`).
+
 The same closed-loop keep-alive load runs against each set-up, interleaved:
 
 - ``web + db``: inline mode, no cache (the web tier answers everything);

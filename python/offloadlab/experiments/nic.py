@@ -1,5 +1,7 @@
 """What checksum and segmentation offload save the host, measured (seed 003 §6, Table 5).
 
+Runs as ``offload datacentre nic`` (:mod:`offloadlab.cli.datacentre`).
+
 The testbed server runs in a private network namespace, reached over a veth pair; the
 load generator stays outside. A veth device offloads like a NIC: with checksum and
 segmentation offload on, the stack hands it 64 KiB segments and no checksums. Turned off

@@ -1,5 +1,7 @@
 """Online placement against fixed splits on the testbed, under a workload that shifts.
 
+Runs as ``offload handoff online`` (:mod:`offloadlab.cli.handoff`).
+
 One open-loop HTTP/1.0 Poisson stream (seed 000's setting: a connection per request)
 runs through a list of :class:`Phase` s; each phase has its own rate per size class and
 its own engine slowdown (a weaker engine, or one another tenant now shares). The same

@@ -1,5 +1,7 @@
 """Polling against interrupts on the testbed: the offload engine's wait strategy.
 
+Runs as ``offload driver testbed`` (:mod:`offloadlab.cli.driver`).
+
 The engine (engine mode) is the testbed's receive CPU. With ``engine_wait="poll"`` it
 spins on its rings and never sleeps, like a busy-polling driver; with ``"adaptive"``
 it spins 50 µs and then sleeps in epoll until the host or a socket wakes it, like a
