@@ -231,6 +231,29 @@ fn build_ring(config: &Config) -> io::Result<IoUring> {
     })
 }
 
+/// The SQPOLL thread's core: `--engine-core`, or when that is not given a core of its
+/// own, the first of `allowed` (the cores the server may use) that the host is not
+/// pinned to, skipping one more when the host is not pinned (so host and SQPOLL thread
+/// take the first two cores, as `testbed/cores.py` pins them); the unpinned host is kept
+/// off it. None on a single core.
+///
+/// The SQPOLL thread spins for its idle time after each submission (1 ms at the least,
+/// a jiffy on some kernels), at the host's priority. Left unpinned, the scheduler kept
+/// it, the host and a loopback client on one core, since they wake one another, and a
+/// woken thread waited there for the spin to end: one request at a time at 20 req/s
+/// took 1.8 ms (median; p90 5.8 ms) against 0.41 ms with the threads pinned apart
+/// (`bench/mode_latency.py`).
+pub fn sqpoll_core(config: &Config, allowed: &[usize]) -> Option<usize> {
+    config.engine_core.or_else(|| {
+        let skip = usize::from(config.host_core.is_none());
+        allowed
+            .iter()
+            .copied()
+            .filter(|&c| Some(c) != config.host_core)
+            .nth(skip)
+    })
+}
+
 /// The kernel names the SQPOLL thread "iou-sqp-TID" after the thread that made the ring.
 fn find_sqpoll_thread() -> Option<i32> {
     // SAFETY: gettid has no preconditions.
@@ -669,6 +692,13 @@ mod tests {
             .find(|t| t["role"] == "engine")
             .expect("engine thread");
         assert!(engine["cpu_s"].as_f64().unwrap() > 0.0, "{engine}");
+        // Not pinned by the caller, the SQPOLL thread still gets a core of its own.
+        if cpu::allowed().unwrap().len() >= 2 {
+            assert!(engine["core"].is_u64(), "{engine}");
+            assert!(threads
+                .iter()
+                .any(|t| t["role"] == "host" && t["core"].is_null()));
+        }
         // Accepts, recv, read+send pairs for the 64 KiB chunks and the head, close.
         assert!(doc["engine"]["commands"].as_u64().unwrap() >= 7, "{doc}");
         assert!(doc["engine"]["events"].as_u64().unwrap() >= 5, "{doc}");
