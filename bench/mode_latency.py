@@ -24,10 +24,12 @@ from __future__ import annotations
 import argparse
 import os
 import statistics
+import sys
 import tempfile
 import time
 from pathlib import Path
 
+from offloadlab.errors import RunError
 from offloadlab.testbed import cores, modes
 from offloadlab.testbed.server import ServerOptions
 from offloadlab.workload import fileset, stream
@@ -40,7 +42,14 @@ def run(root: Path, manifest, requests, mode: str, placement: str) -> tuple[floa
     """One run: the median and p90 latency (seconds) the load generator saw."""
     host, engine = cores.choose() if placement == "pinned" else (None, None)
     options = ServerOptions(root, mode=mode, host_core=host, engine_core=engine)
-    done = modes.run_mode(options, requests, manifest, threads=1)
+    for attempt in range(3):
+        try:
+            done = modes.run_mode(options, requests, manifest, threads=1)
+            break
+        except RunError as exc:  # e.g. an engine starved by other work and taken over
+            print(f"{mode} {placement}, attempt {attempt + 1}: {exc}", file=sys.stderr)
+    else:
+        raise SystemExit(f"{mode} {placement}: three runs failed")
     total = done.load.parsed.total
     if done.load.parsed.failed:
         raise SystemExit(f"{mode} {placement}: {done.load.parsed.failed} requests failed")
