@@ -104,7 +104,7 @@ def test_analyze_a_manifest_and_a_stream(small_set, tmp_path):
     (["stream", ".", "--out", "s.parquet", "--kind", "burst"], "--kind"),
     (["stream", ".", "--out", "s.parquet", "--kind", "ramp"], "--ramp"),
     (["stream", ".", "--out", "s.parquet", "--kind", "closed"], "--clients"),
-    (["synth", "pcap", "x.bin"], "wc98 or clf"),
+    (["synth", "pcap", "x.bin"], "'wc98' or 'clf'"),
     (["analyze", "no/such/trace.gz"], "no such file"),
     (["analyze", ".", "--format", "pcap"], "--format"),
 ])
