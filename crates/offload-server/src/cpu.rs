@@ -100,24 +100,17 @@ pub fn task_runnable(tid: i32) -> Option<bool> {
 
 /// Pins the calling thread to one core.
 pub fn pin(core: usize) -> io::Result<()> {
-    allow(&[core])
-}
-
-/// Lets the calling thread run on these cores only.
-pub fn allow(cores: &[usize]) -> io::Result<()> {
     // SAFETY: cpu_set_t is plain data; CPU_SET indexes inside it after the bound check;
     // sched_setaffinity(0, ..) applies to the calling thread.
     unsafe {
         let mut set: libc::cpu_set_t = std::mem::zeroed();
-        for &core in cores {
-            if core >= 8 * std::mem::size_of::<libc::cpu_set_t>() {
-                return Err(io::Error::new(
-                    io::ErrorKind::InvalidInput,
-                    "core out of range",
-                ));
-            }
-            libc::CPU_SET(core, &mut set);
+        if core >= 8 * std::mem::size_of::<libc::cpu_set_t>() {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                "core out of range",
+            ));
         }
+        libc::CPU_SET(core, &mut set);
         if libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set) != 0 {
             return Err(io::Error::last_os_error());
         }
@@ -127,7 +120,8 @@ pub fn allow(cores: &[usize]) -> io::Result<()> {
 
 /// The cores the calling thread may run on, in order.
 pub fn allowed() -> io::Result<Vec<usize>> {
-    // SAFETY: as in `allow`; CPU_ISSET reads inside the set.
+    // SAFETY: cpu_set_t is plain data; sched_getaffinity(0, ..) fills it for the calling
+    // thread, and CPU_ISSET reads inside it.
     unsafe {
         let mut set: libc::cpu_set_t = std::mem::zeroed();
         if libc::sched_getaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &mut set) != 0 {

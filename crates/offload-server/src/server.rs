@@ -67,9 +67,10 @@ pub fn serve(config: Config, control: Arc<Control>) -> Result<StatsDocument, Str
         control.clone(),
     );
     let mut config = config;
-    // Read here, on the thread the host inherits its cores from.
-    let allowed = cpu::allowed().map_err(|e| format!("cannot read this thread's cores: {e}"))?;
     if config.mode == Mode::Uring {
+        // The cores of this thread, which the host inherits.
+        let allowed =
+            cpu::allowed().map_err(|e| format!("cannot read this thread's cores: {e}"))?;
         config.engine_core = uring::sqpoll_core(&config, &allowed);
     }
     let host = {
@@ -80,16 +81,6 @@ pub fn serve(config: Config, control: Arc<Control>) -> Result<StatsDocument, Str
                 if let Some(core) = config.host_core {
                     cpu::pin(core)
                         .map_err(|e| io::Error::other(format!("host core {core}: {e}")))?;
-                } else if config.mode == Mode::Uring {
-                    // Off the SQPOLL thread's core (see `uring::sqpoll_core`).
-                    let others: Vec<usize> = allowed
-                        .iter()
-                        .copied()
-                        .filter(|&c| Some(c) != config.engine_core)
-                        .collect();
-                    if !others.is_empty() {
-                        cpu::allow(&others)?;
-                    }
                 }
                 stats.register_thread("host", config.host_core);
                 let served = match config.mode {

@@ -234,15 +234,18 @@ fn build_ring(config: &Config) -> io::Result<IoUring> {
 /// The SQPOLL thread's core: `--engine-core`, or when that is not given a core of its
 /// own, the first of `allowed` (the cores the server may use) that the host is not
 /// pinned to, skipping one more when the host is not pinned (so host and SQPOLL thread
-/// take the first two cores, as `testbed/cores.py` pins them); the unpinned host is kept
-/// off it. None on a single core.
+/// take the first two cores, as `testbed/cores.py` pins them). None on a single core.
 ///
 /// The SQPOLL thread spins for its idle time after each submission (1 ms at the least,
 /// a jiffy on some kernels), at the host's priority. Left unpinned, the scheduler kept
 /// it, the host and a loopback client on one core, since they wake one another, and a
 /// woken thread waited there for the spin to end: one request at a time at 20 req/s
-/// took 1.8 ms (median; p90 5.8 ms) against 0.41 ms with the threads pinned apart
-/// (`bench/mode_latency.py`).
+/// took 1.18 ms (median) against 0.56 ms with the threads pinned apart; with the SQPOLL
+/// thread alone pinned, 0.43 ms (`bench/mode_latency.py`, 29 Nov 2026). The scheduler
+/// then wakes the others on the free core. Keeping the unpinned host off the SQPOLL
+/// core as well gained nothing there, and its CPU account took more of the loopback
+/// interrupts (`application_work_shows_up_as_host_cpu_per_request` at 10.1% in 3 of
+/// 10 runs).
 pub fn sqpoll_core(config: &Config, allowed: &[usize]) -> Option<usize> {
     config.engine_core.or_else(|| {
         let skip = usize::from(config.host_core.is_none());

@@ -30,7 +30,7 @@ HostCore = Annotated[int | None, typer.Option(
     help="Pin the host thread to this core (default: not pinned).")]
 EngineCore = Annotated[int | None, typer.Option(
     help="Pin the engine thread (engine) or the SQPOLL thread (uring) to this core "
-         "(uring's default: a core the host is not pinned to, kept for it).")]
+         "(uring's default: a core the host is not pinned to).")]
 Work = Annotated[str | None, typer.Option(
     help="Application work X_a per request, burned on the host, e.g. exp(mean=50us).")]
 SizeClass = Annotated[int | None, typer.Option(
