@@ -241,7 +241,7 @@ fn build_ring(config: &Config) -> io::Result<IoUring> {
 /// it, the host and a loopback client on one core, since they wake one another, and a
 /// woken thread waited there for the spin to end: one request at a time at 20 req/s
 /// took 1.18 ms (median) against 0.56 ms with the threads pinned apart; with the SQPOLL
-/// thread alone pinned, 0.43 ms (`bench/mode_latency.py`, 29 Nov 2026). The scheduler
+/// thread alone pinned, 0.43-0.62 ms (`bench/mode_latency.py`, 29 Nov 2026). The scheduler
 /// then wakes the others on the free core. Keeping the unpinned host off the SQPOLL
 /// core as well gained nothing there, and its CPU account took more of the loopback
 /// interrupts (`application_work_shows_up_as_host_cpu_per_request` at 10.1% in 3 of
