@@ -47,7 +47,7 @@ def trace(tmp_path_factory):
 
 
 @pytest.mark.parametrize("mode", ["engine", "inline"], ids=["set-up C", "set-up B"])
-def test_the_live_cache_matches_the_replayed_lru_and_serves_exact_bytes(trace, mode):
+def test_the_live_cache_matches_the_replayed_lru_and_serves_exact_bytes(trace, mode, testbed):
     root, files, paths = trace
     options = ServerOptions(root, mode=mode, app_offload="cache", cache_size=BUDGET,
                             cache_max_object=LARGEST, cache_policy="lru")
@@ -77,7 +77,7 @@ def test_the_live_cache_matches_the_replayed_lru_and_serves_exact_bytes(trace, m
 
 
 def test_session_pages_reach_the_application_as_dynamic_work_and_are_never_cached(
-        tmp_path):
+        tmp_path, testbed):
     site = tmp_path / "site"
     fileset.materialise(fileset.generate(FileSetSpec(name="s", n_files=30, seed=2)), site)
     s = stream.sessions(site, "support", clients=4, sessions=3, think="det(1ms)",
@@ -97,7 +97,7 @@ def test_session_pages_reach_the_application_as_dynamic_work_and_are_never_cache
     assert app_s == pytest.approx(pages * 300e-6, rel=0.1)
 
 
-def test_a_site_s_sessions_hit_the_live_cache_as_the_replay_says(tmp_path):
+def test_a_site_s_sessions_hit_the_live_cache_as_the_replay_says(tmp_path, testbed):
     spec = SpecWeb2005Spec(sessions=2, shared=3, own=2, items_per_session=20, seed=5)
     fileset.materialise(fileset.generate(spec), tmp_path / "site")
     s = stream.sessions(tmp_path / "site", "support", clients=1, sessions=6,

@@ -22,7 +22,7 @@ SERVERS = {"inline": dict(mode="inline"),
 
 
 @pytest.fixture(scope="module", params=list(SERVERS))
-def ran(request, served_set):
+def ran(request, served_set, testbed):
     """A short run: the final and a live stats document, and the load report."""
     manifest = fileset.read_manifest(served_set)
     requests = stream.poisson(manifest, 200, duration_s=0.3, seed=4)

@@ -236,7 +236,7 @@ def test_placement_options_are_checked(served_set):
             ok.replace(**changes).check()
 
 
-def test_a_running_server_reports_its_accounts_live_and_checks_its_knobs(served_set):
+def test_a_running_server_reports_its_accounts_live_and_checks_its_knobs(served_set, testbed):
     from offloadlab import _core
     from offloadlab.testbed.server import ServerOptions, running
     from offloadlab.workload import fileset, stream
@@ -260,7 +260,7 @@ def test_a_running_server_reports_its_accounts_live_and_checks_its_knobs(served_
     assert snap.sum[2, 1] > 0 and snap.engine_busy_s > 0
 
 
-def test_a_short_online_experiment_follows_a_slowed_engine(served_set, tmp_path):
+def test_a_short_online_experiment_follows_a_slowed_engine(served_set, tmp_path, testbed):
     from typer.testing import CliRunner
 
     from offloadlab.cli import app

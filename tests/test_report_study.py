@@ -20,7 +20,6 @@ from offloadlab.study import pipeline
 from offloadlab.study.tables import COLUMNS
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
-CHROMIUM, CHROMEDRIVER = Path("/usr/bin/chromium"), Path("/usr/bin/chromedriver")
 NOTE = "U_engine <b>not</b> measured & ignored"
 
 
@@ -220,25 +219,22 @@ def test_the_summary_and_the_report_show_one_handoff_result(tmp_path):
     assert pipeline.summary(t, None)["handoff"] is None
 
 
-def test_report_in_a_real_browser(report, tmp_path):
+def test_report_in_a_real_browser(report, tmp_path, chromium):
     """Headless Chromium loads the page offline: every image decodes, every link opens a
     file, and a full-page screenshot is a PNG."""
-    missing = [str(p) for p in (CHROMIUM, CHROMEDRIVER) if not p.exists()]
-    if missing:
-        pytest.fail(f"{', '.join(missing)} not found; run `apt-get install chromium "
-                    "chromium-driver` (CI installs them)")
+    browser, driver_path = chromium
     try:
         from selenium import webdriver
         from selenium.webdriver.chrome.service import Service
     except ImportError:
         pytest.fail("selenium is not installed; run `.venv/bin/pip install -e '.[test]'`")
     options = webdriver.ChromeOptions()
-    options.binary_location = str(CHROMIUM)
+    options.binary_location = str(browser)
     for arg in ("--headless=new", "--no-sandbox", "--disable-dev-shm-usage", "--disable-gpu",
                 "--window-size=1280,1000"):
         options.add_argument(arg)
     # Explicit paths: selenium-manager never looks for a driver on the network.
-    driver = webdriver.Chrome(service=Service(executable_path=str(CHROMEDRIVER)),
+    driver = webdriver.Chrome(service=Service(executable_path=str(driver_path)),
                               options=options)
     try:
         driver.set_page_load_timeout(30)

@@ -63,7 +63,7 @@ def options_for(root: Path, mode: str, **changes) -> ServerOptions:
 
 
 @pytest.fixture(params=MODES)
-def served(request, site):
+def served(request, site, testbed):
     """A server per test (starting one takes milliseconds), so a failure shows in the test
     that met it."""
     with running(options_for(site["root"], request.param)) as server:
@@ -110,7 +110,7 @@ def test_curl_gets_every_class_byte_exact(served, site, version):
     assert (len(done.stdout), digest(done.stdout)) == (len(expected), digest(expected))
 
 
-def test_running_keeps_the_final_document_and_serves_live_stats(site):
+def test_running_keeps_the_final_document_and_serves_live_stats(site, testbed):
     with running(ServerOptions(site["root"], stats_endpoint=True)) as server:
         assert server.url == f"http://127.0.0.1:{server.port}/"
         conn = http.client.HTTPConnection(server.host, server.port, timeout=5)
@@ -128,7 +128,7 @@ def test_running_keeps_the_final_document_and_serves_live_stats(site):
         assert server.stats() is None
 
 
-def test_only_a_spinning_server_thread_gets_the_generator_ahead_of_it(site, monkeypatch):
+def test_only_a_spinning_server_thread_gets_the_generator_ahead_of_it(site, monkeypatch, testbed):
     # uring's SQPOLL thread and a busy-polling engine spin on the engine's core; an
     # engine that sleeps when idle, and inline (nothing there), do not; and a generator
     # on the host's core is beside no spinner.
@@ -157,7 +157,7 @@ def test_only_a_spinning_server_thread_gets_the_generator_ahead_of_it(site, monk
     assert [s["beside_spinner"] for s in seen] == [True, False, False, False]
 
 
-def test_the_engine_burns_its_message_cost_for_each_request_and_answer(site):
+def test_the_engine_burns_its_message_cost_for_each_request_and_answer(site, testbed):
     options = ServerOptions(site["root"], mode="engine", engine_message_cost_s=2e-3)
     with running(options) as server:
         conn = http.client.HTTPConnection(server.host, server.port, timeout=5)
@@ -171,7 +171,7 @@ def test_the_engine_burns_its_message_cost_for_each_request_and_answer(site):
     assert 4e-3 <= final["per_request"]["engine_busy_cpu_s"] < 6e-3
 
 
-def test_the_engine_times_each_request_s_trip_through_the_host(site):
+def test_the_engine_times_each_request_s_trip_through_the_host(site, testbed):
     # The host burns 3 ms per request; one client at a time, so nothing queues: the trip
     # is the work plus two ring hops and the host's wake-up.
     with running(ServerOptions(site["root"], mode="engine", work="det(3ms)")) as server:
@@ -189,7 +189,7 @@ def test_the_engine_times_each_request_s_trip_through_the_host(site):
     assert server.final["per_request"]["host_turnaround_s"] is None  # inline: no rings
 
 
-def test_running_stops_the_server_when_the_body_raises(site):
+def test_running_stops_the_server_when_the_body_raises(site, testbed):
     with pytest.raises(ZeroDivisionError), running(ServerOptions(site["root"])) as server:
         port = server.port
         raise ZeroDivisionError
@@ -197,7 +197,7 @@ def test_running_stops_the_server_when_the_body_raises(site):
         socket.create_connection(("127.0.0.1", port), timeout=2).close()
 
 
-def test_a_busy_port_is_a_run_error(site):
+def test_a_busy_port_is_a_run_error(site, testbed):
     with socket.socket() as busy:
         busy.bind(("127.0.0.1", 0))
         busy.listen()
@@ -211,7 +211,7 @@ def test_a_busy_port_is_a_run_error(site):
 
 
 @pytest.mark.parametrize("fault", ["panic", "stall"])
-def test_the_host_takes_over_when_the_engine_fails(site, fault):
+def test_the_host_takes_over_when_the_engine_fails(site, fault, testbed):
     options = options_for(site["root"], "engine", fault=(fault, 2))
     with running(options) as server:
         statuses = [_get_status(server, "/c0/one.bin") for _ in range(2)]
@@ -225,7 +225,7 @@ def test_the_host_takes_over_when_the_engine_fails(site, fault):
     assert server.final["requests"] >= 2
 
 
-def test_a_takeover_nobody_injected_invalidates_the_run(site, monkeypatch):
+def test_a_takeover_nobody_injected_invalidates_the_run(site, monkeypatch, testbed):
     """The server's document says the host took over (as a descheduled or stuck engine
     would make it): the measurement is refused, not reported as engine mode."""
     from offloadlab.testbed import server as server_module
@@ -343,7 +343,7 @@ def test_cli_serve_bad_input_exits_2(tmp_path):
                          [(signal.SIGTERM, "engine", []), (signal.SIGINT, "inline", []),
                           (signal.SIGTERM, "engine", ["--app-offload", "cache"])],
                          ids=["SIGTERM", "SIGINT", "cache"])
-def test_offload_serve_stops_cleanly_on_a_signal(site, tmp_path, signum, mode, extra):
+def test_offload_serve_stops_cleanly_on_a_signal(site, tmp_path, signum, mode, extra, testbed):
     stats = tmp_path / "stats.json"
     command = [sys.executable, "-m", "offloadlab", "serve", str(site["root"]), "--mode", mode,
                "--stats", str(stats), "--stats-interval", "100ms", *extra]
@@ -402,7 +402,7 @@ def _drain(lines: queue.Queue) -> list[str]:
     return out
 
 
-def test_testbed_run_compares_inline_and_engine(served_set, tmp_path):
+def test_testbed_run_compares_inline_and_engine(served_set, tmp_path, testbed):
     out = tmp_path / "runs.json"
     result = CliRunner().invoke(app, [
         "testbed", "run", "--fileset", str(served_set), "--mode", "inline,engine",
@@ -437,7 +437,7 @@ def test_testbed_run_bad_flags_exit_2(served_set, args, fragment):
 
 
 def test_testbed_run_takes_handoff_policies_and_reports_where_requests_went(served_set,
-                                                                            tmp_path):
+                                                                            tmp_path, testbed):
     out = tmp_path / "runs.json"
     result = CliRunner().invoke(app, [
         "testbed", "run", "--fileset", str(served_set), "--mode",

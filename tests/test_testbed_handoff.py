@@ -17,7 +17,7 @@ from offloadlab.experiments import handoff
 from offloadlab.report import handoff as report
 
 
-def test_a_short_experiment_runs_every_policy_and_writes_its_files(served_set, tmp_path):
+def test_a_short_experiment_runs_every_policy_and_writes_its_files(served_set, tmp_path, testbed):
     out = tmp_path / "out"
     result = CliRunner().invoke(app, [
         "handoff", "testbed", "--fileset", str(served_set), "--out", str(out),

@@ -46,6 +46,10 @@ def study_cmd(
              "det(0) for none (default: exp(mean=100us)).")] = None,
     run_length: Annotated[str | None, typer.Option(
         help="Override the budget's length of every run, e.g. 1s.")] = None,
+    sweep_points: Annotated[int | None, typer.Option(
+        help="Measure only this many of the budget's sweep rates, spread evenly from the "
+             "lightest to the heaviest (a quicker look; each accuracy row then rests on "
+             "fewer points).")] = None,
     mix: Annotated[bool, typer.Option(
         help="Also run the classes mixed in one stream, to check the multi-class model "
              "(needs two or more classes).")] = True,
@@ -76,7 +80,8 @@ def study_cmd(
         raise InputError(f"--preset {preset!r}: use toe-2009{renamed}")
     study(_pipeline().StudyConfig(
         out_dir=out_dir, fileset=fileset_dir, classes=classes, modes=modes, budget=budget,
-        work=work, run_length=run_length, seed=seed, host_core=host_core,
+        work=work, run_length=run_length, sweep_points=sweep_points, seed=seed,
+        host_core=host_core,
         engine_core=engine_core, mix=mix,
         handoff_slowdown=_handoff_slowdown(handoff_slowdown) if with_handoff else None))
 

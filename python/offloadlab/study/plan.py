@@ -217,6 +217,17 @@ def mix(loads: tuple[ClassLoad, ...]) -> tuple[ClassLoad, dict[str, float]]:
     return ClassLoad(MIX, root, manifest.reset_index(drop=True), None), shares
 
 
-def with_budget_override(b: Budget, run_s: float | None) -> Budget:
-    """``--run-length`` replaces every run's length."""
-    return b if run_s is None else replace(b, run_s=run_s, saturation_s=run_s)
+def with_budget_override(b: Budget, run_s: float | None,
+                         sweep_points: int | None = None) -> Budget:
+    """``--run-length`` replaces every run's length; ``--sweep-points N`` keeps N of the
+    sweep's rates, spread evenly from its lightest to its heaviest."""
+    if run_s is not None:
+        b = replace(b, run_s=run_s, saturation_s=run_s)
+    if sweep_points is None:
+        return b
+    last = len(b.sweep) - 1
+    if not 2 <= sweep_points <= len(b.sweep):
+        raise InputError(f"--sweep-points {sweep_points}: the {b.name} budget's sweep has "
+                         f"{len(b.sweep)} rates; keep 2 to {len(b.sweep)} of them")
+    keep = sorted({round(i * last / (sweep_points - 1)) for i in range(sweep_points)})
+    return replace(b, sweep=tuple(b.sweep[i] for i in keep))
