@@ -284,6 +284,18 @@ fn db_fill(py: Python<'_>, db: &str, rows: u64) -> PyResult<()> {
         .map_err(PyRuntimeError::new_err)
 }
 
+/// Each mode's traits (`Mode::traits`) by mode name, as a dict of trait name to bool.
+fn mode_traits(py: Python<'_>) -> PyResult<Bound<'_, pyo3::types::PyDict>> {
+    let table = pyo3::types::PyDict::new(py);
+    for mode in Mode::ALL {
+        let traits = serde_json::to_value(mode.traits()).expect("a struct of bools");
+        let traits: std::collections::BTreeMap<String, bool> =
+            serde_json::from_value(traits).expect("a struct of bools");
+        table.set_item(mode.name(), traits)?;
+    }
+    Ok(table)
+}
+
 /// Add the server's names to the module.
 pub(crate) fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<ServerControl>()?;
@@ -293,6 +305,7 @@ pub(crate) fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("SERVER_VERSION", offload_server::VERSION)?;
     m.add("PLACEMENT_CLASSES", offload_server::placement::MAX_CLASSES)?;
     m.add("MODES", mode_names())?;
+    m.add("MODE_TRAITS", mode_traits(m.py())?)?;
     m.add("MAX_HEADERS", offload_server::http::MAX_HEADERS)?;
     let w = offload_server::TESTBED_WATERMARKS;
     m.add(

@@ -149,9 +149,11 @@ def verdict_table(tables) -> Table:
               caption="each class on its own at its rate in the exported scenario; f: "
                       "fraction the optimiser sends to the engine for the mix; × : mode / "
                       "inline, model then measured")
+    from offloadlab.mode_traits import BASELINE
+
     costs = tables.costs.set_index(["class", "mode"])
     for v in tables.verdicts.itertuples():
-        base, off = costs.loc[(v[1], "inline")], costs.loc[(v[1], v.mode)]
+        base, off = costs.loc[(v[1], BASELINE)], costs.loc[(v[1], v.mode)]
         t.add_row(v[1], v.mode, v.verdict, f"{v.f:.2f}",
                   f"{us(base.EXa + base.EXp)} → {us(off.EXa + off.EXo)}", f"{v.rate:,.0f}",
                   f"{ms(v.T_noe)} → {ms(v.T)} ms",

@@ -62,6 +62,7 @@ import numpy as np
 import pandas as pd
 
 from offloadlab.errors import InputError, require
+from offloadlab.mode_traits import traits
 from offloadlab.results import Check
 from offloadlab.testbed import load, squid
 from offloadlab.testbed.documents import ServerStats
@@ -205,7 +206,7 @@ class Experiment:
             "app_offload": "cache", "cache_policy": self.cache_policy,
             "cache_size": int(cache_mib * MiB)}
         return ServerOptions(self.root, mode=mode, host_core=self.host_core,
-                             engine_core=self.engine_core if mode == "engine" else None,
+                             engine_core=self.engine_core if traits(mode).engine_thread else None,
                              work=self.work, seed=self.seed, **cache)
 
     def squid_options(self, setup: str, cache_mib: float, origin_port: int

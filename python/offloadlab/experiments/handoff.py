@@ -22,13 +22,14 @@ import pandas as pd
 
 from offloadlab.errors import InputError, require
 from offloadlab.handoff import policy
+from offloadlab.mode_traits import BASELINE
 from offloadlab.results import Check
 from offloadlab.testbed import modes
 from offloadlab.testbed.documents import HandoffSeries, ServerStats
 from offloadlab.testbed.server import ServerOptions
 from offloadlab.workload import stream
 
-INLINE = "inline"
+INLINE = BASELINE
 NAIVE = "handoff:N-N-FCFS"
 BEST = "handoff:P-L-FCFS"
 POLICIES = (INLINE, NAIVE, "handoff:P-N-FCFS", BEST, "handoff:P-L-T4")

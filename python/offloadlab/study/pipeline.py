@@ -23,6 +23,7 @@ from pathlib import Path
 from offloadlab import dist, scenario
 from offloadlab.errors import for_flag
 from offloadlab.experiments import handoff
+from offloadlab.mode_traits import BASELINE
 from offloadlab.report.html import write_report
 from offloadlab.results import jsonable, write_outputs
 from offloadlab.study import compare, plan
@@ -217,7 +218,7 @@ def results_frame(tables: StudyTables, seed: int):
     """The points in the shared result schema: the host-alone columns (U_noe, T_noe)
     on inline rows, the offload columns (U_cpu, U_oe, T, T_sum) on the others."""
     frame = tables.points.copy()
-    inline = frame["mode"] == "inline"
+    inline = frame["mode"] == BASELINE
     frame["U_noe"] = frame["U_host"].where(inline)
     frame["T_noe"] = frame["T"].where(inline)
     frame["U_cpu"] = frame["U_host"].where(~inline)

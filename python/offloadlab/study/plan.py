@@ -12,7 +12,7 @@ import pandas as pd
 
 from offloadlab import dist
 from offloadlab.errors import InputError
-from offloadlab.testbed import server
+from offloadlab.mode_traits import BASELINE, modes_where, traits
 from offloadlab.workload import fileset, presets
 from offloadlab.workload.classes import CLASSES, class_name
 
@@ -79,10 +79,10 @@ SATURATION_CLIENTS = 128
 # 1.94-2.36 ms spinning, the engine's core 64-68% busy against 78-79%; class 0 at
 # 7,800 req/s, 1.04-1.26 ms against 1.15-1.20 ms.
 ENGINE_WAIT = "sleep"
-# Modes the model describes: every request on the host, or every one through the engine.
-# Handoff mode splits them by policy; the study runs it as an experiment of its own
-# (study/pipeline.py).
-STUDY_MODES = tuple(m for m in server.MODES if m != "handoff")
+# Modes the model describes (trait `studied`): every request on the host, or every one
+# through the engine. Handoff mode splits them by policy; the study runs it as an
+# experiment of its own (study/pipeline.py).
+STUDY_MODES = modes_where("studied")
 
 
 # The name of the mixed load: every studied class in one stream.
@@ -121,7 +121,7 @@ class Plan:
 
     @property
     def offload_modes(self) -> tuple[str, ...]:
-        return tuple(m for m in self.modes if m != "inline")
+        return tuple(m for m in self.modes if traits(m).engine_thread)
 
     @property
     def loads(self) -> tuple[ClassLoad, ...]:
@@ -132,9 +132,11 @@ class Plan:
 def parse_modes(text: str) -> tuple[str, ...]:
     names = tuple(dict.fromkeys(m.strip() for m in text.split(",") if m.strip()))
     bad = [m for m in names if m not in STUDY_MODES]
-    if bad or "inline" not in names or len(names) < 2:
-        raise InputError(f"--modes {text!r}: give inline (the baseline) and at least one "
-                         f"of engine, uring, comma-separated, e.g. inline,engine")
+    if bad or BASELINE not in names or len(names) < 2:
+        offload = [m for m in STUDY_MODES if traits(m).engine_thread]
+        raise InputError(f"--modes {text!r}: give {BASELINE} (the baseline) and at least one "
+                         f"of {', '.join(offload)}, comma-separated, e.g. "
+                         f"{BASELINE},{offload[0]}")
     return names
 
 

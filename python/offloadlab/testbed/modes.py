@@ -22,6 +22,7 @@ from typing import TypeVar
 import pandas as pd
 
 from offloadlab.errors import InputError, RunError, require
+from offloadlab.mode_traits import traits
 from offloadlab.testbed import load
 from offloadlab.testbed.documents import ServerStats
 from offloadlab.testbed.server import ServerOptions, running
@@ -68,7 +69,7 @@ def with_mode(options: ServerOptions, name: str) -> ServerOptions:
     mode, _, policy = name.partition(":")
     if not policy:
         return options.replace(mode=mode)
-    if mode != "handoff":
+    if not traits(mode).places_connections:
         raise InputError(f"mode {name!r}: only handoff takes a policy (handoff:P-L-FCFS)")
     return options.replace(mode=mode, handoff=policy)
 

@@ -36,6 +36,7 @@ from offloadlab import _core, dist
 from offloadlab.background import watched
 from offloadlab.errors import InputError, RunError, require
 from offloadlab.handoff import policy
+from offloadlab.mode_traits import traits
 from offloadlab.sim.run import to_core
 from offloadlab.testbed import idle
 from offloadlab.testbed.documents import ServerStats
@@ -179,7 +180,7 @@ class ServerOptions:
             require(core is None or (_is_int(core) and 0 <= core < cores),
                     f"{name}={core!r}: this machine has cores 0 to {cores - 1}; pick one of "
                     "them or leave it unpinned")
-        require(self.mode == "inline" or self.host_core is None
+        require(not traits(self.mode).engine_thread or self.host_core is None
                 or self.host_core != self.engine_core,
                 f"host_core and engine_core are both {self.host_core}: in {self.mode} mode "
                 "host and engine would share one core and take turns on it, which is not "
@@ -222,8 +223,8 @@ class ServerOptions:
         require(kind in FAULTS, f"fault {kind!r}: use stall or panic")
         require(_is_int(after) and after >= 1,
                 f"fault after {after!r} requests: use a whole number >= 1")
-        require(self.mode == "engine", f"fault: faults are injected into the engine; use "
-                                       f"mode 'engine', not {self.mode!r}")
+        require(traits(self.mode).engine_faults, f"fault: faults are injected into the "
+                f"engine; use mode 'engine', not {self.mode!r}")
 
     def _check_handoff(self) -> None:
         policy.parse(self.handoff)
@@ -245,8 +246,8 @@ class ServerOptions:
                                             "(placement)")
             return
         edges = list(self.placement)
-        require(self.mode == "handoff", f"placement: the engine places connections in "
-                                        f"handoff mode; use mode 'handoff', not {self.mode!r}")
+        require(traits(self.mode).places_connections, f"placement: the engine places "
+                f"connections in handoff mode; use mode 'handoff', not {self.mode!r}")
         p = policy.parse(self.handoff)
         require(not p.load_control and p.threshold is None,
                 f"placement with policy {self.handoff!r}: placement decides which "
@@ -270,7 +271,7 @@ class ServerOptions:
             return
         require(self.app_offload in APP_OFFLOADS,
                 f"app_offload {self.app_offload!r}: use {', '.join(APP_OFFLOADS)} or none")
-        require(self.mode in ("inline", "engine"),
+        require(traits(self.mode).app_cache,
                 f"app_offload: the cache runs on the engine (mode 'engine', seed 001's "
                 f"set-up C) or on the host thread (mode 'inline', set-up B), not in "
                 f"{self.mode!r} mode")
@@ -316,7 +317,7 @@ class ServerOptions:
 
     def handoff_args(self) -> tuple | None:
         """Handoff mode's policy as ``_core.serve`` takes it (None in other modes)."""
-        if self.mode != "handoff":
+        if not traits(self.mode).places_connections:
             return None
         p = policy.parse(self.handoff)
         limit = self.max_conns if self.handoff_limit is None else self.handoff_limit
@@ -363,7 +364,8 @@ class ServerOptions:
         """Whether a server thread spins under load on one of ``cores``: uring's SQPOLL
         thread or a busy-polling engine, both on the engine's core (a load generator
         there must run ahead of it, :func:`offloadlab.testbed.cores.generator_nice`)."""
-        spinner = self.mode == "uring" or (self.mode != "inline" and self.engine_wait == "poll")
+        t = traits(self.mode)
+        spinner = t.engine_spins or (t.engine_thread and self.engine_wait == "poll")
         return spinner and self.engine_core is not None and self.engine_core in cores
 
 
