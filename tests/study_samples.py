@@ -11,7 +11,7 @@ import numpy as np
 import pandas as pd
 
 from offloadlab.experiments import handoff
-from offloadlab.study.tables import COLUMNS, StudyTables
+from offloadlab.study_tables import COLUMNS, StudyTables
 
 D0 = 200e-6  # fixed network and client time
 CV2 = 2.0  # squared coefficient of variation of every service time

@@ -73,15 +73,17 @@ def test_the_readme_states_the_demos_planned_time():
 
 
 def test_every_list_of_modes_derives_from_rusts():
-    from offloadlab import _core
+    from offloadlab import _core, study_tables
     from offloadlab.report import study as report_study
     from offloadlab.testbed import server
 
     assert tuple(_core.MODES) == server.MODES
     assert server.MODES[0] == "inline" and "handoff" in server.MODES
-    assert tuple(m for m in server.MODES if m != "handoff") == plan.STUDY_MODES
-    assert report_study.MODE_ORDER == plan.STUDY_MODES
-    colours = [report_study.MODE_COLORS[m] for m in plan.STUDY_MODES]
+    assert tuple(m for m in server.MODES if m != "handoff") == study_tables.STUDY_MODES
+    # The study's plan and the report's order are that one tuple, not copies of it.
+    assert plan.STUDY_MODES is study_tables.STUDY_MODES
+    assert report_study.STUDY_MODES is study_tables.STUDY_MODES
+    colours = [report_study.MODE_COLORS[m] for m in study_tables.STUDY_MODES]
     assert len(set(colours)) == len(colours), "each mode its own colour"
 
 

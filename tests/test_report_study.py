@@ -17,7 +17,7 @@ from offloadlab.report import study
 from offloadlab.report.html import write_report
 from offloadlab.results import jsonable
 from offloadlab.study import pipeline
-from offloadlab.study.tables import COLUMNS
+from offloadlab.study_tables import COLUMNS
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 CHROMIUM, CHROMEDRIVER = Path("/usr/bin/chromium"), Path("/usr/bin/chromedriver")

@@ -14,7 +14,7 @@ from typer.testing import CliRunner
 from offloadlab import model, scenario
 from offloadlab.cli import app
 from offloadlab.study import compare, measure, plan
-from offloadlab.study.tables import COLUMNS
+from offloadlab.study_tables import COLUMNS
 from offloadlab.workload import fileset
 from offloadlab.workload.specs import FileSetSpec
 

@@ -21,7 +21,7 @@ import pandas as pd
 
 from offloadlab.report.study import FIGURES, MAPE_CUT, write_figures
 from offloadlab.results import DPI, write_atomic
-from offloadlab.study.tables import StudyTables
+from offloadlab.study_tables import StudyTables
 
 if TYPE_CHECKING:
     from offloadlab.experiments import handoff

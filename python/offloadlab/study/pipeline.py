@@ -27,7 +27,7 @@ from offloadlab.report.html import write_report
 from offloadlab.results import jsonable, write_outputs
 from offloadlab.study import compare, plan
 from offloadlab.study import run as study_run
-from offloadlab.study.tables import StudyTables
+from offloadlab.study_tables import StudyTables
 from offloadlab.testbed import cores, idle
 from offloadlab.units import parse_time
 
