@@ -14,7 +14,7 @@ from typer.testing import CliRunner
 from offloadlab import model, scenario
 from offloadlab.cli import app
 from offloadlab.study import compare, measure, plan
-from offloadlab.study.tables import COLUMNS
+from offloadlab.study_tables import COLUMNS
 from offloadlab.workload import fileset
 from offloadlab.workload.specs import FileSetSpec
 
@@ -95,7 +95,7 @@ def test_a_study_writes_its_report_results_scenarios_and_summary(real_study):
         "handoff:P-L-T4"]
     assert all(r["runs"] == 3 and r["errors"] == 0 for r in handoff["summary"])
     assert len(handoff["checks"]) == 2
-    assert (out / "figures" / "handoff.png").is_file()
+    assert (out / "figures" / "handoff-testbed.png").is_file()
 
 
 def test_the_fitted_scenario_is_reusable_and_matches_the_costs(real_study):

@@ -21,7 +21,7 @@ from offloadlab.model.verdict import HELPS, HURTS, MARGIN, NEUTRAL
 from offloadlab.scenario import Scenario
 from offloadlab.study.measure import Measured, core_shares, cpu_rows
 from offloadlab.study.plan import MIX, STEAL_LIMIT, STEAL_REPEATS, Plan
-from offloadlab.study.tables import COLUMNS, StudyTables
+from offloadlab.study_tables import COLUMNS, StudyTables
 
 TARGETS = {"U_host": 0.05, "U_engine": 0.05, "T": 0.15}
 KS_P = 0.2

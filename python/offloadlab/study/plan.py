@@ -12,7 +12,8 @@ import pandas as pd
 
 from offloadlab import dist
 from offloadlab.errors import InputError
-from offloadlab.mode_traits import BASELINE, modes_where, traits
+from offloadlab.mode_traits import BASELINE, traits
+from offloadlab.study_tables import STUDY_MODES
 from offloadlab.workload import fileset, presets
 from offloadlab.workload.classes import CLASSES, class_name
 
@@ -79,10 +80,6 @@ SATURATION_CLIENTS = 128
 # 1.94-2.36 ms spinning, the engine's core 64-68% busy against 78-79%; class 0 at
 # 7,800 req/s, 1.04-1.26 ms against 1.15-1.20 ms.
 ENGINE_WAIT = "sleep"
-# Modes the model describes (trait `studied`): every request on the host, or every one
-# through the engine. Handoff mode splits them by policy; the study runs it as an
-# experiment of its own (study/pipeline.py).
-STUDY_MODES = modes_where("studied")
 
 
 # The name of the mixed load: every studied class in one stream.
