@@ -258,3 +258,19 @@ ROLES = ("host", "engine", "shared")
 """
     assert len(_mode_name_tests(ast.parse(caught), modes, sides)) == 5
     assert _mode_name_tests(ast.parse(allowed), modes, sides) == []
+
+
+def test_a_test_without_the_testbed_fixture_cannot_start_the_server_or_load():
+    """The tiers hold by themselves (docs/design.md): conftest fails a test that starts
+    the testbed in-process without asking for the `testbed` fixture."""
+    from offloadlab import _core
+
+    for start in (_core.serve, _core.load, _core.load_cli):
+        with pytest.raises(pytest.fail.Exception, match="without the `testbed` fixture"):
+            start()
+
+
+def test_fixtures_give_their_tests_the_tier_markers(request, chromium):
+    # chromium is an external program: this test is `external`, not `testbed`.
+    assert request.node.get_closest_marker("external") is not None
+    assert request.node.get_closest_marker("testbed") is None
