@@ -223,7 +223,8 @@ def test_placement_options_are_checked(served_set):
     ok = ServerOptions(root=served_set, mode="handoff", handoff="P-N-FCFS",
                        placement=(1024, 10240), fractions=(0.0, 0.5, 1.0))
     ok.check()
-    assert ok.core_args()["placement"] == ([1024, 10240], [0.0, 0.5, 1.0])
+    assert ok.core_args()["placement"] == {"edges": [1024, 10240],
+                                           "fractions": [0.0, 0.5, 1.0]}
     for changes, match in (({"mode": "engine"}, "handoff mode"),
                            ({"handoff": "P-L-FCFS"}, "without load control"),
                            ({"handoff": "P-N-T4"}, "without load control"),

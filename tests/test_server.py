@@ -323,9 +323,12 @@ def test_good_options_pass_the_checks(tmp_path):
     handoff = ServerOptions(tmp_path, mode="handoff", handoff="n-n-t4", handoff_limit=0)
     handoff.check()
     # Hard_limit, host first, watermarks (None: no load control), the n of T(n).
-    assert handoff.handoff_args() == (0, False, None, 4)
-    assert ServerOptions(tmp_path, mode="handoff").handoff_args() == (
-        4096, True, (16, 4, 4, 2), None)
+    assert handoff.handoff_args() == {"hard_limit": 0, "host_first": False,
+                                      "watermarks": None, "threshold": 4}
+    assert ServerOptions(tmp_path, mode="handoff").handoff_args() == {
+        "hard_limit": 4096, "host_first": True,
+        "watermarks": {"hiwat": 16, "lowat": 4, "step_down": 4, "step_up": 2},
+        "threshold": None}
     assert ServerOptions(tmp_path).handoff_args() is None
     defaults = {f.name: f.default for f in dataclasses.fields(ServerOptions)}
     assert defaults["sendfile_above"] == 8000 and defaults["engine_wait"] == "adaptive"

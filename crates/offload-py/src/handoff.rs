@@ -86,9 +86,10 @@ fn handoff_defaults(py: Python<'_>) -> PyResult<Bound<'_, PyDict>> {
 }
 
 /// Run the handoff model once. `settings` overrides defaults by `section.name`;
-/// `watermarks` is (hiwat, lowat, step_down, step_up) for load control, `threshold`
-/// the n of T(n) selection (None: FCFS); `long_lived` selects the connections the host's
-/// FastFlow detector lists instead (the `flows.*` settings), whatever `threshold` says.
+/// `watermarks` holds load control's hiwat, lowat, step_down and step_up by name (None:
+/// no load control), `threshold` the n of T(n) selection (None: FCFS); `long_lived`
+/// selects the connections the host's FastFlow detector lists instead (the `flows.*`
+/// settings), whatever `threshold` says.
 #[pyfunction]
 #[pyo3(signature = (settings, hard_limit, host_first, watermarks, threshold, offsets, sizes,
                     dynamic, client_bps, long_lived=false))]
@@ -98,7 +99,7 @@ fn handoff_run<'py>(
     settings: Vec<(String, f64)>,
     hard_limit: u32,
     host_first: bool,
-    watermarks: Option<(u32, u32, u32, u32)>,
+    watermarks: Option<WatermarkArgs>,
     threshold: Option<u32>,
     offsets: Vec<usize>,
     sizes: Vec<u64>,
@@ -121,18 +122,29 @@ fn handoff_run<'py>(
     to_dict(py, &report)
 }
 
+/// Load control's watermarks by name, in work items per engine turn (shared with the
+/// testbed).
+#[derive(FromPyObject)]
+#[pyo3(from_item_all)]
+pub(crate) struct WatermarkArgs {
+    hiwat: u32,
+    lowat: u32,
+    step_down: u32,
+    step_up: u32,
+}
+
 /// Seed 004's policy from its switches as Python passes them (shared with the testbed).
 pub(crate) fn policy(
     hard_limit: u32,
     host_first: bool,
-    watermarks: Option<(u32, u32, u32, u32)>,
+    watermarks: Option<WatermarkArgs>,
     threshold: Option<u32>,
 ) -> PyResult<Paper> {
-    let marks = watermarks.map(|(hiwat, lowat, step_down, step_up)| Watermarks {
-        hiwat,
-        lowat,
-        step_down,
-        step_up,
+    let marks = watermarks.map(|w| Watermarks {
+        hiwat: w.hiwat,
+        lowat: w.lowat,
+        step_down: w.step_down,
+        step_up: w.step_up,
     });
     let priority = if host_first {
         Priority::HostFirst

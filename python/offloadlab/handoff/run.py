@@ -16,7 +16,7 @@ import functools
 import math
 import re
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass, field, replace
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
 import pandas as pd
@@ -162,7 +162,7 @@ def run_setup(setup: Setup, settings: Settings = Settings()) -> dict:
     try:
         out = _core.handoff_run(
             list(values.items()), setup.hard_limit, setup.host_first,
-            settings.watermarks.as_tuple() if setup.load_control else None, setup.threshold,
+            asdict(settings.watermarks) if setup.load_control else None, setup.threshold,
             work.offsets.tolist(), work.sizes.tolist(), work.dynamic.tolist(),
             None if work.client_kbps is None else work.client_kbps * 1e3,
             long_lived=setup.long_lived)

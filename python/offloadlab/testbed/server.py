@@ -46,6 +46,8 @@ MODES: tuple[str, ...] = tuple(_core.MODES)
 APP_OFFLOADS = ("cache",)
 CACHE_POLICIES = ("lru", "lfu", "gdsf")
 ENGINE_WAITS = ("poll", "adaptive", "sleep")
+# Load control's watermarks, in the order ``ServerOptions.watermarks`` gives them.
+WATERMARKS = ("hiwat", "lowat", "step_down", "step_up")
 FAULTS = ("stall", "panic")
 # Size classes placement distinguishes at most.
 MAX_CLASSES = _core.PLACEMENT_CLASSES
@@ -297,12 +299,13 @@ class ServerOptions:
                              f"{str(root)!r}, e.g. {missing[0] if missing else ''!r}; give "
                              "paths of the served file set")
 
-    def cache_args(self) -> tuple[int, str, int] | None:
+    def cache_args(self) -> dict | None:
         """The cache as ``_core.serve`` takes it (None without one)."""
         if self.app_offload is None:
             return None
         size, largest = self.cache_bytes()
-        return size, self.cache_policy, largest
+        return {"capacity_bytes": size, "policy": self.cache_policy,
+                "max_object_bytes": largest}
 
     def cache_bytes(self) -> tuple[int, int]:
         """The cache's budget and largest object, in bytes."""
@@ -314,14 +317,22 @@ class ServerOptions:
             return tuple(self.fractions)
         return (0.0,) * (len(self.placement or ()) + 1)
 
-    def handoff_args(self) -> tuple | None:
+    def handoff_args(self) -> dict | None:
         """Handoff mode's policy as ``_core.serve`` takes it (None in other modes)."""
         if self.mode != "handoff":
             return None
         p = policy.parse(self.handoff)
         limit = self.max_conns if self.handoff_limit is None else self.handoff_limit
-        return (limit, p.host_first, tuple(self.watermarks) if p.load_control else None,
-                p.threshold)
+        marks = dict(zip(WATERMARKS, self.watermarks, strict=True))
+        return {"hard_limit": limit, "host_first": p.host_first,
+                "watermarks": marks if p.load_control else None, "threshold": p.threshold}
+
+    def placement_args(self) -> dict | None:
+        """Placement as ``_core.serve`` takes it (None without one)."""
+        if self.placement is None:
+            return None
+        return {"edges": [int(e) for e in self.placement],
+                "fractions": [float(f) for f in self.placement_fractions()]}
 
     def core_args(self) -> dict:
         """The checked options as ``_core.serve`` takes them: what every mode needs,
@@ -347,10 +358,7 @@ class ServerOptions:
                        "slowdown": float(self.engine_slowdown),
                        "message_cost_s": float(self.engine_message_cost_s),
                        "fault": self.fault},
-            "handoff": self.handoff_args(),
-            "placement": None if self.placement is None else (
-                [int(e) for e in self.placement],
-                [float(f) for f in self.placement_fractions()]),
+            "handoff": self.handoff_args(), "placement": self.placement_args(),
             "cache": self.cache_args(), "db": None if self.db is None else str(self.db),
             "memory": {"files": ["/" + str(p).lstrip("/") for p in self.memory],
                        "uncached": self.uncached},
