@@ -1,4 +1,4 @@
-"""The typed seam between Rust and Python (offloadlab.testbed.documents): a real server's
+"""The typed seam between Rust and Python (offloadlab.documents): a real server's
 stats documents and a real load report parse into the dataclasses and back to the same
 JSON, so each side knows every key of the other; a missing or ill-typed key is named."""
 
@@ -10,8 +10,8 @@ import json
 import pytest
 from document_samples import stats_document
 
+from offloadlab.documents import DocumentError, LoadReport, ServerStats
 from offloadlab.testbed import load
-from offloadlab.testbed.documents import DocumentError, LoadReport, ServerStats
 from offloadlab.testbed.server import ServerOptions, running
 from offloadlab.workload import fileset, stream
 

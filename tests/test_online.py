@@ -13,12 +13,12 @@ import pandas as pd
 import pytest
 from document_samples import core, stats_document, thread
 
+from offloadlab.documents import ServerStats
 from offloadlab.errors import InputError
 from offloadlab.model.placement import optimise
 from offloadlab.model.tandem import ClassCosts
 from offloadlab.online.control import Controller, Policy
 from offloadlab.online.estimate import MIN_SAMPLES, Estimator, Snapshot
-from offloadlab.testbed.documents import ServerStats
 
 
 class FakeServer:

@@ -12,8 +12,8 @@ from typing import Annotated
 import typer
 
 from offloadlab.cli.common import app, err, flag_time, out, user_errors
+from offloadlab.documents import ServerStats
 from offloadlab.errors import InputError
-from offloadlab.testbed.documents import ServerStats
 from offloadlab.units import us
 
 Mode = Annotated[str, typer.Option(

@@ -61,10 +61,10 @@ from typing import TYPE_CHECKING
 import numpy as np
 import pandas as pd
 
+from offloadlab.documents import ServerStats
 from offloadlab.errors import InputError, require
 from offloadlab.results import Check
 from offloadlab.testbed import load, squid
-from offloadlab.testbed.documents import ServerStats
 from offloadlab.testbed.server import ServerOptions, running
 from offloadlab.workload import fileset, site, stream
 from offloadlab.workload.classes import MiB

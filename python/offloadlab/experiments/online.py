@@ -30,12 +30,12 @@ import numpy as np
 import pandas as pd
 
 from offloadlab import units
+from offloadlab.documents import ServerStats
 from offloadlab.errors import InputError, RunError, require
 from offloadlab.online.control import Controller, Policy
 from offloadlab.online.estimate import Snapshot
 from offloadlab.results import Check
 from offloadlab.testbed import load, modes
-from offloadlab.testbed.documents import ServerStats
 from offloadlab.testbed.server import ServerOptions, running
 from offloadlab.workload import stream
 from offloadlab.workload.classes import CLASS_BOUNDS, N_CLASSES

@@ -17,10 +17,10 @@ import pandas as pd
 from scipy import stats
 
 from offloadlab.calibrate.fit import Run
+from offloadlab.documents import CoreTimes, ServerStats
 from offloadlab.errors import RunError
 from offloadlab.study.plan import ENGINE_WAIT, SATURATION_CLIENTS, ClassLoad, Plan
 from offloadlab.testbed import modes as testbed_modes
-from offloadlab.testbed.documents import CoreTimes, ServerStats
 from offloadlab.testbed.server import ServerOptions
 from offloadlab.workload import stream
 

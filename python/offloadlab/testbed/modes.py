@@ -21,9 +21,9 @@ from typing import TypeVar
 
 import pandas as pd
 
+from offloadlab.documents import ServerStats
 from offloadlab.errors import InputError, RunError, require
 from offloadlab.testbed import load
-from offloadlab.testbed.documents import ServerStats
 from offloadlab.testbed.server import ServerOptions, running
 from offloadlab.workload.stream_format import Stream
 

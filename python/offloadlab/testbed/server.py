@@ -11,7 +11,7 @@ run it:
 
 Both return or keep the server's *stats document* (requests, statuses, connections, CPU
 seconds per thread and per core, host and engine CPU seconds per request); its fields
-are listed in ``docs/testbed.md``, and :class:`offloadlab.testbed.documents.ServerStats`
+are listed in ``docs/testbed.md``, and :class:`offloadlab.documents.ServerStats`
 reads it.
 """
 
@@ -32,13 +32,12 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
-from offloadlab import _core, dist
+from offloadlab import _core, dist, handoff_policy
 from offloadlab.background import watched
+from offloadlab.documents import ServerStats
 from offloadlab.errors import InputError, RunError, require
-from offloadlab.handoff import policy
 from offloadlab.sim.run import to_core
 from offloadlab.testbed import idle
-from offloadlab.testbed.documents import ServerStats
 from offloadlab.units import parse_bytes
 
 # Rust's list (offload_server::Mode::ALL): every other list of modes derives from it.
@@ -67,7 +66,7 @@ class ServerOptions:
     host's takeover (engine mode only). Times are in seconds.
 
     Handoff mode: ``handoff`` is seed 004's policy in the paper's shorthand (``P-L-FCFS``,
-    ``N-N-FCFS``, ``P-L-T4``, see :mod:`offloadlab.handoff.policy`); ``handoff_limit`` the
+    ``N-N-FCFS``, ``P-L-T4``, see :mod:`offloadlab.handoff_policy`); ``handoff_limit`` the
     engine's Hard_limit (None: ``max_conns``); ``watermarks`` load control's (hiwat,
     lowat, step_down, step_up) in work items per engine turn.
 
@@ -228,7 +227,7 @@ class ServerOptions:
                                        f"mode 'engine', not {self.mode!r}")
 
     def _check_handoff(self) -> None:
-        policy.parse(self.handoff)
+        handoff_policy.parse(self.handoff)
         limit = self.handoff_limit
         require(limit is None or (_is_int(limit) and 0 <= limit <= self.max_conns),
                 f"handoff_limit={limit!r}: use 0 to max_conns ({self.max_conns}) connections")
@@ -249,7 +248,7 @@ class ServerOptions:
         edges = list(self.placement)
         require(self.mode == "handoff", f"placement: the engine places connections in "
                                         f"handoff mode; use mode 'handoff', not {self.mode!r}")
-        p = policy.parse(self.handoff)
+        p = handoff_policy.parse(self.handoff)
         require(not p.load_control and p.threshold is None,
                 f"placement with policy {self.handoff!r}: placement decides which "
                 "connections the engine keeps, so use a policy without load control or "
@@ -321,7 +320,7 @@ class ServerOptions:
         """Handoff mode's policy as ``_core.serve`` takes it (None in other modes)."""
         if self.mode != "handoff":
             return None
-        p = policy.parse(self.handoff)
+        p = handoff_policy.parse(self.handoff)
         limit = self.max_conns if self.handoff_limit is None else self.handoff_limit
         marks = dict(zip(WATERMARKS, self.watermarks, strict=True))
         return {"hard_limit": limit, "host_first": p.host_first,
