@@ -239,7 +239,7 @@ def test_placement_options_are_checked(served_set):
 
 def test_a_running_server_reports_its_accounts_live_and_checks_its_knobs(served_set):
     from offloadlab import _core
-    from offloadlab.testbed.server import ServerOptions, running
+    from offloadlab.testbed.server import ServerOptions, running, snapshot
     from offloadlab.workload import fileset, stream
 
     manifest = fileset.read_manifest(served_set)
@@ -250,7 +250,7 @@ def test_a_running_server_reports_its_accounts_live_and_checks_its_knobs(served_
 
     with running(options) as server:
         load.run(server.url, requests, manifest, threads=1, verify="checksum")
-        snap = Snapshot.of(ServerStats.from_json(json.loads(server.control.snapshot())))
+        snap = Snapshot.of(snapshot(server.control))
         with pytest.raises(ValueError, match="in \\[0, 1\\]"):
             server.control.set_fractions([2.0])
         with pytest.raises(ValueError, match="factor >= 0"):

@@ -118,12 +118,12 @@ def test_running_keeps_the_final_document_and_serves_live_stats(site):
         conn.getresponse().read()
         conn.close()
         live = server.stats()
-        assert live["final"] is False and live["requests"] == 2  # the file, then the stats
+        assert live.final is False and live.requests == 2  # the file, then the stats
         assert server.final is None
     final = server.final
-    assert final["final"] is True and final["mode"] == "inline" and final["port"] == server.port
-    assert final["requests"] == 2 and final["statuses"] == {"200": 2}
-    assert final["per_request"]["host_cpu_s"] > 0
+    assert final.final is True and final.mode == "inline" and final.port == server.port
+    assert final.requests == 2 and final.statuses == {"200": 2}
+    assert final.per_request.host_cpu_s > 0
     with running(ServerOptions(site["root"])) as server:
         assert server.stats() is None
 
@@ -166,9 +166,9 @@ def test_the_engine_burns_its_message_cost_for_each_request_and_answer(site):
             assert conn.getresponse().read() == site["files"]["/c0/one.bin"]
         conn.close()
     final = server.final
-    assert final["engine"]["events"] == final["engine"]["commands"] == 5
+    assert final.engine.events == final.engine.commands == 5
     # Two messages of 2 ms each, plus the engine's own work of tens of µs.
-    assert 4e-3 <= final["per_request"]["engine_busy_cpu_s"] < 6e-3
+    assert 4e-3 <= final.per_request.engine_busy_cpu_s < 6e-3
 
 
 def test_the_engine_times_each_request_s_trip_through_the_host(site):
@@ -180,13 +180,13 @@ def test_the_engine_times_each_request_s_trip_through_the_host(site):
             conn.request("GET", "/c0/one.bin")
             assert conn.getresponse().read() == site["files"]["/c0/one.bin"]
         conn.close()
-    assert 3e-3 <= server.final["per_request"]["host_turnaround_s"] < 5e-3
+    assert 3e-3 <= server.final.per_request.host_turnaround_s < 5e-3
     with running(ServerOptions(site["root"], work="det(3ms)")) as server:
         conn = http.client.HTTPConnection(server.host, server.port, timeout=5)
         conn.request("GET", "/c0/one.bin")
         conn.getresponse().read()
         conn.close()
-    assert server.final["per_request"]["host_turnaround_s"] is None  # inline: no rings
+    assert server.final.per_request.host_turnaround_s is None  # inline: no rings
 
 
 def test_running_stops_the_server_when_the_body_raises(site):
@@ -220,9 +220,9 @@ def test_the_host_takes_over_when_the_engine_fails(site, fault):
         while _get_status(server, "/c1/ten.bin") != 200:
             assert time.monotonic() < deadline, "the host did not take over"
             time.sleep(0.05)
-    engine = server.final["engine"]
-    assert engine["failed"] is True and engine["takeover_reason"]
-    assert server.final["requests"] >= 2
+    engine = server.final.engine
+    assert engine.failed is True and engine.takeover_reason
+    assert server.final.requests >= 2
 
 
 def test_a_takeover_nobody_injected_invalidates_the_run(site, monkeypatch):
@@ -232,10 +232,10 @@ def test_a_takeover_nobody_injected_invalidates_the_run(site, monkeypatch):
     real = server_module._serve_core
 
     def taken_over(args, control):
-        doc = real(args, control)
-        doc["engine"].update(failed=True, takeover_after_s=1.5,
-                             takeover_reason="no engine progress")
-        return doc
+        stats = real(args, control)
+        engine = dataclasses.replace(stats.engine, failed=True, takeover_after_s=1.5,
+                                     takeover_reason="no engine progress")
+        return dataclasses.replace(stats, engine=engine)
 
     monkeypatch.setattr(server_module, "_serve_core", taken_over)
     refused = pytest.raises(RunError, match=r"declared failed after 1\.5 s.*not measure engine")

@@ -10,9 +10,10 @@ run it:
   while the body sends load, then stops the server and keeps its final stats.
 
 Both return or keep the server's *stats document* (requests, statuses, connections, CPU
-seconds per thread and per core, host and engine CPU seconds per request); its fields
-are listed in ``docs/testbed.md``, and :class:`offloadlab.documents.ServerStats`
-reads it.
+seconds per thread and per core, host and engine CPU seconds per request) as a
+:class:`offloadlab.documents.ServerStats`, read once where the server hands it over, as
+are the live ones (:func:`snapshot`, :meth:`Running.stats`); its fields are listed in
+``docs/testbed.md``.
 """
 
 from __future__ import annotations
@@ -431,18 +432,19 @@ def _resolve(host: str) -> ipaddress.IPv4Address | ipaddress.IPv6Address:
     return ipaddress.ip_address(info[0][4][0])
 
 
-def _serve_core(args: dict, control: _core.ServerControl) -> dict:
-    """``_core.serve`` with its errors in OffloadLab's terms and its document parsed."""
+def _serve_core(args: dict, control: _core.ServerControl) -> ServerStats:
+    """``_core.serve`` with its errors in OffloadLab's terms and its document read."""
     try:
-        return json.loads(_core.serve(args, control))
+        text = _core.serve(args, control)
     except ValueError as exc:  # arguments the checks above should have caught
         raise InputError(str(exc)) from None
     except RuntimeError as exc:
         raise RunError(str(exc)) from None
+    return ServerStats.from_json(json.loads(text))
 
 
 def serve(options: ServerOptions, control: _core.ServerControl | None = None,
-          on_tick: Callable[[_core.ServerControl], None] | None = None) -> dict:
+          on_tick: Callable[[_core.ServerControl], None] | None = None) -> ServerStats:
     """Serve until ``control.stop()`` (or Ctrl-C, which stops it too, then re-raises) and
     return the final stats document. ``on_tick(control)`` is called every 0.1 s;
     ``control.port`` turns non-zero once the server listens."""
@@ -473,13 +475,13 @@ class Running:
     port: int
     stats_endpoint: bool
     control: _core.ServerControl
-    final: dict | None = None
+    final: ServerStats | None = None
 
     @property
     def url(self) -> str:
         return url(self.host, self.port)
 
-    def stats(self, timeout_s: float = 5.0) -> dict | None:
+    def stats(self, timeout_s: float = 5.0) -> ServerStats | None:
         """The live stats document from ``GET /.offload/stats`` (that request counts as
         one), or None when the endpoint is off."""
         if not self.stats_endpoint:
@@ -493,7 +495,13 @@ class Running:
             conn.close()
         if response.status != 200:
             raise RunError(f"{STATS_ENDPOINT} answered {response.status} {response.reason}")
-        return json.loads(body)
+        return ServerStats.from_json(json.loads(body))
+
+
+def snapshot(control: _core.ServerControl) -> ServerStats | None:
+    """The running server's stats document now (None before it starts)."""
+    text = control.snapshot()
+    return None if text is None else ServerStats.from_json(json.loads(text))
 
 
 def url(host: str, port: int) -> str:
@@ -529,7 +537,7 @@ def running(options: ServerOptions,
                 # refused connection), with the symptom kept as the context.
                 raise failure
         server.final = future.result()
-    engine = ServerStats.from_json(server.final).engine
+    engine = server.final.engine
     if engine.failed and options.fault is None:
         raise RunError(
             f"the engine was declared failed after {engine.takeover_after_s:.1f} s "
