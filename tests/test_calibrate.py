@@ -11,7 +11,7 @@ from scipy import stats
 
 from offloadlab import dist
 from offloadlab.calibrate import fit
-from offloadlab.testbed.documents import ServerStats
+from offloadlab.documents import ServerStats
 
 MSS = 1448
 

@@ -60,8 +60,8 @@ def test_memory_files_are_served_from_memory_and_the_rest_from_the_device(site, 
         result = load.run(server.url, requests, manifest, threads=1, verify="checksum")
         read = device_reads() - before
     assert result.report["failed"] == 0 and result.report["completed"] == len(paths)
-    assert server.final["memory_tier"]["hits"] == int(in_memory.sum()) > 0
-    assert server.final["memory_tier"]["files"] == len(memory)
+    assert server.final.memory_tier.hits == int(in_memory.sum()) > 0
+    assert server.final.memory_tier.files == len(memory)
     # Every other answer was read from the device: its bytes, up to whole pages.
     disk = sizes[~in_memory]
     assert disk.sum() <= read <= (np.ceil(disk / PAGE) * PAGE).sum() + 64 * PAGE

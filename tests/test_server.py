@@ -118,12 +118,12 @@ def test_running_keeps_the_final_document_and_serves_live_stats(site, testbed):
         conn.getresponse().read()
         conn.close()
         live = server.stats()
-        assert live["final"] is False and live["requests"] == 2  # the file, then the stats
+        assert live.final is False and live.requests == 2  # the file, then the stats
         assert server.final is None
     final = server.final
-    assert final["final"] is True and final["mode"] == "inline" and final["port"] == server.port
-    assert final["requests"] == 2 and final["statuses"] == {"200": 2}
-    assert final["per_request"]["host_cpu_s"] > 0
+    assert final.final is True and final.mode == "inline" and final.port == server.port
+    assert final.requests == 2 and final.statuses == {"200": 2}
+    assert final.per_request.host_cpu_s > 0
     with running(ServerOptions(site["root"])) as server:
         assert server.stats() is None
 
@@ -166,9 +166,9 @@ def test_the_engine_burns_its_message_cost_for_each_request_and_answer(site, tes
             assert conn.getresponse().read() == site["files"]["/c0/one.bin"]
         conn.close()
     final = server.final
-    assert final["engine"]["events"] == final["engine"]["commands"] == 5
+    assert final.engine.events == final.engine.commands == 5
     # Two messages of 2 ms each, plus the engine's own work of tens of µs.
-    assert 4e-3 <= final["per_request"]["engine_busy_cpu_s"] < 6e-3
+    assert 4e-3 <= final.per_request.engine_busy_cpu_s < 6e-3
 
 
 def test_the_engine_times_each_request_s_trip_through_the_host(site, testbed):
@@ -180,13 +180,13 @@ def test_the_engine_times_each_request_s_trip_through_the_host(site, testbed):
             conn.request("GET", "/c0/one.bin")
             assert conn.getresponse().read() == site["files"]["/c0/one.bin"]
         conn.close()
-    assert 3e-3 <= server.final["per_request"]["host_turnaround_s"] < 5e-3
+    assert 3e-3 <= server.final.per_request.host_turnaround_s < 5e-3
     with running(ServerOptions(site["root"], work="det(3ms)")) as server:
         conn = http.client.HTTPConnection(server.host, server.port, timeout=5)
         conn.request("GET", "/c0/one.bin")
         conn.getresponse().read()
         conn.close()
-    assert server.final["per_request"]["host_turnaround_s"] is None  # inline: no rings
+    assert server.final.per_request.host_turnaround_s is None  # inline: no rings
 
 
 def test_running_stops_the_server_when_the_body_raises(site, testbed):
@@ -220,9 +220,9 @@ def test_the_host_takes_over_when_the_engine_fails(site, fault, testbed):
         while _get_status(server, "/c1/ten.bin") != 200:
             assert time.monotonic() < deadline, "the host did not take over"
             time.sleep(0.05)
-    engine = server.final["engine"]
-    assert engine["failed"] is True and engine["takeover_reason"]
-    assert server.final["requests"] >= 2
+    engine = server.final.engine
+    assert engine.failed is True and engine.takeover_reason
+    assert server.final.requests >= 2
 
 
 def test_a_takeover_nobody_injected_invalidates_the_run(site, monkeypatch, testbed):
@@ -232,10 +232,10 @@ def test_a_takeover_nobody_injected_invalidates_the_run(site, monkeypatch, testb
     real = server_module._serve_core
 
     def taken_over(args, control):
-        doc = real(args, control)
-        doc["engine"].update(failed=True, takeover_after_s=1.5,
-                             takeover_reason="no engine progress")
-        return doc
+        stats = real(args, control)
+        engine = dataclasses.replace(stats.engine, failed=True, takeover_after_s=1.5,
+                                     takeover_reason="no engine progress")
+        return dataclasses.replace(stats, engine=engine)
 
     monkeypatch.setattr(server_module, "_serve_core", taken_over)
     refused = pytest.raises(RunError, match=r"declared failed after 1\.5 s.*not measure engine")
@@ -323,9 +323,12 @@ def test_good_options_pass_the_checks(tmp_path):
     handoff = ServerOptions(tmp_path, mode="handoff", handoff="n-n-t4", handoff_limit=0)
     handoff.check()
     # Hard_limit, host first, watermarks (None: no load control), the n of T(n).
-    assert handoff.handoff_args() == (0, False, None, 4)
-    assert ServerOptions(tmp_path, mode="handoff").handoff_args() == (
-        4096, True, (16, 4, 4, 2), None)
+    assert handoff.handoff_args() == {"hard_limit": 0, "host_first": False,
+                                      "watermarks": None, "threshold": 4}
+    assert ServerOptions(tmp_path, mode="handoff").handoff_args() == {
+        "hard_limit": 4096, "host_first": True,
+        "watermarks": {"hiwat": 16, "lowat": 4, "step_down": 4, "step_up": 2},
+        "threshold": None}
     assert ServerOptions(tmp_path).handoff_args() is None
     defaults = {f.name: f.default for f in dataclasses.fields(ServerOptions)}
     assert defaults["sendfile_above"] == 8000 and defaults["engine_wait"] == "adaptive"

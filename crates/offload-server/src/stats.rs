@@ -473,7 +473,7 @@ impl Stats {
 
 /// The stats document: the server's counters, CPU times and service demands at one
 /// moment (field by field in `docs/testbed.md`). Python reads it into
-/// `offloadlab.testbed.documents.ServerStats`, which must follow any change here.
+/// `offloadlab.documents.ServerStats`, which must follow any change here.
 /// Options are null, never left out.
 #[derive(Debug, Serialize)]
 pub struct Document {

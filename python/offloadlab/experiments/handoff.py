@@ -20,13 +20,13 @@ from pathlib import Path
 
 import pandas as pd
 
+from offloadlab import handoff_policy
+from offloadlab.documents import HandoffSeries, ServerStats
 from offloadlab.errors import InputError, require
-from offloadlab.handoff import policy
 from offloadlab.mode_traits import BASELINE
 from offloadlab.report.section import Section
 from offloadlab.results import Check
 from offloadlab.testbed import modes
-from offloadlab.testbed.documents import HandoffSeries, ServerStats
 from offloadlab.testbed.server import ServerOptions
 from offloadlab.workload import stream
 
@@ -246,7 +246,7 @@ def parse_policies(text: str) -> tuple[str, ...]:
         if part == INLINE:
             names.append(INLINE)
             continue
-        p = policy.parse(part.removeprefix("handoff:"))
+        p = handoff_policy.parse(part.removeprefix("handoff:"))
         names.append(f"handoff:{p.label}")
     if not names:
         raise InputError(f"--policies {text!r}: give inline and/or policies such as "

@@ -17,11 +17,11 @@ import pandas as pd
 from scipy import stats
 
 from offloadlab.calibrate.fit import Run
+from offloadlab.documents import CoreTimes, ServerStats
 from offloadlab.errors import RunError
 from offloadlab.mode_traits import traits
 from offloadlab.study.plan import ENGINE_WAIT, SATURATION_CLIENTS, ClassLoad, Plan
 from offloadlab.testbed import modes as testbed_modes
-from offloadlab.testbed.documents import CoreTimes, ServerStats
 from offloadlab.testbed.server import ServerOptions
 from offloadlab.workload import stream
 

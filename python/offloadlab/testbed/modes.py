@@ -16,15 +16,14 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, fields
-from functools import cached_property
 from typing import TypeVar
 
 import pandas as pd
 
+from offloadlab.documents import ServerStats
 from offloadlab.errors import InputError, RunError, require
 from offloadlab.mode_traits import traits
 from offloadlab.testbed import load
-from offloadlab.testbed.documents import ServerStats
 from offloadlab.testbed.server import ServerOptions, running
 from offloadlab.workload.stream_format import Stream
 
@@ -32,15 +31,11 @@ from offloadlab.workload.stream_format import Stream
 @dataclass(frozen=True)
 class ModeRun:
     """One mode's run: the load generator's result and the server's final stats
-    document as it came; ``stats`` is the document to read."""
+    document."""
 
     mode: str
     load: load.LoadResult
-    server: dict
-
-    @cached_property
-    def stats(self) -> ServerStats:
-        return ServerStats.from_json(self.server)
+    stats: ServerStats
 
     def summary(self) -> dict:
         """The numbers to compare modes by (seconds; None where nothing was measured)."""
@@ -61,7 +56,7 @@ class ModeRun:
 
     def to_json(self) -> dict:
         return {"mode": self.mode, "summary": self.summary(), "load": self.load.to_json(),
-                "server": self.server}
+                "server": self.stats.to_json()}
 
 
 def with_mode(options: ServerOptions, name: str) -> ServerOptions:
