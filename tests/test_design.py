@@ -168,6 +168,23 @@ def test_no_module_imports_back_what_imports_it(where):
         raise AssertionError(f"{where}: import cycle {' -> '.join(cycle.args[1])}") from None
 
 
+# The testbed driver runs what the experiments and the study plan; the stats schema
+# (documents.py) and seed 004's policy shorthand (handoff_policy.py) sit below both, so
+# the driver never needs a paper's package, nor online placement the driver.
+DRIVER_MUST_NOT_IMPORT = {
+    "testbed": {"handoff", "online", "experiments", "study", "report", "calibrate",
+                "datacentre", "writeback", "cli"},
+    "online": {"testbed", "experiments", "study", "cli"},
+}
+
+
+def test_the_driver_and_the_paper_packages_do_not_import_each_other():
+    graph = _packages(_python_imports())
+    for package, banned in DRIVER_MUST_NOT_IMPORT.items():
+        imported = {name.split(".")[-1] for name in graph[f"offloadlab.{package}"]}
+        assert not imported & banned, f"{package} imports {sorted(imported & banned)}"
+
+
 def test_the_mode_trait_table_is_rusts_and_python_reads_all_of_it():
     from dataclasses import fields
 
