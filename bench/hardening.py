@@ -36,7 +36,6 @@ import time
 from pathlib import Path
 
 from offloadlab.errors import RunError
-from offloadlab.testbed.documents import ServerStats
 from offloadlab.testbed.server import ServerOptions, running
 
 
@@ -222,7 +221,7 @@ def takeover(root: Path) -> None:
         s.close()
     print(f"  injected stall: connection closed {closed * 1e3:.0f} ms after the stalled "
           f"request (target < 1000); takeover reason: "
-          f"{ServerStats.from_json(server.final).engine.takeover_reason}")
+          f"{server.final.engine.takeover_reason}")
 
 
 def low_rate(root: Path, requests: int) -> None:

@@ -1,6 +1,8 @@
-"""Shared helpers: build scenarios from spec strings, locate the bundled examples, and
-the objects table and checks the request-stream tests share."""
+"""Shared helpers: the test tiers, build scenarios from spec strings, locate the bundled
+examples, and the objects table and checks the request-stream tests share."""
 
+import os
+import shutil
 from pathlib import Path
 
 import numpy as np
@@ -8,9 +10,87 @@ import pandas as pd
 import pytest
 from hypothesis import settings
 
-from offloadlab import scenario
+from offloadlab import _core, scenario
 
 EXAMPLES = Path(__file__).resolve().parents[1] / "python" / "offloadlab" / "examples"
+
+# Test tiers (docs/design.md). A test's markers follow from the fixtures it uses, so
+# nobody has to remember them: `testbed` tests put real load on the machine and run one
+# at a time after the rest (`pytest -m testbed`); `external` tests need a program or a
+# privilege beyond Python and Rust. Everything else runs on every core (`pytest -n auto
+# -m "not testbed"`).
+TIER_OF_FIXTURE = {"testbed": "testbed", "postgres_url": "external", "squid_binary": "external",
+                   "chromium": "external", "as_root": "external"}
+# The calls that start the testbed's server or load generator in this process.
+_REAL_LOAD = ("serve", "load", "load_cli")
+_current: pytest.Item | None = None
+
+
+def pytest_collection_modifyitems(items):
+    for item in items:
+        for marker in sorted({TIER_OF_FIXTURE[f] for f in item.fixturenames
+                              if f in TIER_OF_FIXTURE}):
+            item.add_marker(marker)
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_runtest_setup(item):
+    global _current
+    _current = item  # before its fixtures are made: a module fixture may start a server
+
+
+def _guarded(name):
+    call = getattr(_core, name)
+
+    def guard(*args, **kwargs):
+        if _current is not None and _current.get_closest_marker("testbed") is None:
+            pytest.fail(f"{_current.nodeid} starts the testbed ({name}) without the "
+                        "`testbed` fixture: add it to the test or to the fixture that "
+                        "starts the server, so the test runs in the serial tier",
+                        pytrace=False)
+        return call(*args, **kwargs)
+    return guard
+
+
+for _name in _REAL_LOAD:
+    setattr(_core, _name, _guarded(_name))
+
+
+@pytest.fixture(scope="session")
+def testbed():
+    """Marks a test (or a fixture's users) as real load on this machine."""
+
+
+@pytest.fixture(scope="session")
+def squid_binary() -> Path:
+    """Squid's binary (seed 001's proxy); .ci/run installs it."""
+    found = shutil.which("squid") or ("/usr/sbin/squid" if os.access("/usr/sbin/squid",
+                                                                     os.X_OK) else None)
+    if found is None:
+        pytest.fail("squid is not installed; apt-get install squid (.ci/run does)")
+    return Path(found)
+
+
+@pytest.fixture(scope="session")
+def chromium() -> tuple[Path, Path]:
+    """Headless Chromium and its driver, from Debian's packages (.ci/run installs them)."""
+    paths = Path("/usr/bin/chromium"), Path("/usr/bin/chromedriver")
+    missing = [str(p) for p in paths if not p.exists()]
+    if missing:
+        pytest.fail(f"{', '.join(missing)} not found; run `apt-get install chromium "
+                    "chromium-driver` (CI installs them)")
+    return paths
+
+
+@pytest.fixture(scope="session")
+def as_root():
+    """Root with ip and ethtool, for tests that make network namespaces."""
+    if os.geteuid() != 0:
+        pytest.fail("this test makes network namespaces and needs root")
+    missing = [tool for tool in ("ip", "ethtool") if shutil.which(tool) is None]
+    if missing:
+        pytest.fail(f"{', '.join(missing)} not found; apt-get install iproute2 ethtool "
+                    "(.ci/run does)")
 
 # derandomize and no example database: every run, here or in CI, tests the same examples.
 settings.register_profile("offloadlab", derandomize=True, database=None, deadline=None,

@@ -27,7 +27,8 @@ def small_set(tmp_path_factory):
     return root
 
 
-def test_a_short_run_of_a_b_and_c_shows_the_cache_sparing_the_host(small_set, tmp_path):
+def test_a_short_run_of_a_b_and_c_shows_the_cache_sparing_the_host(small_set, tmp_path, testbed,
+                                                                   squid_binary):
     out = tmp_path / "out"
     result = CliRunner().invoke(app, [
         "appcache", "--fileset", str(small_set), "--out", str(out),

@@ -47,7 +47,7 @@ def trace(tmp_path_factory):
 
 
 @pytest.mark.parametrize("mode", ["engine", "inline"], ids=["set-up C", "set-up B"])
-def test_the_live_cache_matches_the_replayed_lru_and_serves_exact_bytes(trace, mode):
+def test_the_live_cache_matches_the_replayed_lru_and_serves_exact_bytes(trace, mode, testbed):
     root, files, paths = trace
     options = ServerOptions(root, mode=mode, app_offload="cache", cache_size=BUDGET,
                             cache_max_object=LARGEST, cache_policy="lru")
@@ -59,7 +59,7 @@ def test_the_live_cache_matches_the_replayed_lru_and_serves_exact_bytes(trace, m
             body = response.read()
             assert response.status == 200 and body == files[path], path
         conn.close()
-    cache = server.final["cache"]
+    cache = server.final.cache
     sizes = {p: len(b) for p, b in files.items()}
     replayed = lru.replay(paths, [len(p) + sizes[p] for p in paths], BUDGET,
                           [sizes[p] <= LARGEST for p in paths])
@@ -68,16 +68,16 @@ def test_the_live_cache_matches_the_replayed_lru_and_serves_exact_bytes(trace, m
                     used_bytes=replayed.used, hits=hits, misses=REQUESTS - hits,
                     bytes_from_cache=sum(sizes[p] for p, h in zip(paths, hit, strict=True) if h),
                     too_large=sum(sizes[p] > LARGEST for p in paths))
-    got = {k: cache[k] for k in expected if k in cache}
-    got["hits"] += cache["revalidated"]
-    got["too_large"] = cache["refused"]["too_large"]
+    got = {k: getattr(cache, k) for k in expected if hasattr(cache, k)}
+    got["hits"] += cache.revalidated
+    got["too_large"] = cache.refused.too_large
     assert got == expected
     assert expected["evictions"] > 50 and 0.3 < hits / REQUESTS < 0.95
-    assert server.final["requests"] == REQUESTS - hits  # the application saw only misses
+    assert server.final.requests == REQUESTS - hits  # the application saw only misses
 
 
 def test_session_pages_reach_the_application_as_dynamic_work_and_are_never_cached(
-        tmp_path):
+        tmp_path, testbed):
     site = tmp_path / "site"
     fileset.materialise(fileset.generate(FileSetSpec(name="s", n_files=30, seed=2)), site)
     s = stream.sessions(site, "support", clients=4, sessions=3, think="det(1ms)",
@@ -90,14 +90,14 @@ def test_session_pages_reach_the_application_as_dynamic_work_and_are_never_cache
     dynamic = result.records["path"].str.endswith("?work=300")
     assert dynamic.sum() == pages > 0
     doc = server.final
-    cache = doc["cache"]
-    assert cache["refused"]["uncacheable"] == pages  # no-store, every time
-    assert cache["hits"] + cache["misses"] == len(s)
-    app_s = doc["per_request"]["app_cpu_s"] * doc["requests"]
+    cache = doc.cache
+    assert cache.refused.uncacheable == pages  # no-store, every time
+    assert cache.hits + cache.misses == len(s)
+    app_s = doc.per_request.app_cpu_s * doc.requests
     assert app_s == pytest.approx(pages * 300e-6, rel=0.1)
 
 
-def test_a_site_s_sessions_hit_the_live_cache_as_the_replay_says(tmp_path):
+def test_a_site_s_sessions_hit_the_live_cache_as_the_replay_says(tmp_path, testbed):
     spec = SpecWeb2005Spec(sessions=2, shared=3, own=2, items_per_session=20, seed=5)
     fileset.materialise(fileset.generate(spec), tmp_path / "site")
     s = stream.sessions(tmp_path / "site", "support", clients=1, sessions=6,
@@ -108,10 +108,10 @@ def test_a_site_s_sessions_hit_the_live_cache_as_the_replay_says(tmp_path):
     with running(options) as server:
         result = load.run(server.url, s, tmp_path / "site")
     assert (result["completed"], result["failed"]) == (len(s), 0)
-    cache = server.final["cache"]
+    cache = server.final.cache
     replayed = lru.replay_stream(s.frame, budget, LARGEST_DEFAULT)
-    assert cache["hits"] + cache["revalidated"] == replayed.hits.sum() > 0
-    assert cache["evictions"] == replayed.evictions > 0
+    assert cache.hits + cache.revalidated == replayed.hits.sum() > 0
+    assert cache.evictions == replayed.evictions > 0
     f = s.frame
-    assert cache["refused"]["uncacheable"] == f["dynamic"].sum()
-    assert cache["refused"]["too_large"] == f["object"].str.startswith("download/").sum() > 0
+    assert cache.refused.uncacheable == f["dynamic"].sum()
+    assert cache.refused.too_large == f["object"].str.startswith("download/").sum() > 0

@@ -11,7 +11,7 @@ from scipy import stats
 
 from offloadlab import dist
 from offloadlab.calibrate import fit
-from offloadlab.testbed.documents import ServerStats
+from offloadlab.documents import ServerStats
 
 MSS = 1448
 
@@ -172,7 +172,7 @@ def test_an_engine_the_host_answers_wake_is_fitted_on_both_wakeups():
     cost, host = 20e-6, 100e-6
 
     def run(mode, cls, s, lam):
-        extra = 2 - lam * host if mode in fit.ANSWERS_WAKE else 1.0
+        extra = 2 - lam * host if mode == "engine" else 1.0
         y = (s + cost * extra) / (1 + lam * cost * extra)
         return fit.Run(cls, mode, lam, lam, 1000, host, 0.0, y, 1e-3, _sizes(1e3, 10))
 

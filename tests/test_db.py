@@ -65,7 +65,7 @@ def sqlite_rows(path, wanted):
     return [found[i] for i in wanted]
 
 
-def test_sqlite_pages_carry_the_rows_the_database_holds(served_set, sqlite_db):
+def test_sqlite_pages_carry_the_rows_the_database_holds(served_set, sqlite_db, testbed):
     name = served_file(served_set, 0)
     body = (served_set / name).read_bytes()
     with running(ServerOptions(root=served_set, db=sqlite_db, stats_endpoint=True)) as server:
@@ -84,9 +84,9 @@ def test_sqlite_pages_carry_the_rows_the_database_holds(served_set, sqlite_db):
         # Without a key the server picks one; the page still has its rows.
         _, random_key, _ = page(server, f"/{name}?query=3&work=50")
         assert random_key["X-Db-Rows"] == "3"
-    doc = server.final
-    assert doc["database"]["queries"] == 13
-    assert doc["database"]["time_s"] > 0
+    database = server.final.database
+    assert database.queries == 13
+    assert database.time_s > 0
 
 
 def test_the_table_holds_the_stated_items(sqlite_db):
@@ -107,7 +107,7 @@ def psql_rows(url, wanted):
     return [found[i] for i in wanted]
 
 
-def test_postgresql_pages_through_the_engine_match_psql(served_set, postgres_url):
+def test_postgresql_pages_through_the_engine_match_psql(served_set, postgres_url, testbed):
     fill_db(postgres_url, ROWS)
     name = served_file(served_set, 1)
     options = ServerOptions(root=served_set, mode="engine", host_core=0, engine_core=1,
@@ -123,12 +123,12 @@ def test_postgresql_pages_through_the_engine_match_psql(served_set, postgres_url
         _, again, _ = page(server, f"/{name}?query=4&key=10")
         assert again["X-Db-Digest"] == fnv(psql_rows(postgres_url, wanted))
         assert again["X-Db-Digest"] != headers["X-Db-Digest"]
-    assert server.final["database"]["queries"] == 8
+    assert server.final.database.queries == 8
     # The host thread waited for PostgreSQL: the time shows, per request.
-    assert server.final["per_request"]["db_s"] > 0
+    assert server.final.per_request.db_s > 0
 
 
-def test_three_tiers_the_engines_cache_spares_the_database(served_set, sqlite_db):
+def test_three_tiers_the_engines_cache_spares_the_database(served_set, sqlite_db, testbed):
     name = served_file(served_set, 2)
     options = ServerOptions(root=served_set, mode="engine", host_core=0, engine_core=1,
                             app_offload="cache", db=sqlite_db)
@@ -138,11 +138,11 @@ def test_three_tiers_the_engines_cache_spares_the_database(served_set, sqlite_db
         second = page(server, path)
         assert first[0] == second[0] == 200 and first[2] == second[2]
     # The second answer came from the engine's cache: one page's queries in all.
-    assert server.final["database"]["queries"] == 2
-    assert server.final["cache"]["hits"] == 1
+    assert server.final.database.queries == 2
+    assert server.final.cache.hits == 1
 
 
-def test_a_page_that_needs_a_database_the_server_lacks_is_503(served_set):
+def test_a_page_that_needs_a_database_the_server_lacks_is_503(served_set, testbed):
     name = served_file(served_set, 3)
     with running(ServerOptions(root=served_set)) as server:
         assert page(server, f"/{name}?query=1")[0] == 503
@@ -150,7 +150,7 @@ def test_a_page_that_needs_a_database_the_server_lacks_is_503(served_set):
         assert page(server, f"/{name}?query=x")[0] == 200
 
 
-def test_bad_databases_are_refused_naming_the_fix(served_set, tmp_path):
+def test_bad_databases_are_refused_naming_the_fix(served_set, tmp_path, testbed):
     with pytest.raises(InputError, match="no such SQLite file"):
         ServerOptions(root=served_set, db=tmp_path / "none.db").check()
     empty = tmp_path / "empty.db"

@@ -73,15 +73,18 @@ def test_the_readme_states_the_demos_planned_time():
 
 
 def test_every_list_of_modes_derives_from_rusts():
-    from offloadlab import _core
+    from offloadlab import _core, mode_traits, study_tables
     from offloadlab.report import study as report_study
     from offloadlab.testbed import server
 
     assert tuple(_core.MODES) == server.MODES
-    assert server.MODES[0] == "inline" and "handoff" in server.MODES
-    assert tuple(m for m in server.MODES if m != "handoff") == plan.STUDY_MODES
-    assert report_study.MODE_ORDER == plan.STUDY_MODES
-    colours = [report_study.MODE_COLORS[m] for m in plan.STUDY_MODES]
+    assert server.MODES[0] == mode_traits.BASELINE == "inline" and "handoff" in server.MODES
+    assert mode_traits.modes_where("studied") == study_tables.STUDY_MODES
+    assert "handoff" not in study_tables.STUDY_MODES
+    # The study's plan and the report's order are that one tuple, not copies of it.
+    assert plan.STUDY_MODES is study_tables.STUDY_MODES
+    assert report_study.STUDY_MODES is study_tables.STUDY_MODES
+    colours = [report_study.MODE_COLORS[m] for m in study_tables.STUDY_MODES]
     assert len(set(colours)) == len(colours), "each mode its own colour"
 
 
@@ -137,10 +140,154 @@ def _rust_uses(src: Path) -> dict[str, set[str]]:
     return graph
 
 
-@pytest.mark.parametrize("where", ["python", *sorted(p.name for p in (ROOT / "crates").iterdir())])
+def _packages(graph: dict[str, set[str]]) -> dict[str, set[str]]:
+    """The same imports between offloadlab's packages (the first level under it, e.g.
+    offloadlab.report; a top-level module is its own): two packages whose modules
+    import each other's are one tangle even where no two modules are."""
+    def top(name: str) -> str:
+        return ".".join(name.split(".")[:2])
+
+    packages: dict[str, set[str]] = {}
+    for name, imported in graph.items():
+        packages.setdefault(top(name), set()).update(top(t) for t in imported)
+    return {name: imported - {name} for name, imported in packages.items()}
+
+
+@pytest.mark.parametrize("where", ["python", "python packages",
+                                   *sorted(p.name for p in (ROOT / "crates").iterdir())])
 def test_no_module_imports_back_what_imports_it(where):
-    graph = _python_imports() if where == "python" else _rust_uses(ROOT / "crates" / where / "src")
+    if where == "python":
+        graph = _python_imports()
+    elif where == "python packages":
+        graph = _packages(_python_imports())
+    else:
+        graph = _rust_uses(ROOT / "crates" / where / "src")
     try:
         graphlib.TopologicalSorter(graph).prepare()
     except graphlib.CycleError as cycle:
         raise AssertionError(f"{where}: import cycle {' -> '.join(cycle.args[1])}") from None
+
+
+# The testbed driver runs what the experiments and the study plan; the stats schema
+# (documents.py) and seed 004's policy shorthand (handoff_policy.py) sit below both, so
+# the driver never needs a paper's package, nor online placement the driver.
+DRIVER_MUST_NOT_IMPORT = {
+    "testbed": {"handoff", "online", "experiments", "study", "report", "calibrate",
+                "datacentre", "writeback", "cli"},
+    "online": {"testbed", "experiments", "study", "cli"},
+}
+
+
+def test_the_driver_and_the_paper_packages_do_not_import_each_other():
+    graph = _packages(_python_imports())
+    for package, banned in DRIVER_MUST_NOT_IMPORT.items():
+        imported = {name.split(".")[-1] for name in graph[f"offloadlab.{package}"]}
+        assert not imported & banned, f"{package} imports {sorted(imported & banned)}"
+
+
+def test_the_mode_trait_table_is_rusts_and_python_reads_all_of_it():
+    from dataclasses import fields
+
+    from offloadlab import _core, mode_traits
+
+    assert list(_core.MODE_TRAITS) == list(_core.MODES) == list(mode_traits.TRAITS)
+    read = {f.name for f in fields(mode_traits.ModeTraits)}
+    for mode, row in _core.MODE_TRAITS.items():
+        assert set(row) == read, f"{mode}: Rust's traits {sorted(row)}, Python's {sorted(read)}"
+        assert all(isinstance(v, bool) for v in row.values()), mode
+    # Spot checks of what the code did by name before the table (issue 45).
+    t = mode_traits.TRAITS
+    assert mode_traits.modes_where("answers_in_rounds") == ("engine", "handoff")
+    assert mode_traits.modes_where("app_cache") == ("inline", "engine")
+    assert mode_traits.modes_where("engine_spins") == ("uring",)
+    assert t["handoff"].places_connections and not t["handoff"].studied
+
+
+def _strings(node: ast.AST) -> list[str] | None:
+    """The strings of a string literal, or of a tuple, list, set or frozenset/set/tuple
+    call of string literals; None for anything else."""
+    if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and \
+            node.func.id in ("frozenset", "set", "tuple") and len(node.args) == 1:
+        node = node.args[0]
+    if isinstance(node, ast.Constant):
+        return [node.value] if isinstance(node.value, str) else None
+    if isinstance(node, (ast.Tuple, ast.List, ast.Set)) and node.elts:
+        found = [_strings(e) for e in node.elts]
+        if all(f is not None and len(f) == 1 for f in found):
+            return [f[0] for f in found]
+    return None
+
+
+def _mode_name_tests(tree: ast.AST, modes: set[str], sides: set[str]) -> list[tuple[int, str]]:
+    """Where ``tree`` decides by a mode's name: a comparison (==, !=, in, not in) with a
+    literal mode name, and a literal set of mode names. A name that is also a queue side
+    or thread role ("engine") counts only against an operand that says "mode"."""
+    found = {}
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Compare):
+            operands = [node.left, *node.comparators]
+            for i, operand in enumerate(operands):
+                named = set(_strings(operand) or ()) & modes
+                if not named:
+                    continue
+                others = " ".join(ast.unparse(o) for j, o in enumerate(operands) if j != i)
+                if named - sides or "mode" in others.lower():
+                    found.setdefault(node.lineno, ast.unparse(node))
+        elif isinstance(node, (ast.Tuple, ast.List, ast.Set, ast.Call)):
+            names = _strings(node)
+            if names and set(names) <= modes:
+                found.setdefault(node.lineno, ast.unparse(node))
+    return sorted(found.items())
+
+
+def test_no_module_decides_by_a_modes_name():
+    """Behaviour comes from the mode trait table (offloadlab.mode_traits), never from a
+    mode's name: no module under python/offloadlab compares a mode with a name or keeps
+    a set of names. The CLI's help text may name modes (it is no comparison), and a mode
+    may be chosen by name (mode="engine")."""
+    from offloadlab import _core
+    from offloadlab.calibrate import fit
+
+    modes = set(_core.MODES)
+    sides = set(fit.SIDES)  # the queues, and the server's thread roles
+    bad = [f"{path.relative_to(ROOT)}:{line}: {text}"
+           for path in sorted(PACKAGE.rglob("*.py"))
+           for line, text in _mode_name_tests(ast.parse(path.read_text()), modes, sides)]
+    assert not bad, "decided by a mode's name; read the mode trait table instead:\n" + \
+        "\n".join(bad)
+
+
+def test_the_mode_name_check_sees_what_it_must():
+    modes, sides = {"inline", "engine", "uring", "handoff"}, {"host", "engine"}
+    caught = """
+mode == "inline"
+self.mode in ("inline", "engine")
+frame["mode"] != "engine"
+m != "handoff"
+ROUNDS = frozenset({"engine"})
+"""
+    allowed = """
+t.role == "engine"
+side == "engine"
+options(mode="engine")
+mode = "engine" if setup == "C" else "inline"
+ROLES = ("host", "engine", "shared")
+"""
+    assert len(_mode_name_tests(ast.parse(caught), modes, sides)) == 5
+    assert _mode_name_tests(ast.parse(allowed), modes, sides) == []
+
+
+def test_a_test_without_the_testbed_fixture_cannot_start_the_server_or_load():
+    """The tiers hold by themselves (docs/design.md): conftest fails a test that starts
+    the testbed in-process without asking for the `testbed` fixture."""
+    from offloadlab import _core
+
+    for start in (_core.serve, _core.load, _core.load_cli):
+        with pytest.raises(pytest.fail.Exception, match="without the `testbed` fixture"):
+            start()
+
+
+def test_fixtures_give_their_tests_the_tier_markers(request, chromium):
+    # chromium is an external program: this test is `external`, not `testbed`.
+    assert request.node.get_closest_marker("external") is not None
+    assert request.node.get_closest_marker("testbed") is None

@@ -14,9 +14,9 @@ import pytest
 from scipy import stats
 from typer.testing import CliRunner
 
+from offloadlab import handoff_policy
 from offloadlab.cli import app
 from offloadlab.errors import InputError
-from offloadlab.handoff import policy
 from offloadlab.handoff import run as h
 from offloadlab.handoff import workloads as wl
 from offloadlab.workload import flows
@@ -161,7 +161,7 @@ def test_llf_selection_parses_and_is_refused_on_the_testbed():
     s = h.parse_setup("W-4096-P-L-LLF-400")
     assert s.long_lived and s.threshold is None and s.label == "W-4096-P-L-LLF-400"
     with pytest.raises(InputError, match="simulator"):
-        policy.parse("P-L-LLF")
+        handoff_policy.parse("P-L-LLF")
 
 
 def test_experiment_files_set_the_hosts_detector(tmp_path):

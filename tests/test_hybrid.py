@@ -48,7 +48,7 @@ def test_memory_files_follow_the_budget_or_the_size_rule(site):
         memory_files(root)
 
 
-def test_memory_files_are_served_from_memory_and_the_rest_from_the_device(site):
+def test_memory_files_are_served_from_memory_and_the_rest_from_the_device(site, testbed):
     root, manifest = site
     memory = memory_files(root, budget="1MiB")
     requests = stream.closed(manifest, 4, requests=150, keep_alive=50, seed=2)
@@ -60,14 +60,14 @@ def test_memory_files_are_served_from_memory_and_the_rest_from_the_device(site):
         result = load.run(server.url, requests, manifest, threads=1, verify="checksum")
         read = device_reads() - before
     assert result.report["failed"] == 0 and result.report["completed"] == len(paths)
-    assert server.final["memory_tier"]["hits"] == int(in_memory.sum()) > 0
-    assert server.final["memory_tier"]["files"] == len(memory)
+    assert server.final.memory_tier.hits == int(in_memory.sum()) > 0
+    assert server.final.memory_tier.files == len(memory)
     # Every other answer was read from the device: its bytes, up to whole pages.
     disk = sizes[~in_memory]
     assert disk.sum() <= read <= (np.ceil(disk / PAGE) * PAGE).sum() + 64 * PAGE
 
 
-def test_without_uncached_the_page_cache_serves_repeat_reads(site):
+def test_without_uncached_the_page_cache_serves_repeat_reads(site, testbed):
     root, manifest = site
     requests = stream.closed(manifest, 2, requests=100, keep_alive=50, seed=3)
     with running(ServerOptions(root=root)) as server:
@@ -77,7 +77,7 @@ def test_without_uncached_the_page_cache_serves_repeat_reads(site):
         assert device_reads() - before < 64 * PAGE
 
 
-def test_a_head_for_a_file_in_memory_has_its_length_and_no_body(site):
+def test_a_head_for_a_file_in_memory_has_its_length_and_no_body(site, testbed):
     root, manifest = site
     path = str(manifest["path"].iloc[0])
     with running(ServerOptions(root=root, memory=(path,))) as server:
@@ -89,7 +89,7 @@ def test_a_head_for_a_file_in_memory_has_its_length_and_no_body(site):
         conn.close()
 
 
-def test_the_experiment_compares_all_disk_with_the_hybrid(site, tmp_path):
+def test_the_experiment_compares_all_disk_with_the_hybrid(site, tmp_path, testbed):
     root, manifest = site
     exp = hybrid.Experiment({"small": root}, memory_budget="1MiB", clients=4, run_s=0.5,
                             repeats=1)

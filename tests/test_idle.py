@@ -33,7 +33,7 @@ def test_the_request_is_a_zero_written_while_inside_and_dropped_on_exit(tmp_path
         assert target.read_bytes() == struct.pack("i", 0)
 
 
-def test_the_kernel_sees_the_request_only_inside_a_run(tmp_path):
+def test_the_kernel_sees_the_request_only_inside_a_run(tmp_path, testbed):
     if not os.path.exists(idle.LATENCY_FILE) or os.geteuid() != 0:
         # Without the device or root the run must say it could not poll, not pretend.
         assert idle.describe().startswith("halt (")

@@ -74,7 +74,7 @@ def site(tmp_path_factory):
 
 
 @pytest.fixture
-def server(site):
+def server(site, testbed):
     with serving(site) as (target, handler):
         yield target, handler
 
@@ -123,7 +123,7 @@ def test_closed_loop_repeat_runs_for_its_duration(server, site):
     assert r["duration_s"] == pytest.approx(0.5, abs=0.2)
 
 
-def test_a_corrupt_file_is_caught_by_its_checksum(site, tmp_path):
+def test_a_corrupt_file_is_caught_by_its_checksum(site, tmp_path, testbed):
     manifest = fileset.read_manifest(site)
     victim = manifest.iloc[0]
     copy = tmp_path / "copy"
@@ -204,7 +204,7 @@ def test_a_read_mark_keeps_every_answer_correct(server, site):
         load.run(target, s, site, rcvlowat=-1)
 
 
-def test_bad_targets_and_streams_are_refused(site):
+def test_bad_targets_and_streams_are_refused(site, testbed):
     s = stream.poisson(site, 10, count=5, seed=1)
     with pytest.raises(InputError, match="loopback"):
         load.run("10.1.2.3:80", s, site)
@@ -215,7 +215,7 @@ def test_bad_targets_and_streams_are_refused(site):
         load.run("127.0.0.1:9", stream.poisson(other, 10, count=3), site)
 
 
-def test_a_refused_port_is_counted_not_raised_and_recorded_by_name(site):
+def test_a_refused_port_is_counted_not_raised_and_recorded_by_name(site, testbed):
     s = stream.poisson(site, 50, count=10, seed=1)
     r = load.run("127.0.0.1:9", s, site, timeout_s=1.0, records=True)
     assert r["errors"]["connect_refused"] == 10 and r["completed"] == 0
@@ -285,7 +285,7 @@ def _installed(name: str) -> str:
 
 
 def test_the_installed_offload_load_command_runs_refuses_bad_input_and_stops_on_ctrl_c(
-        server, site):
+        server, site, testbed):
     target, _ = server
     first = next(p for p in sorted(site.rglob("*.bin")))
     url = f"http://{target}/{first.relative_to(site).as_posix()}"

@@ -49,14 +49,14 @@ def check_tiers(result, dynamic: float, queries: int) -> None:
     assert (table["db_us_per_query"] > 0).all()
 
 
-def test_three_tiers_on_sqlite(site, tmp_path):
+def test_three_tiers_on_sqlite(site, tmp_path, testbed):
     db = multitier.default_db(tmp_path, rows=1000)
     exp = multitier.Experiment(site, db=str(db), dynamic=0.2, queries=5, clients=4,
                                run_s=0.6, repeats=1, host_core=0, engine_core=1)
     check_tiers(multitier.run(exp), 0.2, 5)
 
 
-def test_three_tiers_on_postgresql(site, postgres_url):
+def test_three_tiers_on_postgresql(site, postgres_url, testbed):
     from offloadlab.testbed.server import fill_db
 
     fill_db(postgres_url, 1000)
@@ -65,7 +65,8 @@ def test_three_tiers_on_postgresql(site, postgres_url):
     check_tiers(multitier.run(exp), 0.2, 2)
 
 
-def test_the_command_runs_with_the_embedded_default_and_refuses_bad_input(site, tmp_path):
+def test_the_command_runs_with_the_embedded_default_and_refuses_bad_input(site, tmp_path,
+                                                                         testbed):
     runner = CliRunner()
     result = runner.invoke(app, ["datacentre", "tiers", "--fileset", str(site), "--rows",
                                  "500", "--run-length", "0.3s", "--repeats", "1",

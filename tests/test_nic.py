@@ -45,7 +45,7 @@ def test_the_joint_fit_recovers_known_costs():
     assert saved.loc[65536, "segmentation_saves"] == pytest.approx(expected[0])
 
 
-def test_a_short_run_over_the_veth_pair(tmp_path):
+def test_a_short_run_over_the_veth_pair(tmp_path, testbed, as_root):
     exp = nic.Experiment(root=tmp_path / "set", sizes=(4096, 16384, 65536), run_s=0.5,
                          repeats=1)
     result = nic.run(exp)
@@ -70,7 +70,7 @@ def test_a_short_run_over_the_veth_pair(tmp_path):
     assert {"fit", "savings", "checks", "figures"} <= set(summary)
 
 
-def test_the_namespace_is_removed_when_a_run_fails():
+def test_the_namespace_is_removed_when_a_run_fails(as_root):
     with pytest.raises(RuntimeError), nic.veth_namespace() as (ns, _):
         assert ns in namespaces()
         raise RuntimeError("a run failed")

@@ -13,12 +13,12 @@ import pandas as pd
 import pytest
 from document_samples import core, stats_document, thread
 
+from offloadlab.documents import ServerStats
 from offloadlab.errors import InputError
 from offloadlab.model.placement import optimise
 from offloadlab.model.tandem import ClassCosts
 from offloadlab.online.control import Controller, Policy
 from offloadlab.online.estimate import MIN_SAMPLES, Estimator, Snapshot
-from offloadlab.testbed.documents import ServerStats
 
 
 class FakeServer:
@@ -223,7 +223,8 @@ def test_placement_options_are_checked(served_set):
     ok = ServerOptions(root=served_set, mode="handoff", handoff="P-N-FCFS",
                        placement=(1024, 10240), fractions=(0.0, 0.5, 1.0))
     ok.check()
-    assert ok.core_args()["placement"] == ([1024, 10240], [0.0, 0.5, 1.0])
+    assert ok.core_args()["placement"] == {"edges": [1024, 10240],
+                                           "fractions": [0.0, 0.5, 1.0]}
     for changes, match in (({"mode": "engine"}, "handoff mode"),
                            ({"handoff": "P-L-FCFS"}, "without load control"),
                            ({"handoff": "P-N-T4"}, "without load control"),
@@ -236,9 +237,9 @@ def test_placement_options_are_checked(served_set):
             ok.replace(**changes).check()
 
 
-def test_a_running_server_reports_its_accounts_live_and_checks_its_knobs(served_set):
+def test_a_running_server_reports_its_accounts_live_and_checks_its_knobs(served_set, testbed):
     from offloadlab import _core
-    from offloadlab.testbed.server import ServerOptions, running
+    from offloadlab.testbed.server import ServerOptions, running, snapshot
     from offloadlab.workload import fileset, stream
 
     manifest = fileset.read_manifest(served_set)
@@ -249,7 +250,7 @@ def test_a_running_server_reports_its_accounts_live_and_checks_its_knobs(served_
 
     with running(options) as server:
         load.run(server.url, requests, manifest, threads=1, verify="checksum")
-        snap = Snapshot.of(ServerStats.from_json(json.loads(server.control.snapshot())))
+        snap = Snapshot.of(snapshot(server.control))
         with pytest.raises(ValueError, match="in \\[0, 1\\]"):
             server.control.set_fractions([2.0])
         with pytest.raises(ValueError, match="factor >= 0"):
@@ -260,7 +261,7 @@ def test_a_running_server_reports_its_accounts_live_and_checks_its_knobs(served_
     assert snap.sum[2, 1] > 0 and snap.engine_busy_s > 0
 
 
-def test_a_short_online_experiment_follows_a_slowed_engine(served_set, tmp_path):
+def test_a_short_online_experiment_follows_a_slowed_engine(served_set, tmp_path, testbed):
     from typer.testing import CliRunner
 
     from offloadlab.cli import app

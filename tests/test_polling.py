@@ -451,7 +451,7 @@ def test_cli_testbed_bad_input_writes_nothing(tmp_path, args, flag):
 
 
 @pytest.fixture(scope="module")
-def wait_runs(served_set):
+def wait_runs(served_set, testbed):
     from offloadlab.experiments import wait
     from offloadlab.testbed import cores
 

@@ -17,10 +17,9 @@ from offloadlab.report import study
 from offloadlab.report.html import write_report
 from offloadlab.results import jsonable
 from offloadlab.study import pipeline
-from offloadlab.study.tables import COLUMNS
+from offloadlab.study_tables import COLUMNS
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
-CHROMIUM, CHROMEDRIVER = Path("/usr/bin/chromium"), Path("/usr/bin/chromedriver")
 NOTE = "U_engine <b>not</b> measured & ignored"
 
 
@@ -44,7 +43,7 @@ def report(tmp_path_factory):
     t.meta["more_notes"] = ["class c2, engine: T missed its target"]
     t.meta["scenario_files"] = ["study.toml", "missing.toml"]
     (out / "study.toml").write_text("# the study's scenario\n")
-    return write_report(t, out, handoff_result())
+    return write_report(t, out, pipeline.sections(handoff_result()))
 
 
 class Page(HTMLParser):
@@ -132,7 +131,7 @@ def test_empty_tables_skip_their_figures(tmp_path):
     assert study.latency_figure(t.latency) is None
     assert list(study.write_figures(t, tmp_path)) == ["utilisation", "delay", "error"]
     # A study without the handoff experiment says so in its section.
-    page = write_report(t, tmp_path / "no-handoff").read_text()
+    page = write_report(t, tmp_path / "no-handoff", pipeline.sections(None)).read_text()
     section = page.split("Connection handoff on the testbed</h2>")[1]
     assert "did not run" in section.split("<h2>")[0]
     t.points = empty("points")
@@ -211,34 +210,32 @@ def test_the_summary_and_the_report_show_one_handoff_result(tmp_path):
     summary = pipeline.summary(t, result)["handoff"]
     assert summary["summary"] == jsonable(result.summary()["summary"])
     assert [c["claim"] for c in summary["checks"]] == [c.claim for c in result.checks()]
-    text = "".join(Page(write_report(t, tmp_path, result).read_text()).text)
+    text = "".join(Page(write_report(t, tmp_path, pipeline.sections(result)).read_text()).text)
     section = text.split("Connection handoff on the testbed")[1].split("Figures")[0]
     # The checks' details quote the medians the summary holds.
     assert all(row["policy"] in section for row in summary["summary"])
     assert all(c["detail"] in section for c in summary["checks"])
-    assert (tmp_path / "figures" / "handoff.png").is_file()
+    # The experiment's figure, under the name its own folder gives it.
+    assert (tmp_path / "figures" / "handoff-testbed.png").is_file()
     assert pipeline.summary(t, None)["handoff"] is None
 
 
-def test_report_in_a_real_browser(report, tmp_path):
+def test_report_in_a_real_browser(report, tmp_path, chromium):
     """Headless Chromium loads the page offline: every image decodes, every link opens a
     file, and a full-page screenshot is a PNG."""
-    missing = [str(p) for p in (CHROMIUM, CHROMEDRIVER) if not p.exists()]
-    if missing:
-        pytest.fail(f"{', '.join(missing)} not found; run `apt-get install chromium "
-                    "chromium-driver` (CI installs them)")
+    browser, driver_path = chromium
     try:
         from selenium import webdriver
         from selenium.webdriver.chrome.service import Service
     except ImportError:
         pytest.fail("selenium is not installed; run `.venv/bin/pip install -e '.[test]'`")
     options = webdriver.ChromeOptions()
-    options.binary_location = str(CHROMIUM)
+    options.binary_location = str(browser)
     for arg in ("--headless=new", "--no-sandbox", "--disable-dev-shm-usage", "--disable-gpu",
                 "--window-size=1280,1000"):
         options.add_argument(arg)
     # Explicit paths: selenium-manager never looks for a driver on the network.
-    driver = webdriver.Chrome(service=Service(executable_path=str(CHROMEDRIVER)),
+    driver = webdriver.Chrome(service=Service(executable_path=str(driver_path)),
                               options=options)
     try:
         driver.set_page_load_timeout(30)

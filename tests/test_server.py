@@ -63,7 +63,7 @@ def options_for(root: Path, mode: str, **changes) -> ServerOptions:
 
 
 @pytest.fixture(params=MODES)
-def served(request, site):
+def served(request, site, testbed):
     """A server per test (starting one takes milliseconds), so a failure shows in the test
     that met it."""
     with running(options_for(site["root"], request.param)) as server:
@@ -110,7 +110,7 @@ def test_curl_gets_every_class_byte_exact(served, site, version):
     assert (len(done.stdout), digest(done.stdout)) == (len(expected), digest(expected))
 
 
-def test_running_keeps_the_final_document_and_serves_live_stats(site):
+def test_running_keeps_the_final_document_and_serves_live_stats(site, testbed):
     with running(ServerOptions(site["root"], stats_endpoint=True)) as server:
         assert server.url == f"http://127.0.0.1:{server.port}/"
         conn = http.client.HTTPConnection(server.host, server.port, timeout=5)
@@ -118,17 +118,17 @@ def test_running_keeps_the_final_document_and_serves_live_stats(site):
         conn.getresponse().read()
         conn.close()
         live = server.stats()
-        assert live["final"] is False and live["requests"] == 2  # the file, then the stats
+        assert live.final is False and live.requests == 2  # the file, then the stats
         assert server.final is None
     final = server.final
-    assert final["final"] is True and final["mode"] == "inline" and final["port"] == server.port
-    assert final["requests"] == 2 and final["statuses"] == {"200": 2}
-    assert final["per_request"]["host_cpu_s"] > 0
+    assert final.final is True and final.mode == "inline" and final.port == server.port
+    assert final.requests == 2 and final.statuses == {"200": 2}
+    assert final.per_request.host_cpu_s > 0
     with running(ServerOptions(site["root"])) as server:
         assert server.stats() is None
 
 
-def test_only_a_spinning_server_thread_gets_the_generator_ahead_of_it(site, monkeypatch):
+def test_only_a_spinning_server_thread_gets_the_generator_ahead_of_it(site, monkeypatch, testbed):
     # uring's SQPOLL thread and a busy-polling engine spin on the engine's core; an
     # engine that sleeps when idle, and inline (nothing there), do not; and a generator
     # on the host's core is beside no spinner.
@@ -157,7 +157,7 @@ def test_only_a_spinning_server_thread_gets_the_generator_ahead_of_it(site, monk
     assert [s["beside_spinner"] for s in seen] == [True, False, False, False]
 
 
-def test_the_engine_burns_its_message_cost_for_each_request_and_answer(site):
+def test_the_engine_burns_its_message_cost_for_each_request_and_answer(site, testbed):
     options = ServerOptions(site["root"], mode="engine", engine_message_cost_s=2e-3)
     with running(options) as server:
         conn = http.client.HTTPConnection(server.host, server.port, timeout=5)
@@ -166,12 +166,12 @@ def test_the_engine_burns_its_message_cost_for_each_request_and_answer(site):
             assert conn.getresponse().read() == site["files"]["/c0/one.bin"]
         conn.close()
     final = server.final
-    assert final["engine"]["events"] == final["engine"]["commands"] == 5
+    assert final.engine.events == final.engine.commands == 5
     # Two messages of 2 ms each, plus the engine's own work of tens of µs.
-    assert 4e-3 <= final["per_request"]["engine_busy_cpu_s"] < 6e-3
+    assert 4e-3 <= final.per_request.engine_busy_cpu_s < 6e-3
 
 
-def test_the_engine_times_each_request_s_trip_through_the_host(site):
+def test_the_engine_times_each_request_s_trip_through_the_host(site, testbed):
     # The host burns 3 ms per request; one client at a time, so nothing queues: the trip
     # is the work plus two ring hops and the host's wake-up.
     with running(ServerOptions(site["root"], mode="engine", work="det(3ms)")) as server:
@@ -180,16 +180,16 @@ def test_the_engine_times_each_request_s_trip_through_the_host(site):
             conn.request("GET", "/c0/one.bin")
             assert conn.getresponse().read() == site["files"]["/c0/one.bin"]
         conn.close()
-    assert 3e-3 <= server.final["per_request"]["host_turnaround_s"] < 5e-3
+    assert 3e-3 <= server.final.per_request.host_turnaround_s < 5e-3
     with running(ServerOptions(site["root"], work="det(3ms)")) as server:
         conn = http.client.HTTPConnection(server.host, server.port, timeout=5)
         conn.request("GET", "/c0/one.bin")
         conn.getresponse().read()
         conn.close()
-    assert server.final["per_request"]["host_turnaround_s"] is None  # inline: no rings
+    assert server.final.per_request.host_turnaround_s is None  # inline: no rings
 
 
-def test_running_stops_the_server_when_the_body_raises(site):
+def test_running_stops_the_server_when_the_body_raises(site, testbed):
     with pytest.raises(ZeroDivisionError), running(ServerOptions(site["root"])) as server:
         port = server.port
         raise ZeroDivisionError
@@ -197,7 +197,7 @@ def test_running_stops_the_server_when_the_body_raises(site):
         socket.create_connection(("127.0.0.1", port), timeout=2).close()
 
 
-def test_a_busy_port_is_a_run_error(site):
+def test_a_busy_port_is_a_run_error(site, testbed):
     with socket.socket() as busy:
         busy.bind(("127.0.0.1", 0))
         busy.listen()
@@ -211,7 +211,7 @@ def test_a_busy_port_is_a_run_error(site):
 
 
 @pytest.mark.parametrize("fault", ["panic", "stall"])
-def test_the_host_takes_over_when_the_engine_fails(site, fault):
+def test_the_host_takes_over_when_the_engine_fails(site, fault, testbed):
     options = options_for(site["root"], "engine", fault=(fault, 2))
     with running(options) as server:
         statuses = [_get_status(server, "/c0/one.bin") for _ in range(2)]
@@ -220,22 +220,22 @@ def test_the_host_takes_over_when_the_engine_fails(site, fault):
         while _get_status(server, "/c1/ten.bin") != 200:
             assert time.monotonic() < deadline, "the host did not take over"
             time.sleep(0.05)
-    engine = server.final["engine"]
-    assert engine["failed"] is True and engine["takeover_reason"]
-    assert server.final["requests"] >= 2
+    engine = server.final.engine
+    assert engine.failed is True and engine.takeover_reason
+    assert server.final.requests >= 2
 
 
-def test_a_takeover_nobody_injected_invalidates_the_run(site, monkeypatch):
+def test_a_takeover_nobody_injected_invalidates_the_run(site, monkeypatch, testbed):
     """The server's document says the host took over (as a descheduled or stuck engine
     would make it): the measurement is refused, not reported as engine mode."""
     from offloadlab.testbed import server as server_module
     real = server_module._serve_core
 
     def taken_over(args, control):
-        doc = real(args, control)
-        doc["engine"].update(failed=True, takeover_after_s=1.5,
-                             takeover_reason="no engine progress")
-        return doc
+        stats = real(args, control)
+        engine = dataclasses.replace(stats.engine, failed=True, takeover_after_s=1.5,
+                                     takeover_reason="no engine progress")
+        return dataclasses.replace(stats, engine=engine)
 
     monkeypatch.setattr(server_module, "_serve_core", taken_over)
     refused = pytest.raises(RunError, match=r"declared failed after 1\.5 s.*not measure engine")
@@ -323,9 +323,12 @@ def test_good_options_pass_the_checks(tmp_path):
     handoff = ServerOptions(tmp_path, mode="handoff", handoff="n-n-t4", handoff_limit=0)
     handoff.check()
     # Hard_limit, host first, watermarks (None: no load control), the n of T(n).
-    assert handoff.handoff_args() == (0, False, None, 4)
-    assert ServerOptions(tmp_path, mode="handoff").handoff_args() == (
-        4096, True, (16, 4, 4, 2), None)
+    assert handoff.handoff_args() == {"hard_limit": 0, "host_first": False,
+                                      "watermarks": None, "threshold": 4}
+    assert ServerOptions(tmp_path, mode="handoff").handoff_args() == {
+        "hard_limit": 4096, "host_first": True,
+        "watermarks": {"hiwat": 16, "lowat": 4, "step_down": 4, "step_up": 2},
+        "threshold": None}
     assert ServerOptions(tmp_path).handoff_args() is None
     defaults = {f.name: f.default for f in dataclasses.fields(ServerOptions)}
     assert defaults["sendfile_above"] == 8000 and defaults["engine_wait"] == "adaptive"
@@ -343,7 +346,7 @@ def test_cli_serve_bad_input_exits_2(tmp_path):
                          [(signal.SIGTERM, "engine", []), (signal.SIGINT, "inline", []),
                           (signal.SIGTERM, "engine", ["--app-offload", "cache"])],
                          ids=["SIGTERM", "SIGINT", "cache"])
-def test_offload_serve_stops_cleanly_on_a_signal(site, tmp_path, signum, mode, extra):
+def test_offload_serve_stops_cleanly_on_a_signal(site, tmp_path, signum, mode, extra, testbed):
     stats = tmp_path / "stats.json"
     command = [sys.executable, "-m", "offloadlab", "serve", str(site["root"]), "--mode", mode,
                "--stats", str(stats), "--stats-interval", "100ms", *extra]
@@ -402,7 +405,7 @@ def _drain(lines: queue.Queue) -> list[str]:
     return out
 
 
-def test_testbed_run_compares_inline_and_engine(served_set, tmp_path):
+def test_testbed_run_compares_inline_and_engine(served_set, tmp_path, testbed):
     out = tmp_path / "runs.json"
     result = CliRunner().invoke(app, [
         "testbed", "run", "--fileset", str(served_set), "--mode", "inline,engine",
@@ -437,7 +440,7 @@ def test_testbed_run_bad_flags_exit_2(served_set, args, fragment):
 
 
 def test_testbed_run_takes_handoff_policies_and_reports_where_requests_went(served_set,
-                                                                            tmp_path):
+                                                                            tmp_path, testbed):
     out = tmp_path / "runs.json"
     result = CliRunner().invoke(app, [
         "testbed", "run", "--fileset", str(served_set), "--mode",

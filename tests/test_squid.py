@@ -19,7 +19,7 @@ from offloadlab.workload.classes import MiB
 
 
 @pytest.fixture(scope="module")
-def origin(served_set):
+def origin(served_set, testbed):
     """The testbed server, cache off, as the origin of every Squid here."""
     with running(ServerOptions(served_set)) as server:
         yield server
@@ -45,7 +45,7 @@ def _gone(pid: int) -> bool:
 
 @pytest.mark.parametrize("setup", ["B", "C"])
 def test_squid_serves_byte_exact_counts_repeats_as_hits_and_runs_pinned(origin, served_set,
-                                                                         setup):
+                                                                         setup, squid_binary):
     host, engine = cores.choose()
     core = host if setup == "B" else engine
     files = sorted(p for p in served_set.rglob("*") if p.is_file()
@@ -68,7 +68,7 @@ def test_squid_serves_byte_exact_counts_repeats_as_hits_and_runs_pinned(origin, 
     assert _gone(proxy.pid) and not proxy.folder.exists()
 
 
-def test_an_uncacheable_answer_is_always_a_miss(origin, served_set):
+def test_an_uncacheable_answer_is_always_a_miss(origin, served_set, squid_binary):
     path = next(p for p in sorted(served_set.rglob("*")) if p.is_file()
                 and not p.name.endswith(".json"))
     url_path = path.relative_to(served_set).as_posix()
@@ -79,14 +79,15 @@ def test_an_uncacheable_answer_is_always_a_miss(origin, served_set):
     assert proxy.counts(start) == squid.LogCounts(misses=3)
 
 
-def test_squid_is_stopped_and_cleaned_up_when_the_body_raises(origin):
+def test_squid_is_stopped_and_cleaned_up_when_the_body_raises(origin, squid_binary):
     with pytest.raises(KeyboardInterrupt), squid.running(_options(origin)) as proxy:
         raise KeyboardInterrupt
     assert _gone(proxy.pid) and not proxy.folder.exists()
     assert not list(Path("/dev/shm").glob(f"offloadlab{os.getpid()}n*"))
 
 
-def test_a_squid_that_cannot_start_is_a_run_error_with_its_reason(origin, monkeypatch):
+def test_a_squid_that_cannot_start_is_a_run_error_with_its_reason(origin, monkeypatch,
+                                                                  squid_binary):
     config = squid.config
     monkeypatch.setattr(squid, "config", lambda *a: config(*a) + "cache_mem lots\n")
     folders = set(Path(tempfile.gettempdir()).glob("offloadlab-squid-*"))

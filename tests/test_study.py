@@ -14,7 +14,7 @@ from typer.testing import CliRunner
 from offloadlab import model, scenario
 from offloadlab.cli import app
 from offloadlab.study import compare, measure, plan
-from offloadlab.study.tables import COLUMNS
+from offloadlab.study_tables import COLUMNS
 from offloadlab.workload import fileset
 from offloadlab.workload.specs import FileSetSpec
 
@@ -22,11 +22,14 @@ runner = CliRunner()
 # A small and a large class. Not class 3: on 2 cores the load generator's receive copies
 # of its 100 KiB-1 MiB bodies share the engine's core, and its engine-mode capacity moves
 # 8-14% between runs, a limit of the machine, not of the study (docs/study.md).
-ARGS = ["study", "--classes", "0,2", "--modes", "inline,engine", "--run-length", "1s"]
+# Three of the quick budget's eight sweep rates: the assertions below need the phases and
+# their tables, not a dense curve (2 min of load fell to 1.5; docs/design.md, test tiers).
+ARGS = ["study", "--classes", "0,2", "--modes", "inline,engine", "--run-length", "1s",
+        "--sweep-points", "3"]
 
 
 @pytest.fixture(scope="module")
-def real_study(tmp_path_factory):
+def real_study(tmp_path_factory, testbed):
     """One real study: its folder and what it printed. Whether a re-run agrees is
     bench/study_rerun.py's question (rates on this shared machine drift between runs
     minutes apart); the study's logic is checked exactly in tests/test_study_logic.py."""
@@ -34,6 +37,15 @@ def real_study(tmp_path_factory):
     result = runner.invoke(app, [*ARGS, "--out", str(out)])
     assert result.exit_code == 0, result.output
     return out, result.output
+
+
+def test_sweep_points_keep_the_lightest_and_heaviest_rates_and_spread_the_rest():
+    quick = plan.budget("quick")
+    assert quick.sweep == (0.1, 0.25, 0.4, 0.55, 0.7, 0.8, 0.9, 1.0)
+    assert plan.with_budget_override(quick, None, 3).sweep == (0.1, 0.7, 1.0)
+    assert plan.with_budget_override(quick, 1.0, 2).sweep == (0.1, 1.0)
+    assert plan.with_budget_override(quick, None, 8) == quick
+    assert plan.with_budget_override(quick, 1.0, 4).run_s == 1.0
 
 
 def test_capacity_is_the_median_window_rate_so_a_stall_moves_it_little():
@@ -83,7 +95,7 @@ def test_a_study_writes_its_report_results_scenarios_and_summary(real_study):
         "handoff:P-L-T4"]
     assert all(r["runs"] == 3 and r["errors"] == 0 for r in handoff["summary"])
     assert len(handoff["checks"]) == 2
-    assert (out / "figures" / "handoff.png").is_file()
+    assert (out / "figures" / "handoff-testbed.png").is_file()
 
 
 def test_the_fitted_scenario_is_reusable_and_matches_the_costs(real_study):
@@ -194,6 +206,8 @@ def test_the_model_tracks_measured_host_utilisation_and_capacity(real_study):
     (["--budget", "huge"], "quick, standard, thorough"),
     (["--work", "exp(mean=-1us)"], "--work"),
     (["--run-length", "soon"], "--run-length"),
+    (["--sweep-points", "1"], "--sweep-points 1"),
+    (["--sweep-points", "9"], "keep 2 to 8"),
 ])
 def test_bad_input_is_refused_before_any_run(tmp_path, args, fragment):
     result = runner.invoke(app, ["study", "--out", str(tmp_path / "s"), *args])
@@ -243,7 +257,8 @@ def test_the_mix_is_checked_against_the_multi_class_model(real_study):
     assert sat["mix", "inline"]["model"] == pytest.approx(1 / demand)
     frame = pd.read_parquet(out / "results.parquet")
     mixed = frame[(frame["class"] == "mix") & (frame["source"] == "testbed")]
-    assert len(mixed) >= 4 * 2 and (mixed["errors"] == 0).all()
+    # Per mode: the three sweep rates, and the operating rate unless it replaced one.
+    assert len(mixed) >= 3 * 2 and (mixed["errors"] == 0).all()
 
 
 def test_mixing_one_file_set_keeps_its_popularity(tmp_path):

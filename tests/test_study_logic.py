@@ -14,10 +14,10 @@ import pytest
 from synthetic_testbed import Costs, SyntheticTestbed, manifest
 
 from offloadlab import model
+from offloadlab.documents import CoreTimes
 from offloadlab.errors import InputError
 from offloadlab.model.verdict import MARGIN
 from offloadlab.study import compare, measure, pipeline, plan, run
-from offloadlab.testbed.documents import CoreTimes
 
 COSTS = Costs()
 SIZES = {"c0": [200, 500, 800, 1000], "c3": [150_000, 400_000, 700_000, 1_000_000]}

@@ -192,8 +192,15 @@ def test_a_mixed_axis_is_stored_as_text_and_written(tmp_path):
     pd.testing.assert_frame_equal(pd.read_parquet(tmp_path / "mixed.parquet"), frame)
 
 
-def test_parquet_round_trip_keeps_values_types_and_grid_description(tmp_path):
-    frame = sweep.run(sweep.load_grid(GRID), workers=1)
+@pytest.fixture(scope="module")
+def example_frame():
+    """The example grid swept in one process (66 points of model and sim): computed once,
+    the reference the pool, the cluster and the CLI must each reproduce exactly."""
+    return sweep.run(sweep.load_grid(GRID), workers=1)
+
+
+def test_parquet_round_trip_keeps_values_types_and_grid_description(tmp_path, example_frame):
+    frame = example_frame
     path = tmp_path / "sweep.parquet"
     sweep.write(frame, path)
     back = pd.read_parquet(path)
@@ -236,12 +243,11 @@ def test_chunks_cover_every_point_once_and_spread_neighbours():
 
 # --- where points run ------------------------------------------------------------------------
 
-def test_local_pool_equals_one_process():
+def test_local_pool_equals_one_process(example_frame):
     grid = sweep.load_grid(GRID)
-    serial = sweep.run(grid, workers=1)
     seen = []
     pooled = sweep.run(grid, workers=2, progress=lambda d, t: seen.append(d))
-    pd.testing.assert_frame_equal(pooled, serial, check_exact=True)
+    pd.testing.assert_frame_equal(pooled, example_frame, check_exact=True)
     assert len(seen) > 2 and sorted(seen) == seen and seen[-1] == grid.size
 
 
@@ -291,11 +297,11 @@ def dask_cluster():
         cluster.close()
 
 
-def test_cluster_equals_local_pool_for_the_example_grid(dask_cluster):
+def test_cluster_equals_one_process_for_the_example_grid(dask_cluster, example_frame):
     grid = sweep.load_grid(GRID)
     seen = []
     remote = sweep.run(grid, cluster=dask_cluster, progress=lambda d, t: seen.append(d))
-    pd.testing.assert_frame_equal(remote, sweep.run(grid, workers=2), check_exact=True)
+    pd.testing.assert_frame_equal(remote, example_frame, check_exact=True)
     assert seen[-1] == grid.size
 
 
@@ -328,19 +334,28 @@ def test_every_point_uses_the_same_seed():
 
 # --- the command -----------------------------------------------------------------------------
 
-def test_cli_writes_parquet(tmp_path):
+def test_cli_writes_parquet(tmp_path, example_frame):
     out = tmp_path / "large.parquet"
     result = runner.invoke(app, ["sweep", str(GRID), "--workers", "1", "--out", str(out)])
     assert result.exit_code == 0, result.output
     assert "264 rows written" in result.output
     frame = pd.read_parquet(out)
     assert len(frame) == 264 and frame["point"].max() == 65
+    pd.testing.assert_frame_equal(frame, example_frame, check_exact=True)
 
 
-def test_cli_prints_a_summary_without_out():
-    result = runner.invoke(app, ["sweep", str(GRID), "--workers", "1"])
+def test_cli_prints_a_summary_without_out(tmp_path):
+    # The example grid's file with two rates and short simulations: the summary and its
+    # hint do not need 66 points of 50,000 requests.
+    data = tomllib.loads(GRID.read_text())
+    data["scenario"] = str(EXAMPLES / "large-files.toml")
+    data["grid"]["rate"] = "25:50:25"
+    data["sim"]["requests"] = 5_000
+    small = tmp_path / "grid.toml"
+    small.write_text(tomli_w.dumps(data))
+    result = runner.invoke(app, ["sweep", str(small), "--workers", "1"])
     assert result.exit_code == 0, result.output
-    assert "66 points" in result.output and "--out results.parquet" in result.output
+    assert "12 points" in result.output and "--out results.parquet" in result.output
 
 
 def test_cli_bad_grid_exits_2(tmp_path):

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import math
+from pathlib import Path
 
 import pandas as pd
 import pytest
@@ -17,7 +18,7 @@ from offloadlab.experiments import handoff
 from offloadlab.report import handoff as report
 
 
-def test_a_short_experiment_runs_every_policy_and_writes_its_files(served_set, tmp_path):
+def test_a_short_experiment_runs_every_policy_and_writes_its_files(served_set, tmp_path, testbed):
     out = tmp_path / "out"
     result = CliRunner().invoke(app, [
         "handoff", "testbed", "--fileset", str(served_set), "--out", str(out),
@@ -59,7 +60,8 @@ def _summary(inline: float, naive: float, best: float) -> pd.DataFrame:
          "soft_limit_min": math.nan}
         for r in range(3) for p, x in ((handoff.INLINE, inline), (handoff.NAIVE, naive),
                                        (handoff.BEST, best))])
-    return handoff.Result(runs, pd.DataFrame(columns=list(handoff.SERIES_COLUMNS))).medians()
+    exp = handoff.Experiment(Path("fileset"), pd.DataFrame())
+    return handoff.Result(exp, runs, pd.DataFrame(columns=list(handoff.SERIES_COLUMNS))).medians()
 
 
 def test_the_summary_takes_medians_and_the_checks_follow_the_throughputs():

@@ -189,7 +189,7 @@ def test_bad_arguments_are_refused(kwargs, fragment):
         replay.replay(traces.synthetic(200, 1, SPEC), **kwargs)
 
 
-def test_a_replayed_trace_is_served_and_verified(tmp_path):
+def test_a_replayed_trace_is_served_and_verified(tmp_path, testbed):
     # Few clients: the in-test server's listen backlog is 5 (80 connections opening in one
     # second timed out), and a keep-alive request to it takes about 44 ms here (measured;
     # the mark of Nagle meeting delayed ACKs), so 16 connections of up to 26 requests.

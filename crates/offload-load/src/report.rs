@@ -535,7 +535,7 @@ fn quantiles<S: Serializer>(h: &Histogram<u64>, s: S) -> Result<S::Ok, S::Error>
 }
 
 /// The report's JSON document (`Report::document`). Python reads it into
-/// `offloadlab.testbed.documents.LoadReport`, which must follow any change here.
+/// `offloadlab.documents.LoadReport`, which must follow any change here.
 /// serde_json writes a NaN (a rate or a time with nothing to measure) as null.
 #[derive(Debug, Serialize)]
 #[allow(non_snake_case)] // goodput_Bps, as in `Report`

@@ -10,47 +10,62 @@ use offload_flows::{read_pcap, SpaceSaving};
 use pyo3::prelude::*;
 use pyo3::types::PyDict;
 
+use crate::settings::{assign, Field};
 use crate::sim::value_error;
 
 /// Points at which the flow-size density is returned.
 const KDE_POINTS: usize = 200;
 
-/// The detector's parameters by name, with their defaults.
-#[pyfunction]
-fn flows_defaults(py: Python<'_>) -> PyResult<Bound<'_, PyDict>> {
-    let p = Params::default();
-    let d = PyDict::new(py);
-    d.set_item("fcu_flows", p.fcu_flows)?;
-    d.set_item("epoch_packets", p.epoch_packets)?;
-    d.set_item("sample_every", p.sample_every)?;
-    d.set_item("margin_bits", p.margin_bits)?;
-    d.set_item("decay", p.decay)?;
-    d.set_item("tau", p.tau)?;
-    d.set_item("min_llf", p.min_llf)?;
-    d.set_item("confidence", p.confidence)?;
-    Ok(d)
+/// The detector's parameters by name, from one list: Python's view of them, their floats
+/// (the handoff model's `flows.*` settings), and setting one from a float.
+macro_rules! detector_params {
+    ($($name:ident),* $(,)?) => {
+        /// The detector's parameters by name, with their defaults.
+        #[pyfunction]
+        fn flows_defaults(py: Python<'_>) -> PyResult<Bound<'_, PyDict>> {
+            let p = Params::default();
+            let d = PyDict::new(py);
+            $( d.set_item(stringify!($name), p.$name)?; )*
+            Ok(d)
+        }
+
+        /// Each parameter of `p` by name, as a float.
+        pub(crate) fn floats(p: &Params) -> Vec<(&'static str, f64)> {
+            vec![$( (stringify!($name), Field::to_f64(p.$name)) ),*]
+        }
+
+        /// Set the parameter `name` from `v` (errors say `key`); None if there is no such
+        /// parameter.
+        pub(crate) fn set(
+            p: &mut Params,
+            name: &str,
+            key: &str,
+            v: f64,
+        ) -> Option<Result<(), String>> {
+            match name {
+                $( stringify!($name) => Some(assign(&mut p.$name, key, v)), )*
+                _ => None,
+            }
+        }
+    };
 }
+
+detector_params!(
+    fcu_flows,
+    epoch_packets,
+    sample_every,
+    margin_bits,
+    decay,
+    tau,
+    min_llf,
+    confidence,
+);
 
 fn params(settings: &[(String, f64)]) -> Result<Params, String> {
     let mut p = Params::default();
     for (key, v) in settings {
-        let v = *v;
-        let whole = || {
-            (v.fract() == 0.0 && (0.0..=f64::from(u32::MAX)).contains(&v))
-                .then_some(v as u32)
-                .ok_or_else(|| format!("{key} must be a whole number >= 0, got {v}"))
-        };
-        match key.as_str() {
-            "fcu_flows" => p.fcu_flows = whole()? as usize,
-            "epoch_packets" => p.epoch_packets = whole()?,
-            "sample_every" => p.sample_every = whole()?,
-            "min_llf" => p.min_llf = whole()?,
-            "margin_bits" => p.margin_bits = v,
-            "decay" => p.decay = v,
-            "tau" => p.tau = v,
-            "confidence" => p.confidence = v,
-            _ => return Err(format!("unknown detector parameter {key:?}")),
-        }
+        set(&mut p, key, key, *v)
+            .unwrap_or_else(|| Err(format!("unknown detector parameter {key:?}")))?;
     }
     p.validate()?;
     Ok(p)

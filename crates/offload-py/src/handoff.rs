@@ -5,57 +5,11 @@ use offload_sim::handoff::{run, Config, Paper, Priority, Report, Selection, Wate
 use pyo3::prelude::*;
 use pyo3::types::PyDict;
 
+use crate::settings::{assign, Field};
 use crate::sim::value_error;
 
-/// A configuration value that arrives from Python as a float.
-trait Field: Copy {
-    fn from_f64(v: f64) -> Option<Self>;
-    fn to_f64(self) -> f64;
-}
-
-impl Field for f64 {
-    fn from_f64(v: f64) -> Option<Self> {
-        Some(v)
-    }
-    fn to_f64(self) -> f64 {
-        self
-    }
-}
-
-impl Field for u32 {
-    fn from_f64(v: f64) -> Option<Self> {
-        (v.fract() == 0.0 && (0.0..=f64::from(u32::MAX)).contains(&v)).then_some(v as u32)
-    }
-    fn to_f64(self) -> f64 {
-        f64::from(self)
-    }
-}
-
-impl Field for usize {
-    fn from_f64(v: f64) -> Option<Self> {
-        u32::from_f64(v).map(|n| n as usize)
-    }
-    fn to_f64(self) -> f64 {
-        self as f64
-    }
-}
-
-impl Field for u64 {
-    fn from_f64(v: f64) -> Option<Self> {
-        // Counts here stay far below 2^53, where floats are exact.
-        (v.fract() == 0.0 && (0.0..9.007e15).contains(&v)).then_some(v as u64)
-    }
-    fn to_f64(self) -> f64 {
-        self as f64
-    }
-}
-
-fn assign<T: Field>(slot: &mut T, key: &str, v: f64) -> Result<(), String> {
-    *slot = T::from_f64(v).ok_or_else(|| format!("{key} must be a whole number >= 0, got {v}"))?;
-    Ok(())
-}
-
-/// Both directions of the key <-> field mapping from one list of fields.
+/// Both directions of the key <-> field mapping from one list of fields (the `flows.*`
+/// section from the detector's own list).
 macro_rules! fields {
     ($($sec:ident . $name:ident),* $(,)?) => {
         fn defaults(py: Python<'_>) -> PyResult<Bound<'_, PyDict>> {
@@ -63,6 +17,9 @@ macro_rules! fields {
             let d = PyDict::new(py);
             $( d.set_item(concat!(stringify!($sec), ".", stringify!($name)),
                           Field::to_f64(c.$sec.$name))?; )*
+            for (name, v) in crate::flows::floats(&c.flows) {
+                d.set_item(format!("flows.{name}"), v)?;
+            }
             Ok(d)
         }
 
@@ -70,6 +27,12 @@ macro_rules! fields {
             $( if key == concat!(stringify!($sec), ".", stringify!($name)) {
                 return assign(&mut c.$sec.$name, key, v);
             } )*
+            if let Some(done) = key
+                .strip_prefix("flows.")
+                .and_then(|name| crate::flows::set(&mut c.flows, name, key, v))
+            {
+                return done;
+            }
             Err(format!("unknown handoff setting {key:?}"))
         }
     };
@@ -114,14 +77,6 @@ fields!(
     run.max_time_s,
     run.sample_s,
     run.seed,
-    flows.fcu_flows,
-    flows.epoch_packets,
-    flows.sample_every,
-    flows.margin_bits,
-    flows.decay,
-    flows.tau,
-    flows.min_llf,
-    flows.confidence,
 );
 
 /// The default configuration as `{"section.name": value}`.
@@ -131,9 +86,10 @@ fn handoff_defaults(py: Python<'_>) -> PyResult<Bound<'_, PyDict>> {
 }
 
 /// Run the handoff model once. `settings` overrides defaults by `section.name`;
-/// `watermarks` is (hiwat, lowat, step_down, step_up) for load control, `threshold`
-/// the n of T(n) selection (None: FCFS); `long_lived` selects the connections the host's
-/// FastFlow detector lists instead (the `flows.*` settings), whatever `threshold` says.
+/// `watermarks` holds load control's hiwat, lowat, step_down and step_up by name (None:
+/// no load control), `threshold` the n of T(n) selection (None: FCFS); `long_lived`
+/// selects the connections the host's FastFlow detector lists instead (the `flows.*`
+/// settings), whatever `threshold` says.
 #[pyfunction]
 #[pyo3(signature = (settings, hard_limit, host_first, watermarks, threshold, offsets, sizes,
                     dynamic, client_bps, long_lived=false))]
@@ -143,7 +99,7 @@ fn handoff_run<'py>(
     settings: Vec<(String, f64)>,
     hard_limit: u32,
     host_first: bool,
-    watermarks: Option<(u32, u32, u32, u32)>,
+    watermarks: Option<WatermarkArgs>,
     threshold: Option<u32>,
     offsets: Vec<usize>,
     sizes: Vec<u64>,
@@ -166,18 +122,29 @@ fn handoff_run<'py>(
     to_dict(py, &report)
 }
 
+/// Load control's watermarks by name, in work items per engine turn (shared with the
+/// testbed).
+#[derive(FromPyObject)]
+#[pyo3(from_item_all)]
+pub(crate) struct WatermarkArgs {
+    hiwat: u32,
+    lowat: u32,
+    step_down: u32,
+    step_up: u32,
+}
+
 /// Seed 004's policy from its switches as Python passes them (shared with the testbed).
 pub(crate) fn policy(
     hard_limit: u32,
     host_first: bool,
-    watermarks: Option<(u32, u32, u32, u32)>,
+    watermarks: Option<WatermarkArgs>,
     threshold: Option<u32>,
 ) -> PyResult<Paper> {
-    let marks = watermarks.map(|(hiwat, lowat, step_down, step_up)| Watermarks {
-        hiwat,
-        lowat,
-        step_down,
-        step_up,
+    let marks = watermarks.map(|w| Watermarks {
+        hiwat: w.hiwat,
+        lowat: w.lowat,
+        step_down: w.step_down,
+        step_up: w.step_up,
     });
     let priority = if host_first {
         Priority::HostFirst

@@ -8,6 +8,7 @@ mod flows;
 mod handoff;
 mod load;
 mod server;
+mod settings;
 mod sim;
 
 /// A document for Python as JSON text. Their keys are all strings, so it cannot fail.

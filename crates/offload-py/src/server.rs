@@ -13,6 +13,7 @@ use offload_server::{Config, EngineWait, Fault, Limits, Mode};
 use pyo3::exceptions::PyRuntimeError;
 use pyo3::prelude::*;
 
+use crate::handoff::WatermarkArgs;
 use crate::sim::{value_error, PyDist};
 
 /// A running server's port (0 until it listens) and its stop switch.
@@ -75,14 +76,6 @@ impl ServerControl {
     }
 }
 
-/// Placement's size classes (the largest object of each class but the last) and first
-/// offload fractions.
-type PlacementArgs = (Vec<u64>, Vec<f64>);
-
-/// Handoff mode's policy: (Hard_limit, host first, load control's watermarks (hiwat,
-/// lowat, step_down, step_up) or None, the n of T(n) selection or None for FCFS).
-type HandoffArgs = (u32, bool, Option<(u32, u32, u32, u32)>, Option<u32>);
-
 fn parse_mode(name: &str) -> PyResult<Mode> {
     Mode::named(name).ok_or_else(|| {
         value_error(format!(
@@ -141,7 +134,7 @@ struct ServeArgs {
     engine: EngineArgs,
     handoff: Option<HandoffArgs>,
     placement: Option<PlacementArgs>,
-    cache: Option<(u64, String, u64)>,
+    cache: Option<CacheArgs>,
     db: Option<String>,
     memory: MemoryArgs,
 }
@@ -177,6 +170,35 @@ struct EngineArgs {
     slowdown: f64,
     message_cost_s: f64,
     fault: Option<(String, u64)>,
+}
+
+/// Handoff mode's policy: the engine's Hard_limit, host first, load control's
+/// watermarks (None: no load control), the n of T(n) selection (None: FCFS).
+#[derive(FromPyObject)]
+#[pyo3(from_item_all)]
+struct HandoffArgs {
+    hard_limit: u32,
+    host_first: bool,
+    watermarks: Option<WatermarkArgs>,
+    threshold: Option<u32>,
+}
+
+/// Placement's size classes (the largest object of each class but the last) and first
+/// offload fractions, one per class.
+#[derive(FromPyObject)]
+#[pyo3(from_item_all)]
+struct PlacementArgs {
+    edges: Vec<u64>,
+    fractions: Vec<f64>,
+}
+
+/// The application's object cache: its byte budget, eviction policy and largest object.
+#[derive(FromPyObject)]
+#[pyo3(from_item_all)]
+struct CacheArgs {
+    capacity_bytes: u64,
+    policy: String,
+    max_object_bytes: u64,
 }
 
 /// The memory tier: files held in memory, the rest read from disk when `uncached`.
@@ -237,10 +259,11 @@ fn serve(py: Python<'_>, args: ServeArgs, control: &ServerControl) -> PyResult<S
     config.stats_interval = seconds("stats.interval_s", stats.interval_s)?;
     config.stats_endpoint = stats.endpoint;
     config.fault = parse_fault(engine.fault)?;
-    if let Some((hard_limit, host_first, watermarks, threshold)) = handoff {
-        config.handoff = crate::handoff::policy(hard_limit, host_first, watermarks, threshold)?;
+    if let Some(h) = handoff {
+        config.handoff =
+            crate::handoff::policy(h.hard_limit, h.host_first, h.watermarks, h.threshold)?;
     }
-    if let Some((edges, fractions)) = placement {
+    if let Some(PlacementArgs { edges, fractions }) = placement {
         let placement = offload_server::placement::Placement { edges, fractions };
         let ordered = placement.edges.windows(2).all(|w| w[0] < w[1]);
         if placement.classes() > offload_server::placement::MAX_CLASSES
@@ -256,11 +279,11 @@ fn serve(py: Python<'_>, args: ServeArgs, control: &ServerControl) -> PyResult<S
         config.placement = Some(placement);
     }
     config.max_age = max_age;
-    if let Some((capacity, policy, max_object)) = cache {
+    if let Some(cache) = cache {
         config.cache = Some(CacheConfig {
-            capacity,
-            policy: Policy::parse(&policy).map_err(value_error)?,
-            max_object,
+            capacity: cache.capacity_bytes,
+            policy: Policy::parse(&cache.policy).map_err(value_error)?,
+            max_object: cache.max_object_bytes,
         });
     }
     config.db = db.as_deref().map(DbConfig::parse);
@@ -284,6 +307,18 @@ fn db_fill(py: Python<'_>, db: &str, rows: u64) -> PyResult<()> {
         .map_err(PyRuntimeError::new_err)
 }
 
+/// Each mode's traits (`Mode::traits`) by mode name, as a dict of trait name to bool.
+fn mode_traits(py: Python<'_>) -> PyResult<Bound<'_, pyo3::types::PyDict>> {
+    let table = pyo3::types::PyDict::new(py);
+    for mode in Mode::ALL {
+        let traits = serde_json::to_value(mode.traits()).expect("a struct of bools");
+        let traits: std::collections::BTreeMap<String, bool> =
+            serde_json::from_value(traits).expect("a struct of bools");
+        table.set_item(mode.name(), traits)?;
+    }
+    Ok(table)
+}
+
 /// Add the server's names to the module.
 pub(crate) fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<ServerControl>()?;
@@ -293,6 +328,7 @@ pub(crate) fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("SERVER_VERSION", offload_server::VERSION)?;
     m.add("PLACEMENT_CLASSES", offload_server::placement::MAX_CLASSES)?;
     m.add("MODES", mode_names())?;
+    m.add("MODE_TRAITS", mode_traits(m.py())?)?;
     m.add("MAX_HEADERS", offload_server::http::MAX_HEADERS)?;
     let w = offload_server::TESTBED_WATERMARKS;
     m.add(

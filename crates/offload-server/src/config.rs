@@ -46,6 +46,101 @@ impl Mode {
     pub fn named(name: &str) -> Option<Mode> {
         Mode::ALL.into_iter().find(|m| m.name() == name)
     }
+
+    /// What the mode does: the one table the server and Python decide by, never a name.
+    pub const fn traits(self) -> ModeTraits {
+        match self {
+            Mode::Inline => ModeTraits {
+                engine_thread: false,
+                counts_engine_wakeups: false,
+                engine_busy_from_kernel: false,
+                engine_spins: false,
+                answers_in_rounds: false,
+                answers_wake_engine: false,
+                app_cache: true,
+                places_connections: false,
+                engine_faults: false,
+                studied: true,
+            },
+            Mode::Engine => ModeTraits {
+                engine_thread: true,
+                counts_engine_wakeups: true,
+                engine_busy_from_kernel: false,
+                engine_spins: false,
+                answers_in_rounds: true,
+                answers_wake_engine: true,
+                app_cache: true,
+                places_connections: false,
+                engine_faults: true,
+                studied: true,
+            },
+            // The kernel's SQPOLL thread takes each submission as it is queued while it
+            // polls, which it does at every rate the study runs (its idle time is 1 ms).
+            Mode::Uring => ModeTraits {
+                engine_thread: true,
+                counts_engine_wakeups: false,
+                engine_busy_from_kernel: true,
+                engine_spins: true,
+                answers_in_rounds: false,
+                answers_wake_engine: false,
+                app_cache: false,
+                places_connections: false,
+                engine_faults: false,
+                studied: true,
+            },
+            // Engine mode's two loops (`engine.rs`) under a policy; the host serves the
+            // connections it is handed as inline does.
+            Mode::Handoff => ModeTraits {
+                engine_thread: true,
+                counts_engine_wakeups: true,
+                engine_busy_from_kernel: false,
+                engine_spins: false,
+                answers_in_rounds: true,
+                answers_wake_engine: true,
+                app_cache: false,
+                places_connections: true,
+                engine_faults: false,
+                studied: false,
+            },
+        }
+    }
+}
+
+/// What a mode does, trait by trait (`Mode::traits`). Python reads the same table as
+/// `offloadlab._core.MODE_TRAITS`, so a new mode is its loop and its row here.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
+pub struct ModeTraits {
+    /// A thread besides the host makes the socket calls (our engine, or io_uring's SQPOLL
+    /// thread): the mode has engine CPU, a core for it and the model's offload columns.
+    /// The one mode without it is the host-alone baseline.
+    pub engine_thread: bool,
+    /// The server counts the engine's wake-ups (`wakeups.engine`); SQPOLL is the kernel's
+    /// thread, whose sleeps the server cannot see.
+    pub counts_engine_wakeups: bool,
+    /// The engine's busy time is the kernel's account (SQPOLL's `SqWorkTime`, sampled at
+    /// scheduler ticks), as its CPU time includes its idle spin.
+    pub engine_busy_from_kernel: bool,
+    /// The engine spins on its core under load whatever `EngineWait` says (SQPOLL polls
+    /// its submission queue), so a load generator on that core must run ahead of it.
+    pub engine_spins: bool,
+    /// The host hands the engine its answers in gated rounds, after answering every
+    /// request it drained (docs/model.md §16): the model's `release = "round"`.
+    pub answers_in_rounds: bool,
+    /// The host's answers wake a sleeping engine as well as the requests do
+    /// (docs/model.md §17): the model's `answers_wake`, and the wake-up fit's count.
+    pub answers_wake_engine: bool,
+    /// The application cache (seed 001) may run: on the host thread (set-up B) or on our
+    /// engine (set-up C).
+    pub app_cache: bool,
+    /// The engine decides per connection whether it or the host serves it: seed 004's
+    /// policy (`Config::handoff`) and model-driven placement (`Config::placement`).
+    pub places_connections: bool,
+    /// A fault may be injected into the engine (`Config::fault`) to test that the host
+    /// takes its connections over.
+    pub engine_faults: bool,
+    /// `offload study` runs it: the model has every request on the host or every one
+    /// through the engine, and a mode that splits them is an experiment of its own.
+    pub studied: bool,
 }
 
 /// Load control's watermarks on the testbed, in work items per engine turn. An engine
@@ -273,5 +368,37 @@ mod tests {
         names.dedup();
         assert_eq!(names.len(), Mode::ALL.len());
         assert_eq!(Mode::named("Inline"), None);
+    }
+
+    #[test]
+    fn the_trait_table_holds_together() {
+        let baseline: Vec<_> = Mode::ALL
+            .into_iter()
+            .filter(|m| !m.traits().engine_thread)
+            .collect();
+        assert_eq!(baseline, [Mode::Inline], "one host-alone mode");
+        for mode in Mode::ALL {
+            let t = mode.traits();
+            let engine_only = [
+                t.counts_engine_wakeups,
+                t.engine_busy_from_kernel,
+                t.engine_spins,
+                t.answers_in_rounds,
+                t.answers_wake_engine,
+                t.places_connections,
+                t.engine_faults,
+            ];
+            assert!(t.engine_thread || !engine_only.contains(&true), "{mode:?}");
+            // A kernel thread's sleeps are not ours to count, and the answers that wake
+            // an engine are the rounds the host hands it.
+            assert!(
+                !(t.engine_busy_from_kernel && t.counts_engine_wakeups),
+                "{mode:?}"
+            );
+            assert!(!t.answers_wake_engine || t.answers_in_rounds, "{mode:?}");
+            // A mode that splits connections is not one the study's model describes.
+            assert!(!(t.places_connections && t.studied), "{mode:?}");
+        }
+        assert!(Mode::Inline.traits().studied && Mode::Inline.traits().app_cache);
     }
 }

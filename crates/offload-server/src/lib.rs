@@ -47,7 +47,9 @@ mod session;
 mod stats;
 mod uring;
 
-pub use config::{default_handoff, Config, EngineWait, Fault, Limits, Mode, TESTBED_WATERMARKS};
+pub use config::{
+    default_handoff, Config, EngineWait, Fault, Limits, Mode, ModeTraits, TESTBED_WATERMARKS,
+};
 pub use server::serve;
 pub use stats::Document as StatsDocument;
 

@@ -24,7 +24,7 @@ const BACKLOG: i32 = 511;
 /// Runs a server until `control.stop()`; returns the final stats document. Errors are
 /// messages for the user (a bad root, a busy port, a core that does not exist).
 pub fn serve(config: Config, control: Arc<Control>) -> Result<StatsDocument, String> {
-    if config.cache.is_some() && !matches!(config.mode, Mode::Inline | Mode::Engine) {
+    if config.cache.is_some() && !config.mode.traits().app_cache {
         return Err(
             "the cache runs on the host thread (inline mode, seed 001's set-up B) \
                     or on the engine (engine mode, set-up C); choose one of those modes"

@@ -340,11 +340,12 @@ impl Stats {
         let (host_s, engine_s) = (role_cpu("host"), role_cpu("engine"));
         let host_wakeups = relaxed(&self.app.wakeups);
         let turnarounds = relaxed(&self.socket.turnarounds);
-        // Only our own engine thread counts its wake-ups (SQPOLL is the kernel's).
-        let engine_wakeups = matches!(self.mode, Mode::Engine | Mode::Handoff)
+        let traits = self.mode.traits();
+        let engine_wakeups = traits
+            .counts_engine_wakeups
             .then(|| relaxed(&self.socket.wakeups));
-        let uring = self.mode == Mode::Uring;
-        let sq = self.ring.lock().unwrap().times.filter(|_| uring);
+        let kernel = traits.engine_busy_from_kernel;
+        let sq = self.ring.lock().unwrap().times.filter(|_| kernel);
         let idle_poll_s = relaxed(&self.socket.idle_poll_ns) as f64 * 1e-9;
         let host_idle_poll_s = relaxed(&self.app.idle_poll_ns) as f64 * 1e-9;
         let commands = relaxed(&self.app.commands.items);
@@ -472,7 +473,7 @@ impl Stats {
 
 /// The stats document: the server's counters, CPU times and service demands at one
 /// moment (field by field in `docs/testbed.md`). Python reads it into
-/// `offloadlab.testbed.documents.ServerStats`, which must follow any change here.
+/// `offloadlab.documents.ServerStats`, which must follow any change here.
 /// Options are null, never left out.
 #[derive(Debug, Serialize)]
 pub struct Document {

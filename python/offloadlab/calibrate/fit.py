@@ -31,6 +31,7 @@ import numpy as np
 from scipy import optimize, stats
 
 from offloadlab import dist, units
+from offloadlab.mode_traits import traits
 
 # TCP/IP headers with timestamps (IPv4 20 + TCP 20 + options 12): MSS = MTU - 52.
 _HEADERS = 52
@@ -107,22 +108,17 @@ class Wakeup:
         return self.cost * woken(run, side) / (1 + run.throughput * self.cooling)
 
 
-# Modes whose engine reads each request from the network and is then handed the host's
-# answers, sleeping in between when it has nothing to do: both wake it (docs/model.md
-# §17). Measured (bench/engine_turns.py, class 0, 660-6,000 req/s): the engine's sleeps
-# per request were 0.83-0.96 times (1 - U_e)(1 + the host's rounds per request), and
-# 0.92-1.76 times the 1 - U_e of a wake-up per busy period.
-ANSWERS_WAKE = frozenset({"engine"})
-
-
 def woken(run: Run, side: str) -> float:
     """The model's wake-ups per request in ``run`` from its measured busy shares: with
     the queue's own busy share U and the background's sigma on its core, P0 = (1 -
     U / (1 - sigma)) / (1 + lam E[I]), E[I] the wait for background found busy
     (deterministic background jobs); 1 - U without background. An engine the host's
-    answers wake too (:data:`ANSWERS_WAKE`) wakes P0 (1 + the host's P0) times: the
-    model's epochs with every request offloaded, as in the study's runs."""
-    if side == "engine" and run.mode in ANSWERS_WAKE:
+    answers wake too (the mode trait ``answers_wake_engine``, docs/model.md §17) wakes
+    P0 (1 + the host's P0) times: the model's epochs with every request offloaded, as in
+    the study's runs. Measured (bench/engine_turns.py, class 0, 660-6,000 req/s): the
+    engine's sleeps per request were 0.83-0.96 times (1 - U_e)(1 + the host's rounds per
+    request), and 0.92-1.76 times the 1 - U_e of a wake-up per busy period."""
+    if side == "engine" and traits(run.mode).answers_wake_engine:
         return _idle(run, side) * (1 + _idle(run, "host"))
     return _idle(run, side)
 
@@ -256,7 +252,7 @@ class ClassFit:
     @property
     def host(self) -> float:
         """Host demand per request in this mode."""
-        return self.EXa + (self.EXp if self.mode == "inline" else self.EXo)
+        return self.EXa + (self.EXo if traits(self.mode).engine_thread else self.EXp)
 
     @property
     def engine(self) -> float:
@@ -269,7 +265,7 @@ class ClassFit:
             return (1 - share) / demand if demand > 0 else math.inf
 
         host = {"host": full(self.host + self.host_bg, self.host_share)}
-        if self.mode == "inline":
+        if not traits(self.mode).engine_thread:
             return host
         return host | {"engine": full(self.engine + self.engine_bg, self.engine_share)}
 
@@ -394,7 +390,7 @@ def fit_class(runs: Sequence[Run], mss: int, host_model: CostModel | None = None
     sizes = np.concatenate([r.sizes for r in runs])
     EXa = demand(runs, "app_s")
     other = max(per_request(runs, "host", host_wakeup) - EXa, 0.0)
-    if first.mode == "inline":
+    if not traits(first.mode).engine_thread:
         costs = shaped(other, sizes, host_model, mss)
         lognormal, pareto = fits(costs)
         return ClassFit(first.cls, first.mode, EXa, EXp=other, EXp_m2=float((costs**2).mean()),

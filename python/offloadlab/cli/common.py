@@ -26,7 +26,7 @@ app = typer.Typer(
     rich_markup_mode="rich",
 )
 out = Console(soft_wrap=False)
-err = Console(stderr=True)
+err = Console(stderr=True, soft_wrap=True)
 
 
 def user_errors(command):

@@ -140,6 +140,7 @@ def testbed_cmd(
     """Seed 003's hybrid placement on the real server: popular files in memory, the rest
     read from disk, against everything from disk, per working-set class."""
     from offloadlab.experiments import hybrid
+    from offloadlab.mode_traits import traits
     from offloadlab.study.plan import parse_classes
     from offloadlab.testbed import cores
     from offloadlab.workload import fileset, presets
@@ -161,7 +162,8 @@ def testbed_cmd(
                             mode=mode, clients=clients, run_s=flag_time("--run-length",
                                                                        run_length),
                             repeats=repeats, host_core=host,
-                            engine_core=engine if mode != "inline" else None, seed=seed)
+                            engine_core=engine if traits(mode).engine_thread else None,
+                            seed=seed)
     result = hybrid.run(exp, progress=_say_run)
     table = result.medians()
     write_experiment(out_dir, exp, result)

@@ -14,7 +14,7 @@ import typer
 
 from offloadlab.cli.common import app, err, flag_time, out, user_errors
 from offloadlab.cli.options import SERVER, ServerFlags, grouped
-from offloadlab.testbed.documents import ServerStats
+from offloadlab.documents import ServerStats
 from offloadlab.units import us
 
 Mode = Annotated[str, typer.Option(
@@ -106,7 +106,7 @@ def serve_cmd(
     control = _core.ServerControl()
     with server.stop_on_signals(control):
         doc = server.serve(options, control, on_tick=_announce(options))
-    out.print(summary_line(ServerStats.from_json(doc)), soft_wrap=True, highlight=False)
+    out.print(summary_line(doc), soft_wrap=True, highlight=False)
     if stats is not None:
         err.print(f"final stats written to {stats}", soft_wrap=True, highlight=False)
 

@@ -46,6 +46,10 @@ def study_cmd(
              "det(0) for none (default: exp(mean=100us)).")] = None,
     run_length: Annotated[str | None, typer.Option(
         help="Override the budget's length of every run, e.g. 1s.")] = None,
+    sweep_points: Annotated[int | None, typer.Option(
+        help="Measure only this many of the budget's sweep rates, spread evenly from the "
+             "lightest to the heaviest (a quicker look; each accuracy row then rests on "
+             "fewer points).")] = None,
     mix: Annotated[bool, typer.Option(
         help="Also run the classes mixed in one stream, to check the multi-class model "
              "(needs two or more classes).")] = True,
@@ -76,7 +80,8 @@ def study_cmd(
         raise InputError(f"--preset {preset!r}: use toe-2009{renamed}")
     study(_pipeline().StudyConfig(
         out_dir=out_dir, fileset=fileset_dir, classes=classes, modes=modes, budget=budget,
-        work=work, run_length=run_length, seed=seed, host_core=host_core,
+        work=work, run_length=run_length, sweep_points=sweep_points, seed=seed,
+        host_core=host_core,
         engine_core=engine_core, mix=mix,
         handoff_slowdown=_handoff_slowdown(handoff_slowdown) if with_handoff else None))
 
@@ -144,9 +149,11 @@ def verdict_table(tables) -> Table:
               caption="each class on its own at its rate in the exported scenario; f: "
                       "fraction the optimiser sends to the engine for the mix; × : mode / "
                       "inline, model then measured")
+    from offloadlab.mode_traits import BASELINE
+
     costs = tables.costs.set_index(["class", "mode"])
     for v in tables.verdicts.itertuples():
-        base, off = costs.loc[(v[1], "inline")], costs.loc[(v[1], v.mode)]
+        base, off = costs.loc[(v[1], BASELINE)], costs.loc[(v[1], v.mode)]
         t.add_row(v[1], v.mode, v.verdict, f"{v.f:.2f}",
                   f"{us(base.EXa + base.EXp)} → {us(off.EXa + off.EXo)}", f"{v.rate:,.0f}",
                   f"{ms(v.T_noe)} → {ms(v.T)} ms",

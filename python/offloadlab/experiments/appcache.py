@@ -51,7 +51,6 @@ bisects.
 from __future__ import annotations
 
 import contextlib
-import json
 import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
@@ -62,11 +61,12 @@ from typing import TYPE_CHECKING
 import numpy as np
 import pandas as pd
 
+from offloadlab.documents import ServerStats
 from offloadlab.errors import InputError, require
+from offloadlab.mode_traits import traits
 from offloadlab.results import Check
 from offloadlab.testbed import load, squid
-from offloadlab.testbed.documents import ServerStats
-from offloadlab.testbed.server import ServerOptions, running
+from offloadlab.testbed.server import ServerOptions, running, snapshot
 from offloadlab.workload import fileset, site, stream
 from offloadlab.workload.classes import MiB
 from offloadlab.workload.page_mixes import MIXES
@@ -206,7 +206,7 @@ class Experiment:
             "app_offload": "cache", "cache_policy": self.cache_policy,
             "cache_size": int(cache_mib * MiB)}
         return ServerOptions(self.root, mode=mode, host_core=self.host_core,
-                             engine_core=self.engine_core if mode == "engine" else None,
+                             engine_core=self.engine_core if traits(mode).engine_thread else None,
                              work=self.work, seed=self.seed, **cache)
 
     def squid_options(self, setup: str, cache_mib: float, origin_port: int
@@ -346,14 +346,14 @@ def run_point(exp: Experiment, setup: str, sessions: int, cache_mib: float | Non
         url = server.url if front is None else front.url
         if warm is not None:
             load.run(url, warm, exp.manifest, cores=cores, **_LOAD)
-        before = ServerStats.from_json(json.loads(server.control.snapshot()))
+        before = snapshot(server.control)
         if front is not None:
             mark, squid_cpu = front.mark(), front.cpu_s()
         result = load.run(url, measured, exp.manifest, records=True, cores=cores,
                           max_duration_s=exp.budget.measure_s + 2 * _LOAD["timeout_s"],
                           **_LOAD)
         # Taken before Squid stops: its shutdown must not count as measured time.
-        after = ServerStats.from_json(json.loads(server.control.snapshot()))
+        after = snapshot(server.control)
         if front is not None:
             squid_cpu = front.cpu_s() - squid_cpu
     if front is None:

@@ -22,15 +22,17 @@ from pathlib import Path
 
 import pandas as pd
 
+from offloadlab import handoff_policy
+from offloadlab.documents import HandoffSeries, ServerStats
 from offloadlab.errors import InputError, require
-from offloadlab.handoff import policy
+from offloadlab.mode_traits import BASELINE
+from offloadlab.report.section import Section
 from offloadlab.results import Check
 from offloadlab.testbed import modes
-from offloadlab.testbed.documents import HandoffSeries, ServerStats
 from offloadlab.testbed.server import ServerOptions
 from offloadlab.workload import stream
 
-INLINE = "inline"
+INLINE = BASELINE
 NAIVE = "handoff:N-N-FCFS"
 BEST = "handoff:P-L-FCFS"
 POLICIES = (INLINE, NAIVE, "handoff:P-N-FCFS", BEST, "handoff:P-L-T4")
@@ -40,6 +42,23 @@ RUN_COLUMNS = ("policy", "repeat", "throughput", "mean_s", "p99_s", "errors", "h
                "engine_cpu_s", "engine_share", "passed", "moved", "returned",
                "soft_limit_min")
 SERIES_COLUMNS = ("policy", "repeat", "t_s", "held", "soft_limit", "qlen")
+# The result as a section of a report (the study's): its heading and what it shows, the
+# medians' columns shown (header, how the values read) and the figure's caption.
+TITLE = "Connection handoff on the testbed"
+CAPTION = ("Seed 004's policies in handoff mode (the engine accepts every connection; P host "
+           "first, L load control, FCFS or Tn selection) against inline, with the engine "
+           "slowed. Medians of the repeats; host and engine µs are CPU per request over all "
+           "requests; on engine: requests served on engine-held connections. With a closed "
+           "loop, more throughput is also a lower mean response time.")
+SHOWN = {"policy": ("policy", "text"), "throughput": ("req/s", "number"),
+         "vs_inline": ("vs inline", "change"), "mean_s": ("mean (ms)", "ms"),
+         "p99_s": ("p99 (ms)", "ms"), "host_cpu_s": ("host (µs)", "us"),
+         "engine_cpu_s": ("engine (µs)", "us"), "engine_share": ("on engine", "share"),
+         "errors": ("errors", "count"), "runs": ("runs", "count")}
+FIGURE_CAPTION = (
+    "Seed 004's handoff policies on the testbed with a slowed engine: throughput (dots are "
+    "the repeats, the label the change against inline), mean and p99 response time, and "
+    "the engine's connections and Soft_limit over a P-L-FCFS run.")
 
 
 @dataclass(frozen=True)
@@ -95,6 +114,7 @@ class Experiment:
 class Result:
     """The experiment's result (:mod:`offloadlab.experiments.protocol`)."""
 
+    experiment: Experiment
     runs: pd.DataFrame     # RUN_COLUMNS, one row per run
     series: pd.DataFrame   # SERIES_COLUMNS, the engine's gauges every 0.1 s
 
@@ -103,7 +123,7 @@ class Result:
         throughput as a ratio to inline's median."""
         return self._medians
 
-    # Computed once: the summary, the checks, a terminal table and a report section all
+    # Computed once: the summary, the checks, a terminal table and a report's section all
     # read the same medians.
     @cached_property
     def _medians(self) -> pd.DataFrame:
@@ -131,6 +151,17 @@ class Result:
 
         return {"handoff-testbed.png": figures.testbed_figure(self.runs, self.series)}
 
+    def section(self) -> Section:
+        """The medians, the checks and the figure as a section of a report."""
+        e = self.experiment
+        setup = (f"{e.clients} closed-loop clients with zero think time, {e.keep_alive} "
+                 f"requests per connection, class {e.size_class} files, application work "
+                 f"{e.work}, engine slowdown {e.slowdown:g} (an engine {e.slowdown + 1:g} "
+                 f"times slower), {e.repeats} runs of {e.run_s:g} s per policy, "
+                 "interleaved.")
+        return Section(TITLE, CAPTION, setup, self.medians(), SHOWN, self.checks(),
+                       {name: (fig, FIGURE_CAPTION) for name, fig in self.figures().items()})
+
 
 def run(exp: Experiment, progress: Callable[[str, int, int], None] | None = None) -> Result:
     """Every policy ``repeats`` times, interleaved; ``progress(policy, done, total)``."""
@@ -148,7 +179,7 @@ def run(exp: Experiment, progress: Callable[[str, int, int], None] | None = None
     done = modes.rounds(exp.policies, exp.repeats, run_one, "handoff experiment", progress)
     rows = [_row(name, rep, run) for name, rep, run in done]
     series = [_series(name, rep, run.stats) for name, rep, run in done]
-    return Result(pd.DataFrame(rows, columns=list(RUN_COLUMNS)),
+    return Result(exp, pd.DataFrame(rows, columns=list(RUN_COLUMNS)),
                   pd.concat(series, ignore_index=True) if series else
                   pd.DataFrame(columns=list(SERIES_COLUMNS)))
 
@@ -217,7 +248,7 @@ def parse_policies(text: str) -> tuple[str, ...]:
         if part == INLINE:
             names.append(INLINE)
             continue
-        p = policy.parse(part.removeprefix("handoff:"))
+        p = handoff_policy.parse(part.removeprefix("handoff:"))
         names.append(f"handoff:{p.label}")
     if not names:
         raise InputError(f"--policies {text!r}: give inline and/or policies such as "

@@ -25,10 +25,10 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from offloadlab.documents import LoadReport, ServerStats
 from offloadlab.errors import require
 from offloadlab.results import Check
 from offloadlab.testbed import modes
-from offloadlab.testbed.documents import LoadReport, ServerStats
 from offloadlab.testbed.server import ServerOptions, fill_db
 from offloadlab.workload import fileset, stream
 

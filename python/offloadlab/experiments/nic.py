@@ -40,11 +40,11 @@ import numpy as np
 import pandas as pd
 from scipy import optimize
 
+from offloadlab.documents import ServerStats
 from offloadlab.errors import RunError, require
 from offloadlab.model.protocol_costs import TABLE5, TSO_BYTES, ByteCosts
 from offloadlab.results import Check
 from offloadlab.testbed import load
-from offloadlab.testbed.documents import ServerStats
 from offloadlab.workload import fileset, stream
 from offloadlab.workload.specs import ExplicitSpec
 

@@ -20,7 +20,6 @@ and the latency are kept as time series for the figure.
 
 from __future__ import annotations
 
-import json
 import math
 import threading
 import time
@@ -32,13 +31,13 @@ import numpy as np
 import pandas as pd
 
 from offloadlab import units
+from offloadlab.documents import ServerStats
 from offloadlab.errors import InputError, RunError, require
 from offloadlab.online.control import Controller, Policy
 from offloadlab.online.estimate import Snapshot
 from offloadlab.results import Check
 from offloadlab.testbed import load, modes
-from offloadlab.testbed.documents import ServerStats
-from offloadlab.testbed.server import ServerOptions, running
+from offloadlab.testbed.server import ServerOptions, running, snapshot
 from offloadlab.workload import stream
 from offloadlab.workload.classes import CLASS_BOUNDS, N_CLASSES
 
@@ -286,7 +285,7 @@ def _run_policy(exp: Experiment, name: str, requests: stream.Stream, cores: list
                               cores=cores, **_LOAD)
         finally:
             supervisor.stop()
-    return result, ServerStats.from_json(server.final), supervisor.decided
+    return result, server.final, supervisor.decided
 
 
 class _Supervisor(threading.Thread):
@@ -318,10 +317,10 @@ class _Supervisor(threading.Thread):
                 self.server_control.set_slowdown(self.exp.phases[phase].slowdown)
             if self.controller is None:
                 continue
-            text = self.server_control.snapshot()
-            if text is None:
+            stats = snapshot(self.server_control)
+            if stats is None:
                 continue
-            step = self.controller.observe(Snapshot.of(ServerStats.from_json(json.loads(text))))
+            step = self.controller.observe(Snapshot.of(stats))
             if step.changed:
                 self.server_control.set_fractions(list(step.fractions))
             self.decided.append({"t_s": t, "phase": phase, **_flat(asdict(step))})

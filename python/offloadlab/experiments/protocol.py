@@ -7,7 +7,11 @@ name -> DataFrame, or a JSON document under a ``.json`` name that other commands
 None for one not made), ``summary()`` (what ``summary.json`` holds besides the
 settings, the checks and the figures' names), ``checks()`` (a paper's claims against
 the numbers) and ``figures()`` (file name -> Figure, None where there was nothing to
-draw). :func:`write` turns that into the folder.
+draw). :func:`write` turns that into the folder. A result that a report shows (the
+study's, :mod:`offloadlab.study.pipeline`) also has ``section()``: its title, what it
+shows, how the experiment ran, the table, the checks and the figures with their
+captions as a :class:`~offloadlab.report.section.Section`, which the report renders as
+it renders any experiment's.
 
 Every testbed experiment follows it: :mod:`~offloadlab.experiments.handoff`,
 :mod:`~offloadlab.experiments.online`, :mod:`~offloadlab.experiments.wait`,

@@ -16,18 +16,19 @@ import functools
 import math
 import re
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass, field, replace
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
 import pandas as pd
 
-from offloadlab import _core
+from offloadlab import _core, handoff_policy
 from offloadlab.errors import InputError
-from offloadlab.handoff import paper, policy
+from offloadlab.handoff import paper
 from offloadlab.handoff import workloads as wl
 from offloadlab.inputs import read_toml
 
-SHORTHAND = re.compile(rf"^(?P<w>[A-Za-z])-(?P<limit>\d+)-{policy.PATTERN}-(?P<mips>\d+)$")
+SHORTHAND = re.compile(
+    rf"^(?P<w>[A-Za-z])-(?P<limit>\d+)-{handoff_policy.PATTERN}-(?P<mips>\d+)$")
 # Host costs calibration scales together; the application's are also scaled against
 # the network stack's, to the paper's share of host cycles below the system calls.
 APP_COSTS = ("host.request", "host.copy_per_byte")
@@ -54,9 +55,9 @@ class Setup:
     long_lived: bool = False  # LLF selection: the host's flow detector picks
 
     @property
-    def switches(self) -> policy.Policy:
-        return policy.Policy(self.host_first, self.load_control, self.threshold,
-                             self.long_lived)
+    def switches(self) -> handoff_policy.Policy:
+        return handoff_policy.Policy(self.host_first, self.load_control, self.threshold,
+                                     self.long_lived)
 
     @property
     def label(self) -> str:
@@ -81,7 +82,7 @@ def parse_setup(text: str) -> Setup:
     mips = int(m["mips"])
     if mips <= 0:
         raise InputError(f"configuration {text!r}: MIPS must be >= 1")
-    p = policy.from_match(m, f"configuration {text!r}")
+    p = handoff_policy.from_match(m, f"configuration {text!r}")
     return Setup(name, int(m["limit"]), p.host_first, p.load_control, p.threshold, mips,
                  p.long_lived)
 
@@ -162,7 +163,7 @@ def run_setup(setup: Setup, settings: Settings = Settings()) -> dict:
     try:
         out = _core.handoff_run(
             list(values.items()), setup.hard_limit, setup.host_first,
-            settings.watermarks.as_tuple() if setup.load_control else None, setup.threshold,
+            asdict(settings.watermarks) if setup.load_control else None, setup.threshold,
             work.offsets.tolist(), work.sizes.tolist(), work.dynamic.tolist(),
             None if work.client_kbps is None else work.client_kbps * 1e3,
             long_lived=setup.long_lived)

@@ -31,7 +31,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from offloadlab.testbed.documents import ServerStats
+from offloadlab.documents import ServerStats
 
 # Fewer requests than this on a path in the window: keep the path's last estimate.
 MIN_SAMPLES = 20

@@ -37,6 +37,7 @@ from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
 from matplotlib.patches import Patch
 
+from offloadlab.mode_traits import BASELINE
 from offloadlab.report.plots import ENGINE, HOST, legend_below, numeric, panel_grid
 
 # The paper's Figure 5 and Figure 6 runs are all at the slowest NIC with FCFS selection.
@@ -276,7 +277,7 @@ def testbed_figure(runs: pd.DataFrame, series: pd.DataFrame) -> Figure | None:
     for i, name in enumerate(order):
         ax.plot(np.full(grouped.size()[name], i), grouped.get_group(name)["throughput"],
                 "o", color="0.2", markersize=3)
-    inline = med["throughput"].get("inline", np.nan)
+    inline = med["throughput"].get(BASELINE, np.nan)
     _annotate(ax, x, med["throughput"].to_numpy(), med["throughput"].to_numpy() / inline - 1,
               _gain, "small")
     _policy_axis(ax, order, "responses/s")
@@ -305,7 +306,7 @@ def testbed_figure(runs: pd.DataFrame, series: pd.DataFrame) -> Figure | None:
 
 
 def _testbed_color(name: str) -> str:
-    if name == "inline":
+    if name == BASELINE:
         return POLICY_COLORS["baseline"]
     parts = name.removeprefix("handoff:").split("-")
     return POLICY_COLORS.get("-".join(parts[:2]), "tab:blue")

@@ -11,20 +11,17 @@ from __future__ import annotations
 import base64
 import html
 import math
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from datetime import datetime
 from pathlib import Path
-from typing import TYPE_CHECKING
 from urllib.parse import quote
 
 import pandas as pd
 
+from offloadlab.report.section import Section
 from offloadlab.report.study import FIGURES, MAPE_CUT, write_figures
-from offloadlab.results import DPI, write_atomic
-from offloadlab.study.tables import StudyTables
-
-if TYPE_CHECKING:
-    from offloadlab.experiments import handoff
+from offloadlab.results import write_atomic, write_outputs
+from offloadlab.study_tables import StudyTables
 
 MISSING = "–"
 VERDICT_STYLES = ("helps", "hurts", "neutral")  # CSS classes of the same names
@@ -54,26 +51,22 @@ figcaption { color: #444; font-size: 0.92em; margin-top: 0.3em; }
 
 # A cell: plain text, or text with a CSS class (e.g. "num", "yes").
 Cell = str | tuple[str, str]
-# The handoff section's figure: its name among the study's figures, and how to read it.
-HANDOFF_FIGURE = "handoff"
-HANDOFF_CAPTION = (
-    "Seed 004's handoff policies on the testbed with a slowed engine: throughput (dots are "
-    "the repeats, the label the change against inline), mean and p99 response time, and "
-    "the engine's connections and Soft_limit over a P-L-FCFS run.")
 
 
 def write_report(tables: StudyTables, out_dir: str | Path,
-                 handoff: handoff.Result | None = None) -> Path:
+                 sections: Sequence[Section] = ()) -> Path:
     """Write the figures to ``out_dir/figures/`` and ``out_dir/report.html``; return the
-    path of report.html. ``handoff`` is the result of the handoff experiment the study
-    ran (None: it did not run); its section and figure come from it as it is."""
+    path of report.html. ``sections`` are the experiments' parts of the report, each
+    after the study's own, its figures among the study's."""
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     figures = write_figures(tables, out_dir / "figures")
     captions = {name: kind.caption for name, kind in FIGURES.items()}
-    if handoff is not None:
-        figures |= _handoff_figure(handoff, out_dir / "figures")
-        captions[HANDOFF_FIGURE] = HANDOFF_CAPTION
+    for section in sections:
+        drawn = {name: fig for name, (fig, _) in section.figures.items()}
+        for name in write_outputs(out_dir / "figures", drawn):
+            figures[Path(name).stem] = out_dir / "figures" / name
+            captions[Path(name).stem] = section.figures[name][1]
     meta = tables.meta
     title = _esc(str(meta.get("title", "offload study")))
     body = [f"<h1>{title}</h1>",
@@ -106,14 +99,7 @@ def write_report(tables: StudyTables, out_dir: str | Path,
                      "Core held by other work is the share of the side's core that its "
                      "neighbours (the load generator) hold at any rate, fitted with their "
                      "CPU per request on the calibration runs' background."),
-            _section("Connection handoff on the testbed",
-                     _handoff(handoff, meta.get("handoff")),
-                     "Seed 004's policies in handoff mode (the engine accepts every "
-                     "connection; P host first, L load control, FCFS or Tn selection) "
-                     "against inline, with the engine slowed. Medians of the repeats; host "
-                     "and engine µs are CPU per request over all requests; on engine: "
-                     "requests served on engine-held connections. With a closed loop, more "
-                     "throughput is also a lower mean response time."),
+            *(_section(s.title, _experiment(s), s.caption) for s in sections),
             _list("More notes", meta.get("more_notes") or []),
             _figures(figures, captions, out_dir)]
     page = ("<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n"
@@ -232,34 +218,19 @@ def _saturation(s: pd.DataFrame) -> str:
                    "connect (ms)", "goodput (MB/s)"), rows)
 
 
-def _handoff(result: handoff.Result | None, setup: dict | None) -> str:
-    if result is None:
-        return _table((), [])
-    rows = [[_text(d["policy"]), (_sig(d["throughput"]), "num"),
-             (_pct(d["vs_inline"] - 1, signed=True), "num"), (_ms(d["mean_s"]), "num"),
-             (_ms(d["p99_s"]), "num"), (_us(d["host_cpu_s"]), "num"),
-             (_us(d["engine_cpu_s"]), "num"), (_pct(d["engine_share"]), "num"),
-             (_int(d["errors"]), "num"), (_int(d["runs"]), "num")]
-            for d in result.summary()["summary"]]
-    parts = []
-    if setup:
-        parts.append(f"<p>{_esc(_handoff_setup(setup))}</p>")
-    parts.append(_table(("policy", "req/s", "vs inline", "mean (ms)", "p99 (ms)", "host (µs)",
-                         "engine (µs)", "on engine", "errors", "runs"), rows))
+def _experiment(s: Section) -> str:
+    """How the experiment ran, its table and its claims checked."""
+    parts = [f"<p>{_esc(s.setup)}</p>"] if s.setup else []
+    records = [] if s.table is None else s.table.to_dict("records")
+    parts.append(_table([header for header, _ in s.columns.values()],
+                        [[_shown(d[name], how) for name, (_, how) in s.columns.items()]
+                         for d in records]))
     checks = [f'<li>{_esc(c.claim)}: <span class="{"yes" if c.holds else "no"}">'
               f'{"holds" if c.holds else "does not hold"}</span> ({_esc(c.detail)})</li>'
-              for c in result.checks()]
+              for c in s.checks]
     if checks:
         parts.append("<ul>\n" + "\n".join(checks) + "\n</ul>")
     return "\n".join(parts)
-
-
-def _handoff_setup(s: dict) -> str:
-    return (f"{s['clients']} closed-loop clients with zero think time, {s['keep_alive']} "
-            f"requests per connection, class {s['size_class']} files, application work "
-            f"{s['work']}, engine slowdown {s['engine_slowdown']:g} (an engine "
-            f"{s['engine_slowdown'] + 1:g} times slower), {s['repeats']} runs of "
-            f"{s['run_s']:g} s per policy, interleaved.")
 
 
 def _costs(c: pd.DataFrame) -> str:
@@ -290,16 +261,6 @@ def _cost_model(c: pd.DataFrame) -> str:
     return _table(("mode", "side", "c0 (µs)", "c_pkt (µs/packet)", "c_byte (ns/byte)", "R²",
                    "classes", "note", "wake-up (µs)", "cooling (µs)", "counted per wake-up",
                    "R² (wake-ups)", "core held by other work"), rows)
-
-
-def _handoff_figure(result: handoff.Result, folder: Path) -> dict[str, Path]:
-    """The experiment's own figure as the study's ``handoff.png`` (none: nothing drawn)."""
-    (fig,) = result.figures().values()  # the experiment draws one
-    if fig is None:
-        return {}
-    path = folder / f"{HANDOFF_FIGURE}.png"
-    write_atomic(path, lambda tmp: fig.savefig(tmp, dpi=DPI, format="png"))
-    return {HANDOFF_FIGURE: path}
 
 
 def _figures(figures: dict[str, Path], captions: dict[str, str], out_dir: Path) -> str:
@@ -385,6 +346,21 @@ def _pct(value, signed: bool = False) -> str:
 
 def _int(value) -> str:
     return _fmt(value, lambda x: f"{x:.0f}")
+
+
+def _change(ratio) -> str:
+    return _pct(_f(ratio) - 1, signed=True)
+
+
+# How a section's column reads (report.section.Section.columns); all but text are numbers.
+SHOWN: dict[str, Callable[[object], str]] = {
+    "text": _text, "number": _sig, "ms": _ms, "us": _us, "share": _pct, "change": _change,
+    "count": _int}
+
+
+def _shown(value, how: str) -> Cell:
+    text = SHOWN[how](value)
+    return text if how == "text" else (text, "num")
 
 
 def _yes_no(value) -> tuple[str, str]:

@@ -1,4 +1,4 @@
-"""Figures of a study (:class:`~offloadlab.study.tables.StudyTables`): model, simulator
+"""Figures of a study (:class:`~offloadlab.study_tables.StudyTables`): model, simulator
 and testbed side by side, one panel per size class.
 
 Each figure function takes the table it draws and returns a Figure, or None when the
@@ -32,12 +32,10 @@ from offloadlab.report.plots import (
     panel_grid,
 )
 from offloadlab.results import DPI, write_atomic
-from offloadlab.study.plan import STUDY_MODES
-from offloadlab.study.tables import StudyTables
+from offloadlab.study_tables import STUDY_MODES, StudyTables
 
-MODE_ORDER = STUDY_MODES
 # Inline is the host alone, as in the model figures; the offload modes follow in order.
-MODE_COLORS = dict(zip(MODE_ORDER, (HOST_ALONE, HOST, ENGINE, "tab:olive", "tab:cyan"),
+MODE_COLORS = dict(zip(STUDY_MODES, (HOST_ALONE, HOST, ENGINE, "tab:olive", "tab:cyan"),
                        strict=False))
 OTHER_MODE = "tab:gray"
 CPU_PARTS = (("user", "tab:blue"), ("system", "tab:orange"), ("softirq", "tab:red"),
@@ -338,7 +336,7 @@ def _classes(frame: pd.DataFrame) -> list[str]:
 def _modes(frame: pd.DataFrame) -> list[str]:
     """Modes present, inline first, then as the testbed orders them."""
     def key(mode: str) -> tuple[int, str]:
-        return (MODE_ORDER.index(mode) if mode in MODE_ORDER else len(MODE_ORDER), mode)
+        return (STUDY_MODES.index(mode) if mode in STUDY_MODES else len(STUDY_MODES), mode)
     return sorted(frame["mode"].dropna().unique(), key=key)
 
 

@@ -5,5 +5,5 @@ simulator, measure, compare and decide (see ``docs/study.md``).
 folder; :mod:`~offloadlab.study.plan` checks what to run,
 :mod:`~offloadlab.study.measure` runs the testbed, :mod:`~offloadlab.study.run` drives
 the phases, :mod:`~offloadlab.study.compare` builds the report's tables
-(:mod:`~offloadlab.study.tables`).
+(:mod:`~offloadlab.study_tables`).
 """

@@ -16,11 +16,12 @@ import pandas as pd
 
 from offloadlab import model
 from offloadlab.calibrate import fit
+from offloadlab.mode_traits import BASELINE, traits
 from offloadlab.model.verdict import HELPS, HURTS, MARGIN, NEUTRAL
 from offloadlab.scenario import Scenario
 from offloadlab.study.measure import Measured, core_shares, cpu_rows
 from offloadlab.study.plan import MIX, STEAL_LIMIT, STEAL_REPEATS, Plan
-from offloadlab.study.tables import COLUMNS, StudyTables
+from offloadlab.study_tables import COLUMNS, StudyTables
 
 TARGETS = {"U_host": 0.05, "U_engine": 0.05, "T": 0.15}
 KS_P = 0.2
@@ -43,7 +44,7 @@ class Fitted:
         """The scenario that predicts ``cls`` (a class, or the mix of all) in ``mode``,
         all of it offloaded; inline reads its host-alone columns, which every offload
         mode's scenario shares. Its ``overall`` results are the load's."""
-        sc = self.scenarios[mode if mode != "inline" else next(iter(self.scenarios))]
+        sc = self.scenarios[mode if traits(mode).engine_thread else next(iter(self.scenarios))]
         chosen = [c for c in sc.classes if cls in (MIX, c.name)]
         return replace(sc, classes=tuple(replace(c, offload=1.0) for c in chosen))
 
@@ -68,7 +69,7 @@ def model_points(rows: dict, rates: np.ndarray, cls: str, mode: str,
                  source: str = "model") -> pd.DataFrame:
     """Model rows (a result's ``overall`` arrays, d0 included) in the points table's
     columns."""
-    inline = mode == "inline"
+    inline = not traits(mode).engine_thread
     out = []
     for i, rate in enumerate(rates):
         out.append(_row(
@@ -85,7 +86,8 @@ def sim_points(result, rates: np.ndarray, cls: str, mode: str) -> pd.DataFrame:
     """Simulator rows (its ``overall`` arrays, d0 included) with their 95% intervals, in
     the points table's columns."""
     p = result.overall
-    host, delay = ("U_noe", "T_noe") if mode == "inline" else ("U_cpu", "T")
+    inline = not traits(mode).engine_thread
+    host, delay = ("U_noe", "T_noe") if inline else ("U_cpu", "T")
 
     def band(key: str, i: int) -> tuple[float, float, float]:
         v, hw = p[key][i], p[f"{key}_hw"][i]
@@ -94,7 +96,7 @@ def sim_points(result, rates: np.ndarray, cls: str, mode: str) -> pd.DataFrame:
     out = []
     for i, rate in enumerate(rates):
         u, u_lo, u_hi = band(host, i)
-        e, e_lo, e_hi = (math.nan,) * 3 if mode == "inline" else band("U_oe", i)
+        e, e_lo, e_hi = (math.nan,) * 3 if inline else band("U_oe", i)
         t, t_lo, t_hi = band(delay, i)
         out.append(_row(source="sim", mode=mode, **{"class": cls}, rate=float(rate),
                         U_host=u, U_host_lo=u_lo, U_host_hi=u_hi, U_engine=e,
@@ -105,7 +107,8 @@ def sim_points(result, rates: np.ndarray, cls: str, mode: str) -> pd.DataFrame:
 
 def _testbed_points(cls: str, mode: str, runs: list[Measured]) -> list[dict]:
     return [_row(source="testbed", mode=mode, **{"class": cls}, rate=m.run.rate,
-                 U_host=m.U_host, U_engine=m.U_engine if mode != "inline" else math.nan,
+                 U_host=m.U_host,
+                 U_engine=m.U_engine if traits(mode).engine_thread else math.nan,
                  T=m.run.T, T_lo=m.T_lo, T_hi=m.T_hi, host_trip=m.host_trip,
                  throughput=m.run.throughput, p99=m.p99, errors=m.errors, use=m.use)
             for m in runs]
@@ -239,7 +242,7 @@ def _accuracy(study: Study, cls: str, mode: str) -> list[dict]:
     floors = {metric: noise_floor(rates[below], values[below])
               for metric, values in measured.items()}
     sims = pred["sim"].set_index("rate") if len(pred["sim"]) else None
-    metrics = ["U_host", "T"] if mode == "inline" else ["U_host", "U_engine", "T"]
+    metrics = ["U_host", "U_engine", "T"] if traits(mode).engine_thread else ["U_host", "T"]
     rows = []
     for metric in metrics:
         sources = {"model": pred["at"][metric].to_numpy(float)}
@@ -295,7 +298,7 @@ def _reasons(study: Study, cls: str, mode: str, metric: str) -> list[str]:
     runs = study.sweeps[cls, mode]
     f = study.fitted.fits[cls, mode]
     parts = []
-    if mode == "uring" and metric == "U_engine":
+    if traits(mode).engine_busy_from_kernel and metric == "U_engine":
         return ["the SQPOLL thread's work time (the kernel's SqWorkTime) is sampled at "
                 "scheduler ticks, so a short run's engine demand is coarse (docs/testbed.md)"]
     field, label, fitted_s = (("engine_s", "engine", f.engine) if metric == "U_engine"
@@ -314,7 +317,7 @@ def _reasons(study: Study, cls: str, mode: str, metric: str) -> list[str]:
             parts.append(f"the measured means are themselves uncertain by ±"
                          f"{np.median(spread):.0%} (median 95% interval: rare stalls of "
                          "milliseconds weigh on short runs; a longer budget narrows it)")
-        if mode != "inline" and study.plan.engine_core is not None:
+        if traits(mode).engine_thread and study.plan.engine_core is not None:
             busy = _core_busy(study.saturation[cls, mode], study.plan.engine_core)
             parts.append(f"the engine shares its core with the load generator (that core "
                          f"was {busy:.0%} busy at saturation), so it also waits for its "
@@ -382,13 +385,13 @@ def verdicts(study: Study) -> list[dict]:
         alone = model.alone(sc, result.rates)[0]
         per = result.per_class
         for i, c in enumerate(sc.class_names):
-            base, off = study.fitted.fits[c, "inline"], study.fitted.fits[c, mode]
+            base, off = study.fitted.fits[c, BASELINE], study.fitted.fits[c, mode]
             row = alone[i]
             rate = row["lam"]
             label = str(per["verdict"][0, i])
             pays_from, crossover = _crossover(study.fitted, c, mode)
             sat = (study.saturation[c, mode].run.throughput
-                   / study.saturation[c, "inline"].run.throughput)
+                   / study.saturation[c, BASELINE].run.throughput)
             predicted_sat = off.saturation / base.saturation
             delay, delay_hw = _delay_ratio(study, c, mode, rate)
             d0_noise = (np.nan_to_num(base.d0_hw) + np.nan_to_num(off.d0_hw)) / row["T_noe"]
@@ -433,7 +436,7 @@ def _crossover(fitted: Fitted, cls: str, mode: str) -> tuple[float, str]:
     """The class's rate from which, by the model, offload lowers its mean delay (0: at
     every rate, NaN: at none below the host-alone saturation), and a clause that says
     so and what offload does to the saturation rate (a verdict at one rate hides both)."""
-    base, off = fitted.fits[cls, "inline"], fitted.fits[cls, mode]
+    base, off = fitted.fits[cls, BASELINE], fitted.fits[cls, mode]
     rates = np.linspace(0.005, 0.995, 199) * base.saturation
     o = model.evaluate(fitted.single(cls, mode), rates).overall
     lower = o["T"] < o["T_noe"]
@@ -458,7 +461,7 @@ def _delay_ratio(study: Study, cls: str, mode: str, rate: float) -> tuple[float,
         y = np.array([r.run.T for r in runs])
         near = runs[int(np.argmin(np.abs(x - rate)))]
         return float(np.interp(rate, x, y)), (near.T_hi - near.T_lo) / 2 / near.run.T
-    (t_mode, e_mode), (t_inline, e_inline) = at(mode), at("inline")
+    (t_mode, e_mode), (t_inline, e_inline) = at(mode), at(BASELINE)
     return t_mode / t_inline, math.hypot(e_mode, e_inline)
 
 
@@ -466,4 +469,5 @@ def _costs(f: fit.ClassFit) -> dict:
     return {"class": f.cls, "mode": f.mode, "EXa": f.EXa, "EXp": f.EXp, "EXp_m2": f.EXp_m2,
             "EXo": f.EXo, "EXc": f.EXc, "EXq": f.EXq, "EXq_m2": f.EXq_m2,
             "lognormal": f.lognormal, "pareto": f.pareto, "d0": f.d0,
-            "host_bg": f.host_bg, "engine_bg": f.engine_bg if f.mode != "inline" else math.nan}
+            "host_bg": f.host_bg,
+            "engine_bg": f.engine_bg if traits(f.mode).engine_thread else math.nan}

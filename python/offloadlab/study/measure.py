@@ -17,10 +17,11 @@ import pandas as pd
 from scipy import stats
 
 from offloadlab.calibrate.fit import Run
+from offloadlab.documents import CoreTimes, ServerStats
 from offloadlab.errors import RunError
+from offloadlab.mode_traits import traits
 from offloadlab.study.plan import ENGINE_WAIT, SATURATION_CLIENTS, ClassLoad, Plan
 from offloadlab.testbed import modes as testbed_modes
-from offloadlab.testbed.documents import CoreTimes, ServerStats
 from offloadlab.testbed.server import ServerOptions
 from offloadlab.workload import stream
 
@@ -107,7 +108,8 @@ def _reduce(load: ClassLoad, mode: str, use: str, rate: float, sizes: np.ndarray
     # uring's SQPOLL thread spins between submissions; the kernel's own account of its
     # work (SqWorkTime) is its busy time where the kernel gives it.
     engine_busy = per.engine_sq_work_s or per.engine_busy_cpu_s
-    engine = math.nan if mode == "inline" or engine_busy is None else engine_busy
+    offloaded = traits(mode).engine_thread
+    engine = engine_busy if offloaded and engine_busy is not None else math.nan
     records = done.load.records
     total = records.loc[records["error"] == "", "total_s"].to_numpy(float)
     total = total[np.isfinite(total)]
@@ -119,9 +121,10 @@ def _reduce(load: ClassLoad, mode: str, use: str, rate: float, sizes: np.ndarray
               host_s=host_s or math.nan, app_s=per.app_cpu_s or 0.0,
               engine_s=engine, T=float(total.mean()) if len(total) else math.nan,
               sizes=sizes, host_wakeups=_number(per.host_wakeups),
-              engine_wakeups=math.nan if mode == "inline" else _number(per.engine_wakeups),
+              engine_wakeups=(_number(per.engine_wakeups) if traits(mode).counts_engine_wakeups
+                              else math.nan),
               host_background_s=background(server, "host"),
-              engine_background_s=math.nan if mode == "inline" else background(server, "engine"))
+              engine_background_s=background(server, "engine") if offloaded else math.nan)
     rng = np.random.default_rng(0)
     sample = total if len(total) <= LATENCY_SAMPLE else rng.choice(total, LATENCY_SAMPLE,
                                                                    replace=False)
@@ -215,7 +218,8 @@ def cpu_rows(cls: str, mode: str, m: Measured, plan: Plan) -> list[dict]:
         if not shares:
             continue
         role = ("host" if core.core == plan.host_core else
-                "engine" if core.core == plan.engine_core and mode != "inline" else "shared")
+                "engine" if core.core == plan.engine_core and traits(mode).engine_thread
+                else "shared")
         rows.append({"class": cls, "mode": mode, "core": int(core.core), "role": role,
                      **shares})
     return rows

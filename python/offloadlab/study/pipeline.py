@@ -5,8 +5,9 @@ builds the plan (writing seed 000's file sets when no file set is given), and
 demo`` add only their flags, the progress bar and what they print.
 
 Beside the study's own phases (:mod:`offloadlab.study.run`), the pipeline runs seed
-004's handoff experiment (:mod:`offloadlab.experiments.handoff`) as a section: its
-result goes as it is to the report's section and to summary.json's ``handoff`` key."""
+004's handoff experiment (:mod:`offloadlab.experiments.handoff`): its result goes to
+the report as a section of its own making (:func:`sections`) and to summary.json's
+``handoff`` key."""
 
 from __future__ import annotations
 
@@ -23,11 +24,13 @@ from pathlib import Path
 from offloadlab import dist, scenario
 from offloadlab.errors import for_flag
 from offloadlab.experiments import handoff
+from offloadlab.mode_traits import BASELINE
 from offloadlab.report.html import write_report
+from offloadlab.report.section import Section
 from offloadlab.results import jsonable, write_outputs
 from offloadlab.study import compare, plan
 from offloadlab.study import run as study_run
-from offloadlab.study.tables import StudyTables
+from offloadlab.study_tables import StudyTables
 from offloadlab.testbed import cores, idle
 from offloadlab.units import parse_time
 
@@ -59,6 +62,7 @@ class StudyConfig:
     budget: str = "quick"
     work: str | None = None  # None: DEFAULT_WORK
     run_length: str | None = None
+    sweep_points: int | None = None  # None: every rate of the budget's sweep
     seed: int = 1
     host_core: int | None = None
     engine_core: int | None = None
@@ -87,7 +91,8 @@ class StudyConfig:
 
     def chosen_budget(self) -> plan.Budget:
         return plan.with_budget_override(plan.budget(self.budget),
-                                         for_flag("--run-length", parse_time, self.run_length))
+                                         for_flag("--run-length", parse_time, self.run_length),
+                                         self.sweep_points)
 
     def work_dist(self) -> dist.Dist:
         return for_flag("--work", dist.parse, self.work or DEFAULT_WORK)
@@ -168,8 +173,15 @@ def run(prepared: Prepared, progress: study_run.Progress | None = None) -> Study
            for mode, sc in result.fitted.scenarios.items()},
         "results.parquet": results_frame(tables, config.seed),
         "summary.json": summary(tables, handoff_result)})
-    write_report(tables, config.out_dir, handoff_result)
+    write_report(tables, config.out_dir, sections(handoff_result))
     return tables
+
+
+def sections(handoff_result: handoff.Result | None) -> list[Section]:
+    """The experiments' sections of the report: the handoff experiment's, which says so
+    when the study skipped it."""
+    return [Section(handoff.TITLE, handoff.CAPTION) if handoff_result is None
+            else handoff_result.section()]
 
 
 def _run_handoff(experiment: handoff.Experiment,
@@ -215,7 +227,7 @@ def results_frame(tables: StudyTables, seed: int):
     """The points in the shared result schema: the host-alone columns (U_noe, T_noe)
     on inline rows, the offload columns (U_cpu, U_oe, T, T_sum) on the others."""
     frame = tables.points.copy()
-    inline = frame["mode"] == "inline"
+    inline = frame["mode"] == BASELINE
     frame["U_noe"] = frame["U_host"].where(inline)
     frame["T_noe"] = frame["T"].where(inline)
     frame["U_cpu"] = frame["U_host"].where(~inline)

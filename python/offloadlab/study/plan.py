@@ -12,7 +12,8 @@ import pandas as pd
 
 from offloadlab import dist
 from offloadlab.errors import InputError
-from offloadlab.testbed import server
+from offloadlab.mode_traits import BASELINE, traits
+from offloadlab.study_tables import STUDY_MODES
 from offloadlab.workload import fileset, presets
 from offloadlab.workload.classes import CLASSES, class_name
 
@@ -79,10 +80,6 @@ SATURATION_CLIENTS = 128
 # 1.94-2.36 ms spinning, the engine's core 64-68% busy against 78-79%; class 0 at
 # 7,800 req/s, 1.04-1.26 ms against 1.15-1.20 ms.
 ENGINE_WAIT = "sleep"
-# Modes the model describes: every request on the host, or every one through the engine.
-# Handoff mode splits them by policy; the study runs it as an experiment of its own
-# (study/pipeline.py).
-STUDY_MODES = tuple(m for m in server.MODES if m != "handoff")
 
 
 # The name of the mixed load: every studied class in one stream.
@@ -121,7 +118,7 @@ class Plan:
 
     @property
     def offload_modes(self) -> tuple[str, ...]:
-        return tuple(m for m in self.modes if m != "inline")
+        return tuple(m for m in self.modes if traits(m).engine_thread)
 
     @property
     def loads(self) -> tuple[ClassLoad, ...]:
@@ -132,9 +129,11 @@ class Plan:
 def parse_modes(text: str) -> tuple[str, ...]:
     names = tuple(dict.fromkeys(m.strip() for m in text.split(",") if m.strip()))
     bad = [m for m in names if m not in STUDY_MODES]
-    if bad or "inline" not in names or len(names) < 2:
-        raise InputError(f"--modes {text!r}: give inline (the baseline) and at least one "
-                         f"of engine, uring, comma-separated, e.g. inline,engine")
+    if bad or BASELINE not in names or len(names) < 2:
+        offload = [m for m in STUDY_MODES if traits(m).engine_thread]
+        raise InputError(f"--modes {text!r}: give {BASELINE} (the baseline) and at least one "
+                         f"of {', '.join(offload)}, comma-separated, e.g. "
+                         f"{BASELINE},{offload[0]}")
     return names
 
 
@@ -217,6 +216,17 @@ def mix(loads: tuple[ClassLoad, ...]) -> tuple[ClassLoad, dict[str, float]]:
     return ClassLoad(MIX, root, manifest.reset_index(drop=True), None), shares
 
 
-def with_budget_override(b: Budget, run_s: float | None) -> Budget:
-    """``--run-length`` replaces every run's length."""
-    return b if run_s is None else replace(b, run_s=run_s, saturation_s=run_s)
+def with_budget_override(b: Budget, run_s: float | None,
+                         sweep_points: int | None = None) -> Budget:
+    """``--run-length`` replaces every run's length; ``--sweep-points N`` keeps N of the
+    sweep's rates, spread evenly from its lightest to its heaviest."""
+    if run_s is not None:
+        b = replace(b, run_s=run_s, saturation_s=run_s)
+    if sweep_points is None:
+        return b
+    last = len(b.sweep) - 1
+    if not 2 <= sweep_points <= len(b.sweep):
+        raise InputError(f"--sweep-points {sweep_points}: the {b.name} budget's sweep has "
+                         f"{len(b.sweep)} rates; keep 2 to {len(b.sweep)} of them")
+    keep = sorted({round(i * last / (sweep_points - 1)) for i in range(sweep_points)})
+    return replace(b, sweep=tuple(b.sweep[i] for i in keep))

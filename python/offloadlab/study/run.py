@@ -24,6 +24,7 @@ import pandas as pd
 from offloadlab import model, scenario, sim
 from offloadlab.calibrate import fit
 from offloadlab.dist import Deterministic
+from offloadlab.mode_traits import BASELINE, traits
 from offloadlab.scenario import Queue, Scenario, TrafficClass
 from offloadlab.study import compare
 from offloadlab.study.measure import Measured, measure
@@ -187,11 +188,11 @@ def calibrate(plan: Plan, calibration: dict, extended: bool = True) -> compare.F
         return f if engine is None else replace(f, engine_bg=engine.background.per_class[i],
                                                 engine_share=engine.background.share)
 
-    models = [side("inline", "host_s", "host_proto")]
+    models = [side(BASELINE, "host_s", "host_proto")]
     fits = {}
     for c in names:
-        fits[c, "inline"] = with_background(
-            fit.fit_class([m.run for m in calibration[c, "inline"]], mss,
+        fits[c, BASELINE] = with_background(
+            fit.fit_class([m.run for m in calibration[c, BASELINE]], mss,
                           host_model=models[0], host_wakeup=models[0].wakeup), models[0])
     for mode in plan.offload_modes:
         overhead = side(mode, "host_s", "host_overhead")
@@ -210,7 +211,7 @@ def calibrate(plan: Plan, calibration: dict, extended: bool = True) -> compare.F
     # d0 is what the model without it leaves of the measured delay at the calibration
     # rates; the scenarios are then built again with it.
     for (c, mode), runs in calibration.items():
-        column = "T_noe" if mode == "inline" else "T"
+        column = "T" if traits(mode).engine_thread else "T_noe"
         rates = np.array([m.run.throughput for m in runs])
         gap = np.array([m.run.T for m in runs]) - _model_rows(fitted, c, mode, rates)[column]
         d0, hw = fit.combine(gap, np.array([(m.T_hi - m.T_lo) / 2 for m in runs]))
@@ -220,14 +221,6 @@ def calibrate(plan: Plan, calibration: dict, extended: bool = True) -> compare.F
         for mode in plan.modes:
             fits[MIX, mode] = fit.mixture([fits[c, mode] for c in names], shares, MIX)
     return compare.Fitted(fits, tuple(models), scenarios())
-
-
-# Modes whose host thread hands on its answers in rounds (docs/model.md §16). In engine
-# mode it drains the engine's events, answers each, and only then publishes the
-# commands, in one batch: an answer leaves with its round. Inline writes each answer as
-# soon as it is made; under uring, SQPOLL takes each submission as it is queued while it
-# polls, which it does at every rate the study runs (its idle time is 1 ms).
-ROUNDS = frozenset({"engine"})
 
 
 def build_scenario(plan: Plan, fits: dict, models: list[fit.CostModel], mode: str,
@@ -240,11 +233,11 @@ def build_scenario(plan: Plan, fits: dict, models: list[fit.CostModel], mode: st
     releases its answers. X_a keeps the shape of the configured work."""
     work_scv = plan.work.scv if plan.work is not None else 0.0
     names = [load.name for load in plan.classes]
-    inline_demand = sum(plan.shares[c] * fits[c, "inline"].host for c in names)
+    inline_demand = sum(plan.shares[c] * fits[c, BASELINE].host for c in names)
     total = 0.5 / inline_demand
     classes = []
     for c in names:
-        base, off = fits[c, "inline"], fits[c, mode]
+        base, off = fits[c, BASELINE], fits[c, mode]
         classes.append(TrafficClass(
             c, plan.shares[c] * total,
             app=fit.with_moments(base.EXa, base.EXa**2 * (1 + work_scv)),
@@ -263,16 +256,17 @@ def build_scenario(plan: Plan, fits: dict, models: list[fit.CostModel], mode: st
         return Queue(wakeup=Deterministic(w.cost), cooling=w.cooling, per_class=tuple(
             (c, Deterministic(getattr(fits[c, fitted_mode], background))) for c in names),
             background_share=other.share, release=release if extended else "request",
-            answers_wake=extended and side == "engine" and fitted_mode in fit.ANSWERS_WAKE)
+            answers_wake=(extended and side == "engine"
+                          and traits(fitted_mode).answers_wake_engine))
 
     return Scenario(f"fitted-{mode}", tuple(classes),
                     scenario.Options(system_delay=delay, cpu_queue="mg1"),
                     f"Fitted by offload study on the testbed ({mode} mode, "
                     f"{plan.workload}); the classes' shares of the mix at half its "
                     "host-alone capacity",
-                    host_alone=queue("host_proto", "inline", "host_bg"),
+                    host_alone=queue("host_proto", BASELINE, "host_bg"),
                     host=queue("host_overhead", mode, "host_bg",
-                               "round" if mode in ROUNDS else "request"),
+                               "round" if traits(mode).answers_in_rounds else "request"),
                     engine=queue("engine", mode, "engine_bg"))
 
 

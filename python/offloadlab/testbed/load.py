@@ -28,10 +28,10 @@ import pandas as pd
 
 from offloadlab import _core
 from offloadlab.background import watched
+from offloadlab.documents import LoadReport
 from offloadlab.errors import InputError
 from offloadlab.results import write_atomic
 from offloadlab.testbed import cores as cores_policy
-from offloadlab.testbed.documents import LoadReport
 from offloadlab.workload import fileset
 from offloadlab.workload.stream_format import Stream
 

@@ -16,14 +16,14 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, fields
-from functools import cached_property
 from typing import TypeVar
 
 import pandas as pd
 
+from offloadlab.documents import ServerStats
 from offloadlab.errors import InputError, RunError, require
+from offloadlab.mode_traits import traits
 from offloadlab.testbed import load
-from offloadlab.testbed.documents import ServerStats
 from offloadlab.testbed.server import ServerOptions, running
 from offloadlab.workload.stream_format import Stream
 
@@ -31,15 +31,11 @@ from offloadlab.workload.stream_format import Stream
 @dataclass(frozen=True)
 class ModeRun:
     """One mode's run: the load generator's result and the server's final stats
-    document as it came; ``stats`` is the document to read."""
+    document."""
 
     mode: str
     load: load.LoadResult
-    server: dict
-
-    @cached_property
-    def stats(self) -> ServerStats:
-        return ServerStats.from_json(self.server)
+    stats: ServerStats
 
     def summary(self) -> dict:
         """The numbers to compare modes by (seconds; None where nothing was measured)."""
@@ -60,7 +56,7 @@ class ModeRun:
 
     def to_json(self) -> dict:
         return {"mode": self.mode, "summary": self.summary(), "load": self.load.to_json(),
-                "server": self.server}
+                "server": self.stats.to_json()}
 
 
 def with_mode(options: ServerOptions, name: str) -> ServerOptions:
@@ -68,7 +64,7 @@ def with_mode(options: ServerOptions, name: str) -> ServerOptions:
     mode, _, policy = name.partition(":")
     if not policy:
         return options.replace(mode=mode)
-    if mode != "handoff":
+    if not traits(mode).places_connections:
         raise InputError(f"mode {name!r}: only handoff takes a policy (handoff:P-L-FCFS)")
     return options.replace(mode=mode, handoff=policy)
 

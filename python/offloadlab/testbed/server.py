@@ -10,9 +10,10 @@ run it:
   while the body sends load, then stops the server and keeps its final stats.
 
 Both return or keep the server's *stats document* (requests, statuses, connections, CPU
-seconds per thread and per core, host and engine CPU seconds per request); its fields
-are listed in ``docs/testbed.md``, and :class:`offloadlab.testbed.documents.ServerStats`
-reads it.
+seconds per thread and per core, host and engine CPU seconds per request) as a
+:class:`offloadlab.documents.ServerStats`, read once where the server hands it over, as
+are the live ones (:func:`snapshot`, :meth:`Running.stats`); its fields are listed in
+``docs/testbed.md``.
 """
 
 from __future__ import annotations
@@ -32,13 +33,13 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
-from offloadlab import _core, dist
+from offloadlab import _core, dist, handoff_policy
 from offloadlab.background import watched
+from offloadlab.documents import ServerStats
 from offloadlab.errors import InputError, RunError, require
-from offloadlab.handoff import policy
+from offloadlab.mode_traits import traits
 from offloadlab.sim.run import to_core
 from offloadlab.testbed import idle
-from offloadlab.testbed.documents import ServerStats
 from offloadlab.units import parse_bytes
 
 # Rust's list (offload_server::Mode::ALL): every other list of modes derives from it.
@@ -46,6 +47,8 @@ MODES: tuple[str, ...] = tuple(_core.MODES)
 APP_OFFLOADS = ("cache",)
 CACHE_POLICIES = ("lru", "lfu", "gdsf")
 ENGINE_WAITS = ("poll", "adaptive", "sleep")
+# Load control's watermarks, in the order ``ServerOptions.watermarks`` gives them.
+WATERMARKS = ("hiwat", "lowat", "step_down", "step_up")
 FAULTS = ("stall", "panic")
 # Size classes placement distinguishes at most.
 MAX_CLASSES = _core.PLACEMENT_CLASSES
@@ -65,7 +68,7 @@ class ServerOptions:
     host's takeover (engine mode only). Times are in seconds.
 
     Handoff mode: ``handoff`` is seed 004's policy in the paper's shorthand (``P-L-FCFS``,
-    ``N-N-FCFS``, ``P-L-T4``, see :mod:`offloadlab.handoff.policy`); ``handoff_limit`` the
+    ``N-N-FCFS``, ``P-L-T4``, see :mod:`offloadlab.handoff_policy`); ``handoff_limit`` the
     engine's Hard_limit (None: ``max_conns``); ``watermarks`` load control's (hiwat,
     lowat, step_down, step_up) in work items per engine turn.
 
@@ -179,7 +182,7 @@ class ServerOptions:
             require(core is None or (_is_int(core) and 0 <= core < cores),
                     f"{name}={core!r}: this machine has cores 0 to {cores - 1}; pick one of "
                     "them or leave it unpinned")
-        require(self.mode == "inline" or self.host_core is None
+        require(not traits(self.mode).engine_thread or self.host_core is None
                 or self.host_core != self.engine_core,
                 f"host_core and engine_core are both {self.host_core}: in {self.mode} mode "
                 "host and engine would share one core and take turns on it, which is not "
@@ -222,11 +225,11 @@ class ServerOptions:
         require(kind in FAULTS, f"fault {kind!r}: use stall or panic")
         require(_is_int(after) and after >= 1,
                 f"fault after {after!r} requests: use a whole number >= 1")
-        require(self.mode == "engine", f"fault: faults are injected into the engine; use "
-                                       f"mode 'engine', not {self.mode!r}")
+        require(traits(self.mode).engine_faults, f"fault: faults are injected into the "
+                f"engine; use mode 'engine', not {self.mode!r}")
 
     def _check_handoff(self) -> None:
-        policy.parse(self.handoff)
+        handoff_policy.parse(self.handoff)
         limit = self.handoff_limit
         require(limit is None or (_is_int(limit) and 0 <= limit <= self.max_conns),
                 f"handoff_limit={limit!r}: use 0 to max_conns ({self.max_conns}) connections")
@@ -245,9 +248,9 @@ class ServerOptions:
                                             "(placement)")
             return
         edges = list(self.placement)
-        require(self.mode == "handoff", f"placement: the engine places connections in "
-                                        f"handoff mode; use mode 'handoff', not {self.mode!r}")
-        p = policy.parse(self.handoff)
+        require(traits(self.mode).places_connections, f"placement: the engine places "
+                f"connections in handoff mode; use mode 'handoff', not {self.mode!r}")
+        p = handoff_policy.parse(self.handoff)
         require(not p.load_control and p.threshold is None,
                 f"placement with policy {self.handoff!r}: placement decides which "
                 "connections the engine keeps, so use a policy without load control or "
@@ -270,7 +273,7 @@ class ServerOptions:
             return
         require(self.app_offload in APP_OFFLOADS,
                 f"app_offload {self.app_offload!r}: use {', '.join(APP_OFFLOADS)} or none")
-        require(self.mode in ("inline", "engine"),
+        require(traits(self.mode).app_cache,
                 f"app_offload: the cache runs on the engine (mode 'engine', seed 001's "
                 f"set-up C) or on the host thread (mode 'inline', set-up B), not in "
                 f"{self.mode!r} mode")
@@ -297,12 +300,13 @@ class ServerOptions:
                              f"{str(root)!r}, e.g. {missing[0] if missing else ''!r}; give "
                              "paths of the served file set")
 
-    def cache_args(self) -> tuple[int, str, int] | None:
+    def cache_args(self) -> dict | None:
         """The cache as ``_core.serve`` takes it (None without one)."""
         if self.app_offload is None:
             return None
         size, largest = self.cache_bytes()
-        return size, self.cache_policy, largest
+        return {"capacity_bytes": size, "policy": self.cache_policy,
+                "max_object_bytes": largest}
 
     def cache_bytes(self) -> tuple[int, int]:
         """The cache's budget and largest object, in bytes."""
@@ -314,14 +318,22 @@ class ServerOptions:
             return tuple(self.fractions)
         return (0.0,) * (len(self.placement or ()) + 1)
 
-    def handoff_args(self) -> tuple | None:
+    def handoff_args(self) -> dict | None:
         """Handoff mode's policy as ``_core.serve`` takes it (None in other modes)."""
-        if self.mode != "handoff":
+        if not traits(self.mode).places_connections:
             return None
-        p = policy.parse(self.handoff)
+        p = handoff_policy.parse(self.handoff)
         limit = self.max_conns if self.handoff_limit is None else self.handoff_limit
-        return (limit, p.host_first, tuple(self.watermarks) if p.load_control else None,
-                p.threshold)
+        marks = dict(zip(WATERMARKS, self.watermarks, strict=True))
+        return {"hard_limit": limit, "host_first": p.host_first,
+                "watermarks": marks if p.load_control else None, "threshold": p.threshold}
+
+    def placement_args(self) -> dict | None:
+        """Placement as ``_core.serve`` takes it (None without one)."""
+        if self.placement is None:
+            return None
+        return {"edges": [int(e) for e in self.placement],
+                "fractions": [float(f) for f in self.placement_fractions()]}
 
     def core_args(self) -> dict:
         """The checked options as ``_core.serve`` takes them: what every mode needs,
@@ -347,10 +359,7 @@ class ServerOptions:
                        "slowdown": float(self.engine_slowdown),
                        "message_cost_s": float(self.engine_message_cost_s),
                        "fault": self.fault},
-            "handoff": self.handoff_args(),
-            "placement": None if self.placement is None else (
-                [int(e) for e in self.placement],
-                [float(f) for f in self.placement_fractions()]),
+            "handoff": self.handoff_args(), "placement": self.placement_args(),
             "cache": self.cache_args(), "db": None if self.db is None else str(self.db),
             "memory": {"files": ["/" + str(p).lstrip("/") for p in self.memory],
                        "uncached": self.uncached},
@@ -363,7 +372,8 @@ class ServerOptions:
         """Whether a server thread spins under load on one of ``cores``: uring's SQPOLL
         thread or a busy-polling engine, both on the engine's core (a load generator
         there must run ahead of it, :func:`offloadlab.testbed.cores.generator_nice`)."""
-        spinner = self.mode == "uring" or (self.mode != "inline" and self.engine_wait == "poll")
+        t = traits(self.mode)
+        spinner = t.engine_spins or (t.engine_thread and self.engine_wait == "poll")
         return spinner and self.engine_core is not None and self.engine_core in cores
 
 
@@ -424,18 +434,19 @@ def _resolve(host: str) -> ipaddress.IPv4Address | ipaddress.IPv6Address:
     return ipaddress.ip_address(info[0][4][0])
 
 
-def _serve_core(args: dict, control: _core.ServerControl) -> dict:
-    """``_core.serve`` with its errors in OffloadLab's terms and its document parsed."""
+def _serve_core(args: dict, control: _core.ServerControl) -> ServerStats:
+    """``_core.serve`` with its errors in OffloadLab's terms and its document read."""
     try:
-        return json.loads(_core.serve(args, control))
+        text = _core.serve(args, control)
     except ValueError as exc:  # arguments the checks above should have caught
         raise InputError(str(exc)) from None
     except RuntimeError as exc:
         raise RunError(str(exc)) from None
+    return ServerStats.from_json(json.loads(text))
 
 
 def serve(options: ServerOptions, control: _core.ServerControl | None = None,
-          on_tick: Callable[[_core.ServerControl], None] | None = None) -> dict:
+          on_tick: Callable[[_core.ServerControl], None] | None = None) -> ServerStats:
     """Serve until ``control.stop()`` (or Ctrl-C, which stops it too, then re-raises) and
     return the final stats document. ``on_tick(control)`` is called every 0.1 s;
     ``control.port`` turns non-zero once the server listens."""
@@ -466,13 +477,13 @@ class Running:
     port: int
     stats_endpoint: bool
     control: _core.ServerControl
-    final: dict | None = None
+    final: ServerStats | None = None
 
     @property
     def url(self) -> str:
         return url(self.host, self.port)
 
-    def stats(self, timeout_s: float = 5.0) -> dict | None:
+    def stats(self, timeout_s: float = 5.0) -> ServerStats | None:
         """The live stats document from ``GET /.offload/stats`` (that request counts as
         one), or None when the endpoint is off."""
         if not self.stats_endpoint:
@@ -486,7 +497,13 @@ class Running:
             conn.close()
         if response.status != 200:
             raise RunError(f"{STATS_ENDPOINT} answered {response.status} {response.reason}")
-        return json.loads(body)
+        return ServerStats.from_json(json.loads(body))
+
+
+def snapshot(control: _core.ServerControl) -> ServerStats | None:
+    """The running server's stats document now (None before it starts)."""
+    text = control.snapshot()
+    return None if text is None else ServerStats.from_json(json.loads(text))
 
 
 def url(host: str, port: int) -> str:
@@ -522,7 +539,7 @@ def running(options: ServerOptions,
                 # refused connection), with the symptom kept as the context.
                 raise failure
         server.final = future.result()
-    engine = ServerStats.from_json(server.final).engine
+    engine = server.final.engine
     if engine.failed and options.fault is None:
         raise RunError(
             f"the engine was declared failed after {engine.takeover_after_s:.1f} s "

@@ -1,4 +1,7 @@
-"""What a study hands to its report: plain tables, one per kind of evidence.
+"""What a study hands to its report: plain tables, one per kind of evidence, and the
+modes a study runs in the order the report shows them. Both :mod:`offloadlab.study` and
+:mod:`offloadlab.report` read this module and it reads neither, nor the testbed's
+driver.
 
 Times are in seconds, rates in requests/s, utilisations and shares as fractions.
 Classes are named ``c0`` … ``c4`` (the file set's size classes); modes are the
@@ -11,6 +14,13 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 import pandas as pd
+
+from offloadlab.mode_traits import modes_where
+
+# Modes the model describes (trait `studied`), inline (the baseline) first: every
+# request on the host, or every one through the engine. Handoff mode splits them by
+# policy; the study runs it as an experiment of its own (study/pipeline.py).
+STUDY_MODES: tuple[str, ...] = modes_where("studied")
 
 # Each table's columns, in order; ``StudyTables.check`` holds the frames to them.
 COLUMNS: dict[str, tuple[str, ...]] = {

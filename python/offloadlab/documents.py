@@ -1,4 +1,5 @@
-"""The two JSON documents the Rust side hands Python, as dataclasses.
+"""The two JSON documents the Rust side hands Python, as dataclasses: the schema the
+testbed driver writes and the paper packages read (so it sits below both).
 
 - :class:`ServerStats`, the server's stats document (``Document`` in
   ``crates/offload-server/src/stats.rs``; its fields in ``docs/testbed.md``);
@@ -7,8 +8,9 @@
 
 The classes follow the Rust structs key for key, and a change on one side needs the same
 change on the other. ``from_json`` reads a parsed document and raises
-:class:`DocumentError`, naming the key, when a key is missing or holds the wrong type.
-Keys no class names are ignored: the ``offload-load`` binary adds ``url`` and ``mode``,
+:class:`DocumentError`, naming the key, when a key is missing or holds the wrong type;
+``to_json`` gives it back as JSON values. Keys no class names are ignored: the
+``offload-load`` binary adds ``url`` and ``mode``,
 :meth:`offloadlab.testbed.load.LoadResult.to_json` adds ``target``. Times are seconds;
 None stands for JSON's null (nothing measured yet, or not in this mode).
 """
@@ -36,11 +38,16 @@ def _key(name: str) -> dict:
 
 
 class _Document:
-    """``from_json`` for a dataclass of a document, driven by its type hints."""
+    """``from_json`` and ``to_json`` for a dataclass of a document, driven by its type
+    hints and its fields' keys."""
 
     @classmethod
     def from_json(cls, doc: dict) -> Self:
         return _read(cls, doc, cls.__name__)
+
+    def to_json(self) -> dict:
+        """The document as JSON values under its keys (what ``from_json`` read)."""
+        return _write(self)
 
 
 @functools.cache
@@ -75,6 +82,18 @@ def _read(kind, value, where: str):
     allowed = (int, float) if kind is float else kind
     _expect(isinstance(value, allowed) and (kind is bool or not isinstance(value, bool)),
             value, where, kind.__name__)
+    return value
+
+
+def _write(value):
+    """``value`` as JSON values: the inverse of :func:`_read`."""
+    if dataclasses.is_dataclass(value):
+        return {f.metadata.get("key", f.name): _write(getattr(value, f.name))
+                for f in dataclasses.fields(value)}
+    if isinstance(value, tuple):
+        return [_write(v) for v in value]
+    if isinstance(value, dict):
+        return {k: _write(v) for k, v in value.items()}
     return value
 
 
