@@ -85,7 +85,7 @@ def _per_class(q, lam, f, share, k: ClassCosts, options) -> dict[str, np.ndarray
         "N_oe": weighted(offloaded, q.T_oe_c),
         "cpu_relieved": cpu_relieved,
         "beneficial": (f > 0) & cpu_relieved & stable & (q.T_c <= q.T_noe_c),
-        "EXo_max": overhead_bound(lam, f, k, q, options),
+        "EXo_max": overhead_bound(lam, f, k, q),
         **{key: share * v[:, None] for key, v in _saturation_rates(k, f, share).items()},
         **{key: np.broadcast_to(v[:, None], shape) for key, v in _saturated(q).items()},
     }

@@ -300,8 +300,7 @@ def solve(lam: np.ndarray, f: np.ndarray, k: ClassCosts, options: Options) -> Qu
     on_host, offloaded = lam * (1 - f), lam * f
     missed, hits = offloaded * (1 - k.hit), offloaded * k.hit
     noe = station(lam.sum(-1), (lam * k.h1).sum(-1), (lam * k.h2).sum(-1), lam, k.noe)
-    cpu = station((on_host + missed).sum(-1), (on_host * k.h1 + missed * k.g1).sum(-1),
-                  (on_host * k.h2 + missed * k.g2).sum(-1), lam, k.cpu)
+    cpu = host_station(lam, f, k)
     oe = station(offloaded.sum(-1), (missed * k.e1 + hits * k.x1).sum(-1),
                  (missed * k.e2 + hits * k.x2).sum(-1), lam, k.oe, answer_epochs(
                      offloaded.sum(-1), missed.sum(-1), cpu.wakeups) if k.oe.answers_wake else 1.0)
@@ -330,6 +329,14 @@ def solve(lam: np.ndarray, f: np.ndarray, k: ClassCosts, options: Options) -> Qu
     )
 
 
+def host_station(lam: np.ndarray, f: np.ndarray, k: ClassCosts) -> Station:
+    """The host CPU with offload: the requests kept on the host and the offloaded ones
+    the engine's cache misses (their host part)."""
+    on_host, missed = lam * (1 - f), lam * f * (1 - k.hit)
+    return station((on_host + missed).sum(-1), (on_host * k.h1 + missed * k.g1).sum(-1),
+                   (on_host * k.h2 + missed * k.g2).sum(-1), lam, k.cpu)
+
+
 def batch_wait(cpu: Station, oe: Station, host_load: np.ndarray, engine_load: np.ndarray
                ) -> np.ndarray:
     """The engine's extra wait for requests the host hands it in rounds: each waits for
@@ -354,8 +361,7 @@ def answer_epochs(sent: np.ndarray, missed: np.ndarray, host_idle: np.ndarray) -
         return 1 + np.where(sent > 0, missed * host_idle / np.where(sent > 0, sent, 1), 0.0)
 
 
-def overhead_bound(lam: np.ndarray, f: np.ndarray, k: ClassCosts, q: Queues,
-                   options: Options) -> np.ndarray:
+def overhead_bound(lam: np.ndarray, f: np.ndarray, k: ClassCosts, q: Queues) -> np.ndarray:
     """EXo_max per class: the largest mean host overhead E[X_o] for which offloading the
     class still relieves the CPU (E[X_o] < E[X_p]) and an offloaded request's host
     sojourn (with its d0) stays within its no-offload delay T_noe (reference 000,
@@ -372,7 +378,7 @@ def overhead_bound(lam: np.ndarray, f: np.ndarray, k: ClassCosts, q: Queues,
 
         def fits(x: np.ndarray, c: int = c, target=target) -> np.ndarray:
             # The offloaded host must also be stable where the host alone is not (T_noe = inf).
-            t = _host_sojourn_with_overhead(x, c, lam, f, k, options) + k.d0_sent[c]
+            t = _host_sojourn_with_overhead(x, c, lam, f, k) + k.d0_sent[c]
             return np.isfinite(t) & (t <= target)
 
         lo, hi = np.zeros_like(target), np.full_like(target, k.p1[c])
@@ -385,10 +391,11 @@ def overhead_bound(lam: np.ndarray, f: np.ndarray, k: ClassCosts, q: Queues,
     return bound
 
 
-def _host_sojourn_with_overhead(x, c: int, lam, f, k: ClassCosts, options: Options):
+def _host_sojourn_with_overhead(x, c: int, lam, f, k: ClassCosts):
     """Host sojourn of an offloaded class-c request if its mean overhead E[X_o] were x."""
     shape = np.broadcast_shapes((*np.shape(x), 1), k.g1.shape)
     g1, g2 = np.broadcast_to(k.g1, shape).copy(), np.broadcast_to(k.g2, shape).copy()
     g1[..., c] = k.a1[c] + x
     g2[..., c] = offloaded_host_m2(k.a1[c], k.a2[c], x, (1 + k.o_scv[c]) * x**2, k.cpu_queue)
-    return solve(lam, f, replace(k, g1=g1, g2=g2), options).T_cpu_off_c[..., c]
+    # The host's station alone: the bisection needs no engine (solve's T_cpu_off_c).
+    return host_station(lam, f, replace(k, g1=g1, g2=g2)).sojourn(g1)[..., c]
