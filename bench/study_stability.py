@@ -28,6 +28,7 @@ from __future__ import annotations
 import argparse
 import collections
 import json
+import math
 import subprocess
 import sys
 import tempfile
@@ -65,9 +66,9 @@ class Stability:
     @property
     def saturation_ratio(self) -> float:
         """The largest ratio between the two runs' saturation of any pair the server
-        bounded in both."""
+        bounded in both; NaN when there is none."""
         return max((max(a, b) / min(a, b) for _, a, b, client in self.saturation
-                    if not client), default=1.0)
+                    if not client), default=math.nan)
 
 
 def compare(first: dict, second: dict) -> Stability:
@@ -124,8 +125,9 @@ def report(s: Stability, took_s: tuple[float, float]) -> None:
         print(f"  {cls:6} {mode:7}  {a:10,.0f} {b:10,.0f}  {max(a, b) / min(a, b):7.3f}"
               + ("  (generator-bound: left out)" if client else ""))
     print(f"\nstudies took {took_s[0]:.0f} s and {took_s[1]:.0f} s")
-    print(f"ratio max/min saturation over the runs, server-bound pairs: "
-          f"{s.saturation_ratio:.3f} (target <= {SATURATION_GOAL:.2f})")
+    print("ratio max/min saturation over the runs, server-bound pairs: "
+          + (f"{s.saturation_ratio:.3f}" if math.isfinite(s.saturation_ratio) else "none")
+          + f" (target <= {SATURATION_GOAL:.2f})")
     same = sum(a == b for _, a, b in s.verdicts)
     print(f"verdicts the same in both runs: {same}/{len(s.verdicts)} (target: every one) "
           f"{'met' if s.verdicts_match else 'missed'}")

@@ -5,6 +5,7 @@ and agreement, saturation by its ratio."""
 from __future__ import annotations
 
 import importlib.util
+import math
 import sys
 from pathlib import Path
 
@@ -66,6 +67,12 @@ def test_a_verdict_only_one_study_has_does_not_match():
     s = stability.compare(FIRST, second)
     assert not s.verdicts_match
     assert s.verdicts[1][2] == (stability.ABSENT, stability.ABSENT)
+
+
+def test_no_server_bound_pair_gives_no_saturation_ratio():
+    bound = {**FIRST, "saturation": [{**x, "generator_bound": True}
+                                     for x in FIRST["saturation"]]}
+    assert math.isnan(stability.compare(bound, FIRST).saturation_ratio)
 
 
 def test_a_summary_without_statuses_is_refused_naming_the_field():
