@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import os
 import tempfile
+import time
 import urllib.request
 from pathlib import Path
 
@@ -35,6 +36,13 @@ def _get(url: str) -> bytes:
         return response.read()
 
 
+def _run_s(pid: int) -> float:
+    """The time the scheduler ran the process's threads, seconds (schedstat's first
+    field, nanoseconds): an account independent of /proc/PID/stat's clock ticks."""
+    return sum(int((task / "schedstat").read_text().split()[0])
+               for task in Path(f"/proc/{pid}/task").iterdir()) / 1e9
+
+
 def _gone(pid: int) -> bool:
     try:
         os.kill(pid, 0)
@@ -52,6 +60,7 @@ def test_squid_serves_byte_exact_counts_repeats_as_hits_and_runs_pinned(origin, 
                    and p.stat().st_size < MiB and not p.name.endswith(".json"))[:5]
     with squid.running(_options(origin, core=core)) as proxy:
         start = proxy.mark()
+        before = proxy.cpu_s(), _run_s(proxy.pid), time.monotonic()
         for _ in range(2):
             for path in files:
                 body = _get(proxy.url + path.relative_to(served_set).as_posix())
@@ -60,8 +69,17 @@ def test_squid_serves_byte_exact_counts_repeats_as_hits_and_runs_pinned(origin, 
             "Cpus_allowed_list:")[1].split()[0]
         if core is not None:
             assert allowed == str(core)
-        assert proxy.cpu_s() >= 0
         live = proxy.counts(proxy.mark())
+        after = proxy.cpu_s(), _run_s(proxy.pid), time.monotonic()
+    # cpu_s() reads clock ticks, user and system apart, each rounded down; the
+    # scheduler's own account in nanoseconds must match it within those two roundings,
+    # over Squid's life (its start-up alone took 60 ms here, six ticks) and over the
+    # requests (6 ms). Serving them took some CPU, and no more than the wall time on
+    # the one core Squid runs on.
+    tick = 1 / os.sysconf("SC_CLK_TCK")
+    assert after[0] == pytest.approx(after[1], abs=2 * tick)
+    assert after[0] - before[0] == pytest.approx(after[1] - before[1], abs=2 * tick)
+    assert 0 < after[1] - before[1] <= after[2] - before[2]
     # The first round missed, the second hit every file; the log is kept after exit.
     assert proxy.counts(start) == squid.LogCounts(hits=len(files), misses=len(files))
     assert live.served == 0

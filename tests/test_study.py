@@ -31,7 +31,7 @@ ARGS = ["study", "--classes", "0,2", "--modes", "inline,engine", "--run-length",
 @pytest.fixture(scope="module")
 def real_study(tmp_path_factory, testbed):
     """One real study: its folder and what it printed. Whether a re-run agrees is
-    bench/study_rerun.py's question (rates on this shared machine drift between runs
+    bench/study_stability.py's question (rates on this shared machine drift between runs
     minutes apart); the study's logic is checked exactly in tests/test_study_logic.py."""
     out = tmp_path_factory.mktemp("study")
     result = runner.invoke(app, [*ARGS, "--out", str(out)])
