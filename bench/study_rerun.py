@@ -3,10 +3,10 @@ saturation points within 10%.
 
 Runs ``offload study`` on the same file sets ``--runs`` times (the first writes them),
 then prints each (class, mode) pair's saturation capacity per run, the largest ratio
-between any two runs, and the verdicts with the model's delay ratio and its margin per
-run. Where two runs' verdicts differ, it says whether their delay ratios still overlap
-within their margins (the margin covers the noise inside one study; engine-mode d0 can
-move by more between studies). The ratio is the measure here; it is printed
+between any two runs, and the verdicts with the model's delay ratio and the measured
+one's 95% interval per run. Where two runs' verdicts differ, it says whether their
+measured intervals still overlap (the interval covers the noise inside one study;
+engine-mode d0 can move by more between studies). The ratio is the measure here; it is printed
 last. Absolute throughput on a shared 2-core machine drifts between runs minutes apart
 (by up to ~10% across the board, docs/study.md), which is why this lives in a benchmark
 and not in the test suite (the suite still checks that verdicts never reverse).
@@ -19,6 +19,7 @@ from __future__ import annotations
 import argparse
 import itertools
 import json
+import math
 import subprocess
 import sys
 import tempfile
@@ -59,17 +60,25 @@ def main() -> None:
     for key in verdicts[0]:
         runs = [v[key] for v in verdicts]
         print(f"verdict {key[0]} {key[1]}: " + ", ".join(
-            f"{v['verdict']} ({v['T'] / v['T_noe']:.2f} ± {v['margin']:.2f})" for v in runs))
+            f"{v['verdict']} ({v['T'] / v['T_noe']:.2f}; measured "
+            f"{_bound(v['delay_low'], 0.0):.2f}–{_bound(v['delay_high'], math.inf):.2f})"
+            for v in runs))
         for a, b in itertools.combinations(runs, 2):
             if a["verdict"] != b["verdict"]:
-                lo, hi = sorted((a, b), key=lambda x: x["T"] / x["T_noe"])
-                apart += (lo["T"] / lo["T_noe"] + lo["margin"]
-                          < hi["T"] / hi["T_noe"] - hi["margin"])
+                lo, hi = sorted((a, b), key=lambda x: _bound(x["delay_low"], 0.0))
+                apart += _bound(lo["delay_high"], math.inf) < _bound(hi["delay_low"], 0.0)
     reversed_ = any({a[k]["verdict"], b[k]["verdict"]} == {"helps", "hurts"}
                     for a, b in itertools.combinations(verdicts, 2) for k in a)
     print(f"verdicts reversed: {'yes' if reversed_ else 'no'}")
-    print(f"differing verdicts whose margins do not overlap: {apart}")
+    print(f"differing verdicts whose measured intervals do not overlap: {apart}")
     print(f"ratio max/min saturation over runs: {worst:.3f} (target <= 1.10)")
+
+
+def _bound(x: float | str | None, unknown: float) -> float:
+    """An interval bound from summary.json, which writes infinity as "inf" and an
+    unknown bound (a sweep saturated below the rate) as null: ``unknown`` then, so that
+    the interval overlaps everything."""
+    return unknown if x is None else float(x)
 
 
 if __name__ == "__main__":
