@@ -190,7 +190,7 @@ def test_the_first_line_counts_the_verdicts_the_testbed_decided(report):
                                   "could not decide 0.")
     # Each verdict's measured interval and the pairs it rests on.
     verdicts = " ".join("".join(Page(text).text).split()).split("Verdicts")[1]
-    assert re.search(r"delay ×[\d.]+ \(95% ×[\d.]+–×[\d.]+, 1 pairs\)", verdicts)
+    assert re.search(r"delay ×[\d.]+ \(95% ×[\d.]+–×[\d.]+, 1 pair\)", verdicts)
 
 
 def test_each_accuracy_row_shows_its_outcome_and_why(report):

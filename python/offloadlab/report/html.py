@@ -76,7 +76,12 @@ def write_report(tables: StudyTables, out_dir: str | Path,
             _meta_table(meta, out_dir),
             _section("Verdicts", _verdicts(tables.verdicts),
                      "Does offloading help each class? The model's verdict at the operating "
-                     "rate, the recommended offload fraction f, and whether the testbed agrees."),
+                     "rate, the recommended offload fraction f, and whether the testbed agrees: "
+                     "yes when the measured delay ratio's 95% interval lies wholly on the "
+                     "verdict's side of the ±5% band (helps below, hurts above, neutral "
+                     "inside), no when it lies on another, inconclusive when it crosses an "
+                     "edge. A sweep that saturated below the rate decides by the saturation "
+                     "ratios; capacity measured moving the other way from the model's is no."),
             _notes(meta.get("notes") or []),
             _section("Model accuracy", _accuracy(tables.accuracy),
                      f"MAPE over the stable validation points below {MAPE_CUT:.0%} "
@@ -191,10 +196,11 @@ def _verdicts(v: pd.DataFrame) -> str:
         model = (f"E[X_p] {_us(d['EXp'])} µs, E[X_o] {_us(d['EXo'])} µs; "
                  f"T {_ms(d['T_noe'])} → {_ms(d['T'])} ms at {_sig(d['rate'])}/s; "
                  f"saturation ×{_sig(d['saturation_ratio'])}")
+        pairs = _int(d["pairs"])
         measured = (f"saturation ×{_sig(d['measured_saturation_ratio'])}, "
                     f"delay ×{_sig(d['measured_delay_ratio'])} "
                     f"(95% ×{_sig(d['delay_low'])}–×{_sig(d['delay_high'])}, "
-                    f"{_int(d['pairs'])} pairs)")
+                    f"{pairs} pair{'' if pairs == '1' else 's'})")
         rows.append([_text(d["class"]), _text(d["mode"]),
                      (verdict, verdict if verdict in VERDICT_STYLES else ""),
                      _text(d["reason"]), (_pct(d["f"]), "num"), model, measured,
