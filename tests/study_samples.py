@@ -1,7 +1,7 @@
 """A plausible synthetic study for the report tests: three classes, inline and engine
 modes, model points from the M/G/1 Pollaczek-Khinchine formula, sim and testbed
 points scattered around them, and the gaps a real study has (NaN, a saturated model
-point, a missed accuracy target)."""
+point, a missed and an undecidable accuracy row)."""
 
 from __future__ import annotations
 
@@ -156,13 +156,19 @@ def _accuracy(classes, modes) -> pd.DataFrame:
             for metric, source, target in (("U_host", "model", 0.05), ("T", "model", 0.15),
                                            ("T", "sim", 0.15)):
                 miss = klass == "c3" and mode == "engine" and metric == "T"
+                # c2 inline's host utilisation wobbles more than its target allows.
+                noisy = klass == "c2" and mode == "inline" and metric == "U_host"
+                status = "missed" if miss else "undecidable" if noisy else "met"
+                why = {"missed": "MAPE 27.0% above the target 15%; K-S p 0.03 <= 0.2",
+                       "undecidable": "the testbed's floor 6.0% (from neighbours) is above "
+                                      "the target 5%",
+                       "met": f"MAPE 3.0% within {target:.0%} on 4 points, K-S p 0.8 > 0.2"}
                 rows.append({"class": klass, "mode": mode, "metric": metric, "source": source,
-                             "mape": 0.27 if miss else 0.03, "n": 4, "floor": 0.02,
+                             "mape": 0.27 if miss else 0.03, "n": 4,
+                             "floor": 0.06 if noisy else 0.02, "floor_source": "neighbours",
                              "ks_D": 0.5 if miss else 0.25,
                              "ks_p": 0.03 if miss else 0.8, "ks_n": 20, "ks_m": 5,
-                             "target": target, "met": not miss,
-                             "why": "engine service times are not independent of the host's"
-                             if miss else None})
+                             "target": target, "status": status, "why": why[status]})
     return pd.DataFrame(rows, columns=list(COLUMNS["accuracy"]))
 
 
@@ -184,10 +190,11 @@ def _verdicts(classes, modes) -> pd.DataFrame:
                          "T_noe": t_noe, "T": t, "host_cores_saved": lam * (exp - exo),
                          "pays_from": 0.0 if helps else math.nan,
                          "saturation_ratio": capacity(klass, mode) / capacity(klass, "inline"),
-                         "margin": 0.05,
                          "measured_saturation_ratio": capacity(klass, mode)
                          / capacity(klass, "inline") * 0.97,
-                         "measured_delay_ratio": t / t_noe * 1.05, "agree": "yes"})
+                         "measured_delay_ratio": t / t_noe * 1.05,
+                         "delay_low": t / t_noe * 0.95, "delay_high": t / t_noe * 1.15,
+                         "pairs": 1, "agree": "yes"})
     return pd.DataFrame(rows, columns=list(COLUMNS["verdicts"]))
 
 
@@ -260,6 +267,9 @@ def study_tables(classes=("c0", "c2", "c3"), modes=("inline", "engine"),
             "workload": "SURGE-like file set, 2000 files, Zipf(1.0) popularity",
             "machine": "2 × x86_64 cores at 2.4 GHz, Linux 6.1, loopback",
             "scenario_files": ["study.toml"],
+            "agreement": "The testbed confirmed 3 of 3 verdicts, contradicted 0 and could not "
+                         "decide 0.",
+            "agreement_counts": {"yes": 3, "no": 0, "inconclusive": 0},
             "notes": ["c3 engine: T MAPE 27% misses the 15% target; engine service times "
                       "are not independent of the host's"],
             "handoff": {"clients": 64, "keep_alive": 100, "size_class": 0,

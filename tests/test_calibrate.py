@@ -45,15 +45,20 @@ def test_ks_falls_back_to_the_asymptotic_p_where_scipy_cannot_compute_the_exact_
     assert (D, p) == (asymptotic.statistic, asymptotic.pvalue)
 
 
-def test_ks_ignores_points_a_curve_does_not_have():
-    D, p = fit.ks([1.0, 2.0, math.inf, math.nan], [1.0, 2.0])
+def test_ks_ignores_points_a_curve_does_not_have_and_keeps_saturated_ones():
+    D, p = fit.ks([1.0, 2.0, math.nan], [1.0, 2.0])
     assert (D, p) == (0.0, 1.0)
     assert all(math.isnan(x) for x in fit.ks([], [1.0]))
+    # A saturated prediction (inf) is a point above every finite one, not a gap.
+    assert fit.ks([1.0, 2.0, math.inf], [1.0, 2.0, 3.0]) == fit.ks([1.0, 2.0, 9.0],
+                                                                    [1.0, 2.0, 3.0])
 
 
-def test_mape_scores_only_comparable_points():
-    assert fit.mape([1.1, 1.8, 5.0, math.inf], [1.0, 2.0, 0.0, 3.0]) == pytest.approx(0.1)
+def test_mape_scores_measured_points_and_a_saturated_prediction_is_an_infinite_error():
+    assert fit.mape([1.1, 1.8, 5.0, math.nan], [1.0, 2.0, 0.0, math.nan]) == pytest.approx(0.1)
     assert math.isnan(fit.mape([1.0], [math.nan]))
+    assert fit.mape([1.1, 1.8, math.inf], [1.0, 2.0, 3.0]) == math.inf
+    assert fit.mape([1.1, 1.8, math.nan], [1.0, 2.0, 3.0]) == math.inf
 
 
 def _sizes(mean: float, n: int = 2000, seed: int = 0) -> np.ndarray:

@@ -183,6 +183,28 @@ def test_report_escapes_text_and_orders_sections(report):
     assert "4,000" in shown and "e+0" not in shown
 
 
+def test_the_first_line_counts_the_verdicts_the_testbed_decided(report):
+    text = report.read_text(encoding="utf-8")
+    first = re.search(r"</h1>\n<p class=\"headline\">([^<]+)</p>\n<h2>Bottom line", text)
+    assert first and first[1] == ("The testbed confirmed 3 of 3 verdicts, contradicted 0 and "
+                                  "could not decide 0.")
+    # Each verdict's measured interval and the pairs it rests on.
+    verdicts = " ".join("".join(Page(text).text).split()).split("Verdicts")[1]
+    assert re.search(r"delay ×[\d.]+ \(95% ×[\d.]+–×[\d.]+, 1 pair\)", verdicts)
+
+
+def test_each_accuracy_row_shows_its_outcome_and_why(report):
+    text = report.read_text(encoding="utf-8")
+    table = text.split("<h2>Model accuracy</h2>")[1].split("<h2>")[0]
+    rows = re.findall(r"<tr>(.*?)</tr>", table)[1:]
+    outcomes = [re.findall(r'<td class="(met|missed|undecidable)">\1</td>', r) for r in rows]
+    assert all(len(o) == 1 for o in outcomes)
+    assert {o[0] for o in outcomes} == {"met", "missed", "undecidable"}
+    undecidable = next(r for r, o in zip(rows, outcomes, strict=True) if o == ["undecidable"])
+    assert "<td>c2</td><td>inline</td><td>U_host</td>" in undecidable
+    assert "the testbed&#x27;s floor 6.0% (from neighbours) is above the target 5%" in undecidable
+
+
 def test_the_bottom_line_gives_each_verdict_its_host_cores_and_break_even(report):
     text = " ".join("".join(Page(report.read_text(encoding="utf-8")).text).split())
     line = text.split("Bottom line")[1].split("Command")[0]

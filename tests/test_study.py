@@ -2,6 +2,7 @@
 input. Each study starts and stops its servers itself; every run is
 bounded by the budget's run length."""
 
+import io
 import json
 import math
 import re
@@ -9,11 +10,14 @@ import re
 import numpy as np
 import pandas as pd
 import pytest
+from rich.console import Console
+from study_samples import study_tables
 from typer.testing import CliRunner
 
 from offloadlab import model, scenario
 from offloadlab.cli import app
-from offloadlab.study import compare, measure, plan
+from offloadlab.cli import study as cli_study
+from offloadlab.study import compare, judge, measure, plan
 from offloadlab.study_tables import COLUMNS
 from offloadlab.workload import fileset
 from offloadlab.workload.specs import FileSetSpec
@@ -64,6 +68,10 @@ def test_a_study_writes_its_report_results_scenarios_and_summary(real_study):
     assert (out / "report.html").stat().st_size > 0
     assert len(list((out / "figures").glob("*.png"))) >= 5
     assert "Does offload help?" in text and str(out / "report.html") in text
+    # The first thing printed after the run: how many verdicts the testbed decided.
+    first = re.search(r"The testbed confirmed \d+ of \d+ verdicts, contradicted \d+ and "
+                      r"could not decide \d+\.", text)
+    assert first and first.start() < text.index("Does offload help?")
     assert "hypervisor: at most" in text
     frame = pd.read_parquet(out / "results.parquet")
     assert set(frame["source"]) == {"model", "seed_model", "sim", "testbed"}
@@ -140,30 +148,47 @@ def test_the_exported_scenario_gives_the_studys_verdicts_and_fractions(real_stud
         assert row["verdict"] == v["verdict"] and row["f"] == pytest.approx(v["f"]), v
         assert row["lam"] == pytest.approx(v["rate"])
         assert v["verdict"] != "hurts" or v["f"] == 0
-        assert v["agree"] in ("yes", "no", "inconclusive")
-        # float(): summary.json writes an infinite margin (a saturated model) as "inf".
-        assert float(v["margin"]) <= 0.15 or v["agree"] == "inconclusive"
+        # The judge's rule on the row's own numbers; summary.json writes NaN as null and
+        # an infinite bound as "inf".
+        values = [math.nan if v[k] is None else float(v[k])
+                  for k in ("measured_delay_ratio", "delay_low", "delay_high",
+                            "saturation_ratio", "measured_saturation_ratio")]
+        assert v["agree"] == judge.agreement(v["verdict"], *values)[0], v
+        assert v["pairs"] == (0 if values[0] != values[0] else 1)
+    counts = summary["meta"]["agreement_counts"]
+    assert sum(counts.values()) == len(summary["verdicts"])
+    assert counts["yes"] == sum(v["agree"] == "yes" for v in summary["verdicts"])
 
 
-@pytest.mark.parametrize(("label", "delay", "margin", "model_sat", "measured_sat", "agree"), [
-    ("helps", 0.80, 0.05, 1.5, 1.4, "yes"),
-    ("hurts", 1.30, 0.05, 0.9, 0.8, "yes"),
-    ("neutral", 1.03, 0.05, 1.0, 1.02, "yes"),
-    ("neutral", 1.33, 0.46, 1.0, 1.0, "inconclusive"),  # a wide margin agrees with nothing
-    ("helps", 0.80, 0.05, 1.5, math.nan, "yes"),
-    ("helps", math.nan, 0.05, 1.5, 1.4, "inconclusive"),
-    ("helps", 1.20, 0.05, 1.5, 1.4, "no"),
-    ("helps", 0.80, 0.05, 1.5, 0.7, "no"),  # capacity measured the other way
-    # Beyond 5% the verdict's way, inside its own ±14.6%: neither (a full study's c0 in
-    # uring, 27 Nov 2026, said "no" before).
-    ("helps", 0.912, 0.146, 1.14, 1.08, "inconclusive"),
-    ("helps", 1.00, 0.146, 1.14, 1.08, "no"),  # no change at all is not the verdict's way
-    ("hurts", 0.912, 0.146, 0.9, 0.9, "no"),
-    ("neutral", 0.912, 0.146, 1.0, 1.0, "yes"),
-])
-def test_agreement_needs_the_same_direction_and_a_margin_of_at_most_15pct(
-        label, delay, margin, model_sat, measured_sat, agree):
-    assert compare._agree(label, delay, margin, model_sat, measured_sat) == agree
+@pytest.mark.parametrize(
+    ("label", "ratio", "low", "high", "model_sat", "measured_sat", "agree"), [
+        ("helps", 0.80, 0.76, 0.84, 1.5, 1.4, "yes"),
+        ("hurts", 1.30, 1.24, 1.37, 0.9, 0.8, "yes"),
+        ("neutral", 1.03, 0.98, 1.04, 1.0, 1.02, "yes"),
+        ("neutral", 1.33, 0.91, 1.94, 1.0, 1.0, "inconclusive"),  # wide: agrees with nothing
+        # A missing measured capacity decides nothing (it used to count as no contradiction).
+        ("helps", 0.80, 0.76, 0.84, 1.5, math.nan, "inconclusive"),
+        ("helps", 0.80, 0.0, math.inf, 1.5, 1.4, "inconclusive"),  # an unknown interval
+        ("helps", 1.20, 1.14, 1.26, 1.5, 1.4, "no"),
+        ("helps", 0.80, 0.76, 0.84, 1.5, 0.7, "no"),  # capacity measured the other way
+        # ×0.912 ±14.6% (a full study's c0 in uring, 27 Nov 2026): the interval crosses
+        # the band's edge, so it neither confirms nor contradicts any verdict.
+        ("helps", 0.912, 0.788, 1.055, 1.14, 1.08, "inconclusive"),
+        ("hurts", 0.912, 0.788, 1.055, 0.9, 0.9, "inconclusive"),
+        ("neutral", 0.912, 0.788, 1.055, 1.0, 1.0, "inconclusive"),
+        ("helps", 1.00, 0.86, 1.16, 1.14, 1.08, "inconclusive"),
+        # A tight interval below the band contradicts neutral; a wide one beyond the band
+        # (a hurts at ×2.15 ±38%, 29 Nov 2026) confirms its side however wide it is.
+        ("neutral", 0.91, 0.89, 0.93, 1.0, 1.0, "no"),
+        ("hurts", 2.15, 1.47, 3.14, 0.7, 0.63, "yes"),
+        # A sweep saturated below the rate: the saturation ratios decide.
+        ("helps", math.nan, math.nan, math.nan, 1.5, 1.4, "yes"),
+        ("hurts", math.nan, math.nan, math.nan, 0.7, 1.0, "inconclusive"),
+        ("hurts", math.nan, math.nan, math.nan, 0.7, 1.3, "no"),
+    ])
+def test_agreement_needs_the_whole_interval_on_the_verdicts_side_of_the_band(
+        label, ratio, low, high, model_sat, measured_sat, agree):
+    assert judge.agreement(label, ratio, low, high, model_sat, measured_sat)[0] == agree
 
 
 def test_the_noise_floor_is_zero_on_a_line_and_the_wobble_of_a_zigzag():
@@ -277,15 +302,35 @@ def test_mixing_one_file_set_keeps_its_popularity(tmp_path):
     assert load.root == fs and load.size_class is None
 
 
-def test_the_note_on_an_inconclusive_verdict_says_which_kind():
+def test_the_note_on_an_undecided_verdict_says_why():
     row = {"class": "c0", "mode": "uring", "verdict": "helps", "rate": 961.0,
-           "measured_saturation_ratio": 1.08, "saturation_ratio": 1.14}
-    leaning = compare._verdict_note({**row, "measured_delay_ratio": 0.912, "margin": 0.146,
-                                     "agree": "inconclusive"})
-    assert "moved the verdict's way, but by less than its margin" in leaning
-    wide = compare._verdict_note({**row, "measured_delay_ratio": 0.912, "margin": 0.3,
-                                  "agree": "inconclusive"})
-    assert "decides nothing" in wide
-    unreached = compare._verdict_note({**row, "measured_delay_ratio": math.nan,
-                                       "margin": 0.05, "agree": "inconclusive"})
-    assert "decides nothing" in unreached
+           "measured_saturation_ratio": 1.08, "saturation_ratio": 1.14, "pairs": 1,
+           "agree": "inconclusive"}
+    crossing = compare._verdict_note({**row, "measured_delay_ratio": 0.912,
+                                      "delay_low": 0.788, "delay_high": 1.055})
+    assert "95% interval ×0.79–×1.05, 1 pair" in crossing
+    assert "does not lie wholly on one side of ±5%" in crossing
+    assert "cannot decide the verdict 'helps'" in crossing
+    saturated = compare._verdict_note({**row, "measured_delay_ratio": math.nan,
+                                       "delay_low": math.nan, "delay_high": math.nan,
+                                       "pairs": 0, "measured_saturation_ratio": 1.02})
+    assert "no stable delay measured at 961 req/s" in saturated
+    assert "a sweep saturated below the rate" in saturated
+    contradicted = compare._verdict_note({**row, "agree": "no", "measured_delay_ratio": 1.2,
+                                          "delay_low": 1.1, "delay_high": 1.3})
+    assert "contradicts the verdict 'helps'" in contradicted and "shows hurts" in contradicted
+
+
+def test_the_printed_tables_show_each_rows_outcome_and_each_verdicts_interval():
+    tables = study_tables()
+    console = Console(file=io.StringIO(), width=300, record=True)
+    console.print(cli_study.verdict_table(tables))
+    console.print(cli_study.accuracy_table(tables))
+    text = console.export_text()
+    lines = text.splitlines()
+    # c2 inline's host utilisation: the sample's floor above its target.
+    row = next(x for x in lines if "c2" in x and "inline" in x and "U_host" in x)
+    assert "6.0% (neighbours)" in row and "undecidable" in row
+    assert any("c3" in x and "engine" in x and " T " in x and "missed" in x for x in lines)
+    v = tables.verdicts.iloc[0]
+    assert f"{v.measured_delay_ratio:.2f} ({v.delay_low:.2f}–{v.delay_high:.2f})" in text

@@ -56,26 +56,30 @@ COLUMNS: dict[str, tuple[str, ...]] = {
     # mode), for latency CDFs.
     "latency": ("class", "mode", "rate", "total_s"),
     # One row per (class, mode, metric, source): metric U_host | U_engine | T; source
-    # model | seed_model | sim. mape over the validation points below 80% utilisation
-    # (n of them); floor: the testbed's own noise on those points (the mean error of
-    # each against the line through its neighbours; the same for every source);
-    # two-sample Kolmogorov-Smirnov D and exact p between the predicted and measured
-    # curve (ks_n, ks_m points); target: the MAPE bound, met: whether both it and
-    # p > 0.2 hold; why: the broken assumption when not.
-    "accuracy": ("class", "mode", "metric", "source", "mape", "n", "floor", "ks_D", "ks_p",
-                 "ks_n", "ks_m", "target", "met", "why"),
+    # model | seed_model | sim. mape over the scored validation points (stable, below
+    # 80% utilisation; n of them), inf when a prediction there is not finite; floor: the
+    # MAPE a model exactly on the truth would score on those points (the same for every
+    # source), floor_source: how it was measured (replicates | neighbours: each point
+    # against the line through its neighbours | unmeasured); two-sample
+    # Kolmogorov-Smirnov D and exact p between the predicted and measured curve (ks_n,
+    # ks_m points); target: the MAPE bound; status: met | missed | undecidable
+    # (study/judge.py, judge_row); why: the reason in words.
+    "accuracy": ("class", "mode", "metric", "source", "mape", "n", "floor", "floor_source",
+                 "ks_D", "ks_p", "ks_n", "ks_m", "target", "status", "why"),
     # One row per (class, mode != inline), at the operating point (the exported
     # scenario's own rates; rate is the class's): the verdict helps | hurts | neutral
     # of the class on its own with its reason, the fraction f the optimiser recommends
     # for the mix (0 where the verdict is hurts), the model's delays with and without
     # offload (d0 included), host cores saved (negative: lost), the class's rate from
     # which offload lowers its delay (pays_from; 0 always, NaN never), the model's
-    # saturation ratio mode / inline; then the testbed's: saturation ratio and delay
-    # ratio at the class's rate, the margin within which that ratio shows no direction,
-    # and agree: yes | no | inconclusive (margin wider than 15%).
+    # saturation ratio mode / inline; then the testbed's: saturation ratio, delay ratio
+    # at the class's rate (NaN: a sweep saturated below it) with its 95% interval
+    # delay_low..delay_high (0..inf: unknown) and the pairs of runs it rests on, and
+    # agree: yes | no | inconclusive (study/judge.py, agreement).
     "verdicts": ("class", "mode", "verdict", "reason", "f", "EXp", "EXo", "rate",
                  "T_noe", "T", "host_cores_saved", "pays_from", "saturation_ratio",
-                 "margin", "measured_saturation_ratio", "measured_delay_ratio", "agree"),
+                 "measured_saturation_ratio", "measured_delay_ratio", "delay_low",
+                 "delay_high", "pairs", "agree"),
     # One row per (class, mode): the fitted means (and second moments) of the model's
     # service times, the fitted distribution specs of X_p (inline) or X_q (offload
     # modes), d0, the fixed delay outside host and engine (network and client), and the
@@ -99,7 +103,9 @@ class StudyTables:
     """Everything the report shows. ``meta`` carries: title, command, started (ISO
     time), duration_s, budget, modes, classes, workload (a sentence), machine (a
     sentence), steal (a sentence: the most of the cores' time the hypervisor took from a
-    kept run, and how many runs were made again for it), scenario_files (names in the
+    kept run, and how many runs were made again for it), agreement (the report's first
+    line: how many verdicts the testbed confirmed, contradicted or could not decide) and
+    agreement_counts (those counts by yes, no, inconclusive), scenario_files (names in the
     output folder), notes (at most five sentences the reader must act on, e.g. a verdict
     the testbed does not back) and more_notes (the rest, e.g. each missed accuracy
     target and why)."""

@@ -450,10 +450,12 @@ def combine(values: np.ndarray, half_widths: np.ndarray) -> tuple[float, float]:
 
 def ks(model: Sequence[float], measured: Sequence[float]) -> tuple[float, float]:
     """Two-sample Kolmogorov-Smirnov D and p between two curves' values, with the exact
-    small-sample distribution (as R's ks.test without ties, which seed 000 used)."""
+    small-sample distribution (as R's ks.test without ties, which seed 000 used). A NaN
+    is a point the curve does not have and is left out; an infinite value (a saturated
+    model) is a point above every finite one and stays in."""
     a = np.asarray(model, float)
     b = np.asarray(measured, float)
-    a, b = a[np.isfinite(a)], b[np.isfinite(b)]
+    a, b = a[~np.isnan(a)], b[~np.isnan(b)]
     if len(a) == 0 or len(b) == 0:
         return math.nan, math.nan
     with warnings.catch_warnings():
@@ -467,7 +469,13 @@ def ks(model: Sequence[float], measured: Sequence[float]) -> tuple[float, float]
 
 def mape(predicted: Sequence[float], measured: Sequence[float]) -> float:
     """Mean absolute percentage error of ``predicted`` against ``measured`` (finite,
-    non-zero measurements only), as a fraction."""
+    non-zero measurements only), as a fraction. A prediction that is not finite where
+    the measurement is (a model saturated where the testbed was not) is an infinite
+    error, never a point left out."""
     p, m = np.asarray(predicted, float), np.asarray(measured, float)
-    ok = np.isfinite(p) & np.isfinite(m) & (m != 0)
-    return float(np.mean(np.abs(p[ok] / m[ok] - 1))) if ok.any() else math.nan
+    ok = np.isfinite(m) & (m != 0)
+    if not ok.any():
+        return math.nan
+    if not np.isfinite(p[ok]).all():
+        return math.inf
+    return float(np.mean(np.abs(p[ok] / m[ok] - 1)))

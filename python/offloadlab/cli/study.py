@@ -129,6 +129,7 @@ def study(config: StudyConfig) -> None:
             bar.update(tasks[phase], completed=done, total=total)
 
         tables = pipeline.run(prepared, progress)
+    out.print(tables.meta["agreement"], markup=False, highlight=False)
     out.print(verdict_table(tables))
     out.print(accuracy_table(tables))
     for text in tables.meta["notes"]:
@@ -144,11 +145,12 @@ def study(config: StudyConfig) -> None:
 
 def verdict_table(tables) -> Table:
     t = Table("class", "mode", "verdict", "f", "host µs alone → mode", "rate/s",
-              "delay alone → mode", "saturation ×", "measured delay ×", "agree",
+              "delay alone → mode", "saturation ×", "measured delay × (95%)", "agree",
               title="Does offload help?",
               caption="each class on its own at its rate in the exported scenario; f: "
                       "fraction the optimiser sends to the engine for the mix; × : mode / "
-                      "inline, model then measured")
+                      "inline, model then measured; the measured delay ratio's interval "
+                      "decides agree (–: a sweep saturated below the rate)")
     from offloadlab.mode_traits import BASELINE
 
     costs = tables.costs.set_index(["class", "mode"])
@@ -158,23 +160,28 @@ def verdict_table(tables) -> Table:
                   f"{us(base.EXa + base.EXp)} → {us(off.EXa + off.EXo)}", f"{v.rate:,.0f}",
                   f"{ms(v.T_noe)} → {ms(v.T)} ms",
                   f"{v.saturation_ratio:.2f} / {v.measured_saturation_ratio:.2f}",
-                  f"{_ratio(v.measured_delay_ratio)} (±{v.margin:.0%})", v.agree)
+                  f"{_ratio(v.measured_delay_ratio)} ({_ratio(v.delay_low)}–"
+                  f"{_ratio(v.delay_high)})", v.agree)
     return t
 
 
 def accuracy_table(tables) -> Table:
-    t = Table("class", "mode", "metric", "source", "points", "MAPE", "testbed noise",
-              "K-S D", "K-S p", "target met",
+    t = Table("class", "mode", "metric", "source", "points", "MAPE", "floor", "K-S D",
+              "K-S p", "outcome",
               title="Model and simulator against the testbed",
               caption="points: scored (stable, below 80% utilisation) / measured; MAPE over "
-                      "the scored points; testbed noise: how far those points stray from "
-                      "the line through their neighbours, a floor for any smooth model; "
-                      "K-S: exact two-sample test between predicted and measured curves "
-                      "(p > 0.2 passes)")
+                      "the scored points; floor: the MAPE a model exactly on the truth "
+                      "would score there, and how it was measured; K-S: exact two-sample "
+                      "test between predicted and measured curves (p > 0.2 passes); "
+                      "outcome: met, missed or undecidable (floor above the target, or "
+                      "fewer than 4 points), with the reason in the report")
+    from offloadlab.study import judge
+
+    style = {judge.MET: "green", judge.MISSED: "red", judge.UNDECIDABLE: "yellow"}
     for a in tables.accuracy.itertuples():
         t.add_row(a[1], a.mode, a.metric, a.source, f"{a.n}/{a.ks_m}", f"{a.mape:.1%}",
-                  f"{a.floor:.1%}", f"{a.ks_D:.3f}",
-                  f"{a.ks_p:.3f}", "yes" if a.met else "[red]no[/]")
+                  f"{a.floor:.1%} ({a.floor_source})", f"{a.ks_D:.3f}",
+                  f"{a.ks_p:.3f}", f"[{style[a.status]}]{a.status}[/]")
     return t
 
 

@@ -37,9 +37,10 @@ td.num { text-align: right; font-variant-numeric: tabular-nums; white-space: now
 table.meta th { background: none; border: none; padding-left: 0; }
 table.meta td { border: none; }
 code { background: #f3f3f3; padding: 0.1em 0.3em; }
-.helps, .yes { color: #176a1d; font-weight: bold; }
-.hurts, .no { color: #b00020; font-weight: bold; }
-.neutral, .inconclusive { color: #8a6d00; font-weight: bold; }
+.helps, .yes, .met { color: #176a1d; font-weight: bold; }
+.hurts, .no, .missed { color: #b00020; font-weight: bold; }
+.neutral, .inconclusive, .undecidable { color: #8a6d00; font-weight: bold; }
+.headline { font-size: 1.1em; font-weight: bold; }
 .notes { border: 2px solid #b00020; border-left-width: 8px; background: #fff4e5;
          padding: 0.5em 1em; margin: 1em 0; }
 .notes h2 { margin-top: 0.3em; border: none; color: #b00020; }
@@ -70,17 +71,27 @@ def write_report(tables: StudyTables, out_dir: str | Path,
     meta = tables.meta
     title = _esc(str(meta.get("title", "offload study")))
     body = [f"<h1>{title}</h1>",
+            _headline(meta),
             _bottom_line(tables.verdicts),
             _meta_table(meta, out_dir),
             _section("Verdicts", _verdicts(tables.verdicts),
                      "Does offloading help each class? The model's verdict at the operating "
-                     "rate, the recommended offload fraction f, and whether the testbed agrees."),
+                     "rate, the recommended offload fraction f, and whether the testbed agrees: "
+                     "yes when the measured delay ratio's 95% interval lies wholly on the "
+                     "verdict's side of the ±5% band (helps below, hurts above, neutral "
+                     "inside), no when it lies on another, inconclusive when it crosses an "
+                     "edge. A sweep that saturated below the rate decides by the saturation "
+                     "ratios; capacity measured moving the other way from the model's is no."),
             _notes(meta.get("notes") or []),
             _section("Model accuracy", _accuracy(tables.accuracy),
-                     f"MAPE over validation points below {MAPE_CUT:.0%} utilisation; two-sample "
+                     f"MAPE over the stable validation points below {MAPE_CUT:.0%} "
+                     "utilisation (n of them); the floor, the MAPE a model exactly on the "
+                     "truth would score on them, and how it was measured; two-sample "
                      "Kolmogorov-Smirnov D and p between predicted and measured curves. A "
-                     "target is met when the MAPE is within it and p > 0.2; the notes above "
-                     "say why a missed one was missed."),
+                     "row is met when the MAPE is within its target, p > 0.2 and it has at "
+                     "least 4 points; undecidable when the floor is above the target or it "
+                     "has fewer points; missed otherwise, and always when a prediction is "
+                     "infinite at a scored point. The notes say why a curve was missed."),
             _section("Saturation", _saturation(tables.saturation),
                      "Closed-loop saturation with zero think time against the model's 1/E[S] "
                      "of the bottleneck; connections per minute, connection set-up time and "
@@ -149,6 +160,13 @@ def _list(heading: str, items: Iterable[str]) -> str:
     return f"<h2>{heading}</h2>\n<ul>\n{rows}\n</ul>" if rows else ""
 
 
+def _headline(meta: dict) -> str:
+    """The first line: how many verdicts the testbed confirmed, contradicted or could not
+    decide."""
+    line = meta.get("agreement")
+    return f'<p class="headline">{_esc(str(line))}</p>' if line else ""
+
+
 def _bottom_line(v: pd.DataFrame) -> str:
     """Per class and mode, in one line: the verdict, the host cores offload saves or costs
     at the operating rate, and from which rate it lowers the delay."""
@@ -178,9 +196,11 @@ def _verdicts(v: pd.DataFrame) -> str:
         model = (f"E[X_p] {_us(d['EXp'])} µs, E[X_o] {_us(d['EXo'])} µs; "
                  f"T {_ms(d['T_noe'])} → {_ms(d['T'])} ms at {_sig(d['rate'])}/s; "
                  f"saturation ×{_sig(d['saturation_ratio'])}")
+        pairs = _int(d["pairs"])
         measured = (f"saturation ×{_sig(d['measured_saturation_ratio'])}, "
                     f"delay ×{_sig(d['measured_delay_ratio'])} "
-                    f"(±{_pct(d['margin'])} shows no direction)")
+                    f"(95% ×{_sig(d['delay_low'])}–×{_sig(d['delay_high'])}, "
+                    f"{pairs} pair{'' if pairs == '1' else 's'})")
         rows.append([_text(d["class"]), _text(d["mode"]),
                      (verdict, verdict if verdict in VERDICT_STYLES else ""),
                      _text(d["reason"]), (_pct(d["f"]), "num"), model, measured,
@@ -192,16 +212,16 @@ def _verdicts(v: pd.DataFrame) -> str:
 def _accuracy(a: pd.DataFrame) -> str:
     rows = []
     for d in a.to_dict("records"):
-        met = _yes_no(d["met"])  # why not: in the notes, once per curve
+        status = _text(d["status"])
         rows.append([_text(d["class"]), _text(d["mode"]), _text(d["metric"]),
                      _text(d["source"]), (_pct(d["mape"]), "num"), (_int(d["n"]), "num"),
-                     (_pct(d["floor"]), "num"), (_sig(d["ks_D"]), "num"),
-                     (_sig(d["ks_p"], 2), "num"),
+                     (_pct(d["floor"]), "num"), _text(d["floor_source"]),
+                     (_sig(d["ks_D"]), "num"), (_sig(d["ks_p"], 2), "num"),
                      (f"{_int(d['ks_n'])} / {_int(d['ks_m'])}", "num"),
-                     (_pct(d["target"]), "num"), met])
-    return _table(("class", "mode", "metric", "source", "MAPE", "n", "testbed noise", "K-S D",
-                   "K-S p",
-                   "K-S points (pred. / meas.)", "target", "met"), rows)
+                     (_pct(d["target"]), "num"), (status, status), _text(d["why"])])
+    return _table(("class", "mode", "metric", "source", "MAPE", "n", "floor", "floor from",
+                   "K-S D", "K-S p", "K-S points (pred. / meas.)", "target", "outcome",
+                   "why"), rows)
 
 
 def _saturation(s: pd.DataFrame) -> str:
@@ -361,12 +381,6 @@ SHOWN: dict[str, Callable[[object], str]] = {
 def _shown(value, how: str) -> Cell:
     text = SHOWN[how](value)
     return text if how == "text" else (text, "num")
-
-
-def _yes_no(value) -> tuple[str, str]:
-    if pd.isna(value):
-        return MISSING, ""
-    return ("yes", "yes") if bool(value) else ("no", "no")
 
 
 def _cv(mean, m2) -> float:

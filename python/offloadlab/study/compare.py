@@ -2,7 +2,9 @@
 
 Accuracy targets (issue 7): utilisation within 5% MAPE and delay within 15% below 80%
 utilisation, K-S p > 0.2 for every curve (seed 000's criterion), saturation within
-10%. A missed target is reported with the assumption that broke, measured.
+10%. Each row is met, missed or undecidable and each verdict confirmed, contradicted or
+undecided by the testbed, as study/judge.py decides; a missed target is reported with
+the assumption that broke, measured.
 """
 
 from __future__ import annotations
@@ -17,8 +19,9 @@ import pandas as pd
 from offloadlab import model
 from offloadlab.calibrate import fit
 from offloadlab.mode_traits import BASELINE, traits
-from offloadlab.model.verdict import HELPS, HURTS, MARGIN, NEUTRAL
+from offloadlab.model.verdict import MARGIN
 from offloadlab.scenario import Scenario
+from offloadlab.study import judge
 from offloadlab.study.measure import Measured, core_shares, cpu_rows
 from offloadlab.study.plan import MIX, STEAL_LIMIT, STEAL_REPEATS, Plan
 from offloadlab.study_tables import COLUMNS, StudyTables
@@ -27,9 +30,6 @@ TARGETS = {"U_host": 0.05, "U_engine": 0.05, "T": 0.15}
 KS_P = 0.2
 SATURATION_TOLERANCE = 0.10
 BELOW_UTIL = 0.8
-# A measured delay ratio inside 1 ± the margin (5%, or the measurement's uncertainty if
-# wider) shows no direction; a margin wider than this makes the comparison inconclusive.
-INCONCLUSIVE = 0.15
 # Notes shown in the box at the top of the report; the rest go below the tables.
 FIRST_NOTES = 5
 
@@ -128,6 +128,8 @@ def tables(study: Study, meta: dict) -> StudyTables:
     accuracy = [r for key in pairs for r in _accuracy(study, *key)]
     saturation = [_saturation(study, *key) for key in pairs]
     found = verdicts(study)
+    agreed = {a: sum(v["agree"] == a for v in found)
+              for a in (judge.YES, judge.NO, judge.INCONCLUSIVE)}
     # The notes a reader must act on first: runs the hypervisor still disturbed, verdicts
     # the testbed does not back, capacity missed where the server was the bottleneck,
     # then missed accuracy targets.
@@ -135,7 +137,7 @@ def tables(study: Study, meta: dict) -> StudyTables:
             *(m for runs in study.sweeps.values() for m in runs)]
     steal = _steal(kept)
     notes = [*meta.get("notes", []), *_steal_note(steal),
-             *(_verdict_note(v) for v in found if v["agree"] != "yes")]
+             *(_verdict_note(v) for v in found if v["agree"] != judge.YES)]
     notes += [_saturation_note(study, r) for r in saturation
               if not abs(r["error"]) <= SATURATION_TOLERANCE]
     notes += _missed(study, accuracy)
@@ -162,6 +164,7 @@ def tables(study: Study, meta: dict) -> StudyTables:
               "background_share": m.background.share}
              for m in fitted.models], columns=list(COLUMNS["cost_model"])),
         meta={**meta, "steal": _steal_text(steal), "steal_counts": steal,
+              "agreement": _agreement_text(agreed), "agreement_counts": agreed,
               "notes": notes[:FIRST_NOTES],
               "more_notes": notes[FIRST_NOTES:]},
     ).check()
@@ -193,38 +196,45 @@ def _steal_note(steal: dict) -> list[str]:
             "machine."]
 
 
+def _agreement_text(agreed: dict) -> str:
+    """The report's first line: how many verdicts the testbed decided, and how."""
+    total = sum(agreed.values())
+    return (f"The testbed confirmed {agreed[judge.YES]} of {total} verdicts, contradicted "
+            f"{agreed[judge.NO]} and could not decide {agreed[judge.INCONCLUSIVE]}.")
+
+
 def _verdict_note(v: dict) -> str:
     """Why the testbed does not back a verdict, and what to do about it."""
-    measured = (f"measured delay ×{v['measured_delay_ratio']:.2f} at "
-                f"{v['rate']:,.0f} req/s (±{v['margin']:.0%} shows no direction), "
-                f"saturation ×{v['measured_saturation_ratio']:.2f} against the model's "
-                f"×{v['saturation_ratio']:.2f}")
-    if v["agree"] == "inconclusive":
-        why = (f"a margin past {INCONCLUSIVE:.0%} (or a sweep that did not reach the rate) "
-               "decides nothing" if v["margin"] > INCONCLUSIVE
-               or not math.isfinite(v["measured_delay_ratio"]) else
-               "the delay moved the verdict's way, but by less than its margin")
-        return (f"class {v['class']}, {v['mode']}: the verdict '{v['verdict']}' is not "
-                f"tested: {measured}; {why}. A longer budget narrows it.")
-    return (f"class {v['class']}, {v['mode']}: the testbed does not back the verdict "
-            f"'{v['verdict']}': {measured}.")
+    _, why = judge.agreement(v["verdict"], v["measured_delay_ratio"], v["delay_low"],
+                             v["delay_high"], v["saturation_ratio"],
+                             v["measured_saturation_ratio"])
+    ratio, high = v["measured_delay_ratio"], v["delay_high"]
+    interval = (f"95% interval ×{v['delay_low']:.2f}–×{high:.2f}" if math.isfinite(high)
+                else "interval unknown")
+    measured = (f"measured delay ×{ratio:.2f} at {v['rate']:,.0f} req/s ({interval}, "
+                f"{v['pairs']} pair{'s' * (v['pairs'] != 1)})" if math.isfinite(ratio) else
+                f"no stable delay measured at {v['rate']:,.0f} req/s")
+    if v["agree"] == judge.INCONCLUSIVE:
+        return (f"class {v['class']}, {v['mode']}: the testbed cannot decide the verdict "
+                f"'{v['verdict']}': {measured}; {why}. More pairs at the operating rate "
+                "narrow the interval.")
+    return (f"class {v['class']}, {v['mode']}: the testbed contradicts the verdict "
+            f"'{v['verdict']}': {measured}; {why}.")
 
 
 def _missed(study: Study, accuracy: list[dict]) -> list[str]:
-    """One note per curve that missed a target: each source's score, then why."""
+    """One note per curve that a source missed: each source's outcome, then why."""
     notes = []
     for key, rows in itertools.groupby(accuracy, lambda r: (r["class"], r["mode"], r["metric"])):
         rows = list(rows)
-        if all(r["met"] for r in rows):
+        if all(r["status"] != judge.MISSED for r in rows):
             continue
         cls, mode, metric = key
-        scores = ", ".join(f"{r['source']} " + (f"{r['mape']:.0%}" if math.isfinite(r["mape"])
-                                                else "(no stable point below 80%)")
-                           + (f" (K-S p {r['ks_p']:.2g})" if not r["ks_p"] > KS_P else "")
-                           for r in rows)
+        scores = "; ".join(f"{r['source']} {r['status']} ({r['why']})" for r in rows)
         reasons = "; ".join(_reasons(study, cls, mode, metric)) or "no single cause measured"
         notes.append(f"class {cls}, {mode}: {metric} missed its target (MAPE ≤ "
-                     f"{TARGETS[metric]:.0%}, K-S p > {KS_P}): {scores}. Why: {reasons}.")
+                     f"{TARGETS[metric]:.0%}, K-S p > {KS_P}, at least {judge.MIN_POINTS} "
+                     f"points): {scores}. Why: {reasons}.")
     return notes
 
 
@@ -237,32 +247,41 @@ def _accuracy(study: Study, cls: str, mode: str) -> list[dict]:
     busy = np.fmax(measured["U_host"], np.nan_to_num(measured["U_engine"]))
     rates = np.array([m.run.rate for m in runs])
     # Scored: stable points (the server kept up with the offered rate) below 80% busy.
-    kept_up = np.array([m.run.throughput for m in runs]) >= (1 - MARGIN) * rates
-    below = (busy < BELOW_UTIL) & kept_up
-    floors = {metric: noise_floor(rates[below], values[below])
-              for metric, values in measured.items()}
+    scored = (busy < BELOW_UTIL) & np.array([_kept_up(m) for m in runs], bool)
     sims = pred["sim"].set_index("rate") if len(pred["sim"]) else None
     metrics = ["U_host", "U_engine", "T"] if traits(mode).engine_thread else ["U_host", "T"]
     rows = []
     for metric in metrics:
+        floor, floor_source = _floor(rates[scored], measured[metric][scored])
         sources = {"model": pred["at"][metric].to_numpy(float)}
         if "seed_at" in pred:
             sources["seed_model"] = pred["seed_at"][metric].to_numpy(float)
         if sims is not None:
-            sources["sim"] = sims[metric].reindex(rates).to_numpy(float)
+            # The simulator runs the model's scenario only below its saturation
+            # (study/run.py, predict): a rate it skipped is one where that scenario
+            # saturates, a prediction as unbounded as the model's T = inf there.
+            sources["sim"] = sims[metric].reindex(rates, fill_value=math.inf).to_numpy(float)
         for source, predicted in sources.items():
-            err = fit.mape(predicted[below], measured[metric][below])
-            D, p = fit.ks(predicted, measured[metric])
-            n = int(np.isfinite(predicted[below] / measured[metric][below]).sum())
-            met = err <= TARGETS[metric] and p > KS_P
+            j = judge.judge_row(predicted, measured[metric], scored, TARGETS[metric], KS_P,
+                                floor, floor_source)
             rows.append({"class": cls, "mode": mode, "metric": metric, "source": source,
-                         "mape": err, "n": n, "floor": floors[metric], "ks_D": D, "ks_p": p,
-                         "ks_n": int(np.isfinite(predicted).sum()),
-                         "ks_m": int(np.isfinite(measured[metric]).sum()),
-                         "target": TARGETS[metric], "met": bool(met),
-                         "why": "" if met else _why(study, cls, mode, metric, err, p,
-                                                     floors[metric])})
+                         "mape": j.mape, "n": j.n, "floor": floor,
+                         "floor_source": floor_source, "ks_D": j.ks_D, "ks_p": j.ks_p,
+                         "ks_n": j.ks_n, "ks_m": j.ks_m, "target": TARGETS[metric],
+                         "status": j.status, "why": j.why})
     return rows
+
+
+def _kept_up(m: Measured) -> bool:
+    """The server kept up with the run's offered rate: a stable point."""
+    return bool(m.run.throughput >= (1 - MARGIN) * m.run.rate)
+
+
+def _floor(rates: np.ndarray, measured: np.ndarray) -> tuple[float, str]:
+    """A row's floor and where it comes from: the scored points' distance from the line
+    through their neighbours (one run per point), unmeasured with fewer than three."""
+    floor = noise_floor(rates, measured)
+    return floor, judge.NEIGHBOURS if math.isfinite(floor) else judge.UNMEASURED
 
 
 def noise_floor(rates: np.ndarray, measured: np.ndarray) -> float:
@@ -278,19 +297,6 @@ def noise_floor(rates: np.ndarray, measured: np.ndarray) -> float:
         return math.nan
     line = y[:-2] + (y[2:] - y[:-2]) * (x[1:-1] - x[:-2]) / (x[2:] - x[:-2])
     return float(np.mean(np.abs(line / y[1:-1] - 1)))
-
-
-def _why(study: Study, cls: str, mode: str, metric: str, err: float, p: float,
-         floor: float) -> str:
-    """A missed target: by how much, and the assumptions that broke."""
-    parts = [f"MAPE {err:.1%} (target {TARGETS[metric]:.0%})" if math.isfinite(err)
-             else "no point below 80% utilisation to score"]
-    if not p > KS_P:
-        parts.append(f"K-S p = {p:.3g} <= {KS_P}")
-    if floor > TARGETS[metric]:
-        parts.append(f"the measured points themselves stray {floor:.1%} from the line "
-                     "through their neighbours, more than the target allows")
-    return "; ".join(parts + _reasons(study, cls, mode, metric))
 
 
 def _reasons(study: Study, cls: str, mode: str, metric: str) -> list[str]:
@@ -371,14 +377,9 @@ def _saturation(study: Study, cls: str, mode: str) -> dict:
 def verdicts(study: Study) -> list[dict]:
     """Per class and offload mode, at the exported scenario's own rates (the operating
     point): the model's verdict and recommended fraction, exactly as ``offload model``
-    gives them on that scenario, and the testbed's evidence at the class's rate.
-
-    The measured delay ratio counts as a direction only beyond ``margin``: 5%, or the
-    uncertainty of the measured ratio and of d0 where wider. Past ``INCONCLUSIVE`` the
-    comparison is ``inconclusive``; otherwise ``agree`` is "yes" when the measured
-    direction is the verdict's and the measured saturation ratio does not point the
-    other way from the model's, ``inconclusive`` when the measured ratio is on the
-    verdict's side of ±5% but within its wider margin, and "no" otherwise."""
+    gives them on that scenario, and the testbed's evidence at the class's rate: the
+    measured saturation ratio, the delay ratio with its interval and the pairs of runs
+    it rests on, and whether that backs the verdict (:func:`judge.agreement`)."""
     rows = []
     for mode, sc in study.fitted.scenarios.items():
         result = model.evaluate(sc)
@@ -393,43 +394,18 @@ def verdicts(study: Study) -> list[dict]:
             sat = (study.saturation[c, mode].run.throughput
                    / study.saturation[c, BASELINE].run.throughput)
             predicted_sat = off.saturation / base.saturation
-            delay, delay_hw = _delay_ratio(study, c, mode, rate)
-            d0_noise = (np.nan_to_num(base.d0_hw) + np.nan_to_num(off.d0_hw)) / row["T_noe"]
-            # An unknown uncertainty of the measured ratio leaves it inconclusive.
-            margin = max(MARGIN, np.nan_to_num(delay_hw, nan=np.inf), d0_noise)
+            delay, low, high, pairs = _delay_ratio(study, c, mode, rate)
+            agree, _ = judge.agreement(label, delay, low, high, predicted_sat, sat)
             rows.append({"class": c, "mode": mode, "verdict": label,
                          "reason": str(per["reason"][0, i]) + crossover,
                          "f": float(per["f"][0, i]), "EXp": base.EXp, "EXo": off.EXo,
                          "rate": rate, "T_noe": row["T_noe"], "T": row["T"],
                          "host_cores_saved": row["U_noe"] - row["U_cpu"],
                          "pays_from": pays_from, "saturation_ratio": predicted_sat,
-                         "margin": margin, "measured_saturation_ratio": sat,
-                         "measured_delay_ratio": delay,
-                         "agree": _agree(label, delay, margin, predicted_sat, sat)})
+                         "measured_saturation_ratio": sat, "measured_delay_ratio": delay,
+                         "delay_low": low, "delay_high": high, "pairs": pairs,
+                         "agree": agree})
     return rows
-
-
-def _direction(ratio: float, margin: float) -> str:
-    """helps | hurts | neutral for a delay ratio mode / inline."""
-    return HELPS if ratio < 1 - margin else HURTS if ratio > 1 + margin else NEUTRAL
-
-
-def _agree(label: str, delay: float, margin: float, predicted_sat: float,
-           measured_sat: float) -> str:
-    if not math.isfinite(delay) or margin > INCONCLUSIVE:
-        return "inconclusive"
-    # Capacity must not move the other way: up by the model and down measured, or back.
-    opposite = {_direction(1 / predicted_sat, MARGIN),
-                _direction(1 / measured_sat, MARGIN)} == {HELPS, HURTS}
-    if opposite:
-        return "no"
-    measured = _direction(delay, margin)
-    if measured == label:
-        return "yes"
-    # On the verdict's side of ±5% but inside the ratio's own wider uncertainty: the
-    # run neither confirms the verdict nor points away from it.
-    leaning = _direction(delay, MARGIN)
-    return "inconclusive" if measured == NEUTRAL and leaning == label else "no"
 
 
 def _crossover(fitted: Fitted, cls: str, mode: str) -> tuple[float, str]:
@@ -449,12 +425,19 @@ def _crossover(fitted: Fitted, cls: str, mode: str) -> tuple[float, str]:
     return start, f"; lower delay from {start:,.0f} req/s on{capacity}"
 
 
-def _delay_ratio(study: Study, cls: str, mode: str, rate: float) -> tuple[float, float]:
-    """Measured mean delay with offload over without at ``rate`` (interpolated in each
-    sweep; NaN if either sweep does not reach it), and the relative half-width of that
-    ratio from the two nearest runs' 95% intervals."""
+def _delay_ratio(study: Study, cls: str, mode: str,
+                 rate: float) -> tuple[float, float, float, int]:
+    """Measured mean delay with offload over without at ``rate``, its 95% interval and
+    the pairs of runs it rests on (one: a run of each mode at the rate).
+
+    Each mode's delay is interpolated between its sweep's stable runs (a run that did
+    not keep up has no steady delay); NaN, and no pair, when either sweep has no stable
+    run on both sides of the rate: it saturated below it. The interval is the ratio
+    times exp(±h), h the nearest runs' relative half-widths added in quadrature (the
+    log of a ratio of two independent means); (0, inf) when a half-width is unknown."""
     def at(m: str) -> tuple[float, float]:
-        runs = sorted(study.sweeps[cls, m], key=lambda x: x.run.rate)
+        runs = sorted((r for r in study.sweeps[cls, m] if _kept_up(r)),
+                      key=lambda x: x.run.rate)
         x = np.array([r.run.rate for r in runs])
         if not len(x) or not x[0] <= rate <= x[-1]:
             return math.nan, math.nan
@@ -462,7 +445,13 @@ def _delay_ratio(study: Study, cls: str, mode: str, rate: float) -> tuple[float,
         near = runs[int(np.argmin(np.abs(x - rate)))]
         return float(np.interp(rate, x, y)), (near.T_hi - near.T_lo) / 2 / near.run.T
     (t_mode, e_mode), (t_inline, e_inline) = at(mode), at(BASELINE)
-    return t_mode / t_inline, math.hypot(e_mode, e_inline)
+    ratio = t_mode / t_inline
+    if math.isnan(ratio):
+        return math.nan, math.nan, math.nan, 0
+    h = math.hypot(e_mode, e_inline)
+    if not math.isfinite(h):
+        return ratio, 0.0, math.inf, 1
+    return ratio, ratio * math.exp(-h), ratio * math.exp(h), 1
 
 
 def _costs(f: fit.ClassFit) -> dict:
