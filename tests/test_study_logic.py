@@ -4,7 +4,9 @@ testbed measures, the study must recover and predict. Also the checks of its set
 (StudyConfig). The real testbed's end-to-end run is tests/test_study.py."""
 
 import itertools
+import json
 import math
+import platform
 import re
 from dataclasses import replace
 from pathlib import Path
@@ -17,7 +19,7 @@ from offloadlab import model
 from offloadlab.documents import CoreTimes
 from offloadlab.errors import InputError
 from offloadlab.model.verdict import MARGIN
-from offloadlab.study import compare, judge, measure, pipeline, plan, run
+from offloadlab.study import compare, floors, judge, measure, pipeline, plan, run
 
 COSTS = Costs()
 SIZES = {"c0": [200, 500, 800, 1000], "c3": [150_000, 400_000, 700_000, 1_000_000]}
@@ -419,3 +421,91 @@ def test_replicates_below_one_are_refused_naming_the_flag(tmp_path, replicates):
     assert pipeline.StudyConfig(tmp_path, budget="standard", replicates=5).chosen_budget(
     ).replicates == 5
 
+
+@pytest.fixture(scope="module")
+def replicated():
+    """The synthetic study, with the mix, in three replicates, its delays off by 10%
+    (log-normal) per run, its utilisations exact."""
+    sizes = [*itertools.chain(*SIZES.values())]
+    mixed = plan.ClassLoad(plan.MIX, Path("/nonexistent"), manifest(sizes), None)
+    the_plan = replace(_plan_with(replicates=3, operating_pairs=4), mix=mixed)
+    return run.run(the_plan, measure=Effect(1.0, noise=0.1))
+
+
+def test_a_rows_floor_comes_from_its_points_replicates(replicated):
+    own, single = floors.replicate_floors(replicated), floors.single_run_floors(replicated)
+    assert set(own) == set(single) == {
+        (c, m, metric) for c in ("c0", "c3", plan.MIX) for m in ("inline", "engine")
+        for metric in ("U_host", "T", *(("U_engine",) if m == "engine" else ()))}
+    for (c, _, metric), floor in own.items():
+        if metric != "T":
+            # Exact utilisations.
+            assert floor == pytest.approx(0, abs=1e-12) == single[c, _, metric]
+        elif c == plan.MIX:  # every point three replicates: the mean's floor is 1/sqrt(3)
+            assert single[c, _, metric] == pytest.approx(floor * math.sqrt(3), rel=1e-12)
+    # A single run's floor is E|error| of a 10% log-normal spread: sqrt(2/pi) 10%, within
+    # about 2.5 standard errors of the six rows' pooled estimate.
+    T = [f for (_, _, metric), f in single.items() if metric == "T"]
+    assert np.mean(T) == pytest.approx(math.sqrt(2 / math.pi) * 0.1, rel=0.2)
+
+
+def test_floors_are_stored_and_read_back_for_studies_of_single_runs(replicated, study,
+                                                                    tmp_path):
+    file = tmp_path / "cache" / "offloadlab" / "floors.json"
+    floors.store(replicated, file)
+    single = floors.single_run_floors(replicated)
+    kept = floors.stored(replicated.plan.budget.run_s, file)
+    assert {k: f for k, (f, _) in kept.items()} == pytest.approx(single)
+    assert all(s.startswith("replicates of ") and s.endswith(f" on {platform.node()}")
+               for _, s in kept.values())
+    # The quick study (single runs, the same 2 s; no mix) reads them, with their date.
+    quick = study[1]
+    assert quick.plan.budget.replicates == 1
+    read = floors.for_study(quick, file)
+    assert read == {key: kept[key] for key in read} and len(read) == len(kept) - 5
+    # ... and stores nothing; another run length finds none.
+    floors.store(quick, tmp_path / "none.json")
+    assert not (tmp_path / "none.json").exists()
+    assert floors.stored(5.0, file) == {}
+    # A study with replicates measures its own.
+    assert floors.for_study(replicated, file) == {
+        k: (f, "replicates") for k, f in floors.replicate_floors(replicated).items()}
+    # Storing again replaces the same rows and keeps those of other run lengths.
+    longer = replace(replicated, plan=replace(replicated.plan, budget=replace(
+        replicated.plan.budget, run_s=5.0)))
+    floors.store(longer, file)
+    floors.store(replicated, file)
+    rows = json.loads(file.read_text())["floors"]
+    assert len(rows) == 2 * len(single)
+    assert {r["run_s"] for r in rows} == {2.0, 5.0}
+
+
+def test_without_a_floors_file_a_study_of_single_runs_has_its_floors_unmeasured(study,
+                                                                                 tmp_path):
+    found = floors.for_study(study[1], tmp_path / "missing.json")
+    assert found and all(math.isnan(f) and s == "unmeasured" for f, s in found.values())
+
+
+@pytest.mark.parametrize("text", ["not json", '{"floors": [{"class": "c0"}]}', "[1, 2]",
+                                  '{"floors": 3}', '{"floors": [{"class": "c0", "mode": '
+                                  '"inline", "metric": "T", "run_s": 2, "floor": "high", '
+                                  '"replicates": 3, "date": "d", "host": "h"}]}'])
+def test_an_unreadable_floors_file_warns_and_counts_as_unmeasured(study, replicated, tmp_path,
+                                                                  text):
+    file = tmp_path / "floors.json"
+    file.write_text(text)
+    with pytest.warns(UserWarning, match=re.escape(f"{file}: unreadable floors file")):
+        found = floors.for_study(study[1], file)
+    assert all(math.isnan(f) and s == "unmeasured" for f, s in found.values())
+    # The next study with replicates writes it anew.
+    with pytest.warns(UserWarning, match="unreadable floors file"):
+        floors.store(replicated, file)
+    assert floors.stored(2.0, file)
+
+
+def test_the_floors_file_lives_in_the_users_cache(monkeypatch, tmp_path):
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
+    assert floors.path() == tmp_path / "xdg" / "offloadlab" / "floors.json"
+    monkeypatch.delenv("XDG_CACHE_HOME")
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    assert floors.path() == tmp_path / "home" / ".cache" / "offloadlab" / "floors.json"

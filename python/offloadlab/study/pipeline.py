@@ -28,7 +28,7 @@ from offloadlab.mode_traits import BASELINE
 from offloadlab.report.html import write_report
 from offloadlab.report.section import Section
 from offloadlab.results import jsonable, write_outputs
-from offloadlab.study import compare, plan
+from offloadlab.study import compare, floors, plan
 from offloadlab.study import run as study_run
 from offloadlab.study_tables import StudyTables
 from offloadlab.testbed import cores, idle
@@ -166,6 +166,7 @@ def run(prepared: Prepared, progress: study_run.Progress | None = None) -> Study
     figures. Returns the tables the report shows."""
     config = prepared.config
     result = study_run.run(prepared.plan, progress)
+    floors.store(result)  # for the studies of single runs after it (quick, the demo)
     experiment = prepared.handoff()
     handoff_result = None if experiment is None else _run_handoff(experiment, progress)
     tables = compare.tables(result, _meta(prepared, experiment))
