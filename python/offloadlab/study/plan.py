@@ -67,9 +67,9 @@ class Budget:
 # 10-17%), so the standard and thorough budgets measure short runs in interleaved
 # replicates, and spend most of their time on the pairs that decide the verdicts. The
 # standard budget plans 30.5 minutes of load for the full scope (classes 0-3; inline,
-# engine and uring; the mix): about 38 with each run's start-up (0.4 s, measured on the
-# full studies of 27 Nov) when every pair runs to its cap. The quick budget keeps single
-# runs and the three pairs the interval needs, the demo's 3.7 minutes.
+# engine and uring; the mix; 846 runs): 37-38 with each run's start-up (0.3-0.5 s in the
+# full studies of 27-28 Nov) when every sweep and verdict runs to its cap. The quick
+# budget keeps single runs and the three pairs an interval needs: the demo's 3.7 minutes.
 BUDGETS = {b.name: b for b in (
     Budget("quick", 2.0, 2.0, (0.1, 0.3, 0.6), (0.1, 0.25, 0.4, 0.55, 0.7, 0.8, 0.9, 1.0),
            20_000, replicates=1, operating_pairs=3),
