@@ -98,8 +98,9 @@ class SyntheticTestbed:
         return 1 / max(host.mean, engine.mean if engine else 0.0)
 
     def __call__(self, plan, load: ClassLoad, mode: str, use: str, rate: float,
-                 progress=None) -> Measured:
-        """One run, as :func:`offloadlab.study.measure.measure` returns it."""
+                 progress=None, replicate: int = 0) -> Measured:
+        """One run, as :func:`offloadlab.study.measure.measure` returns it; exact queues
+        have no noise, so every ``replicate`` reads the same."""
         host, engine = self.queues(load, mode)
         capacity = self.capacity(load, mode)
         lam = capacity if use == "saturation" else min(rate, capacity)

@@ -260,10 +260,11 @@ def test_the_sweep_measures_the_operating_rate_in_place_of_a_point_near_it():
 def test_budgets_plan_their_load():
     quick = plan.budget("quick")
     # Per class and mode: three saturation runs, 3 calibration and 8 sweep runs, and one
-    # three run lengths long at the operating rate.
-    per = 3 * 2 + 2 * (3 + 8 + 3)
-    assert quick.load_seconds(2, 2) == 4 * per
-    assert quick.load_seconds(2, 2, mix=True) == 4 * per + 2 * (3 * 2 + 2 * (8 + 3))
+    # at the operating rate; per class, three pairs of runs there (inline, engine).
+    per = 3 * 2 + 2 * (3 + 8 + 1)
+    pairs = 2 * 3 * 2 * 2
+    assert quick.load_seconds(2, 2) == 4 * per + pairs
+    assert quick.load_seconds(2, 2, mix=True) == 4 * per + pairs + 2 * (3 * 2 + 2 * (8 + 1))
     assert plan.with_budget_override(quick, 1.0).run_s == 1.0
     assert all(b.sweep == tuple(sorted(b.sweep)) for b in plan.BUDGETS.values())
     assert math.isclose(max(plan.BUDGETS["standard"].sweep), 1.1)

@@ -4,7 +4,9 @@ testbed measures, the study must recover and predict. Also the checks of its set
 (StudyConfig). The real testbed's end-to-end run is tests/test_study.py."""
 
 import itertools
+import json
 import math
+import platform
 import re
 from dataclasses import replace
 from pathlib import Path
@@ -16,7 +18,8 @@ from synthetic_testbed import Costs, SyntheticTestbed, manifest
 from offloadlab import model
 from offloadlab.documents import CoreTimes
 from offloadlab.errors import InputError
-from offloadlab.study import compare, judge, measure, pipeline, plan, run
+from offloadlab.model.verdict import MARGIN
+from offloadlab.study import compare, floors, judge, measure, pipeline, plan, run
 
 COSTS = Costs()
 SIZES = {"c0": [200, 500, 800, 1000], "c3": [150_000, 400_000, 700_000, 1_000_000]}
@@ -140,7 +143,10 @@ def test_a_run_the_hypervisor_disturbed_is_made_again_and_the_clean_one_kept(stu
     testbed = Disturbed((0.1, 0.0))  # every run's first try disturbed, its second clean
     found = run.run(_plan(), measure=testbed)
     kept = [m for runs in found.sweeps.values() for m in runs]
-    assert all(m.steal == 0 and m.repeats == 1 for m in kept)
+    # Each run was made again once; a point's mean carries every repeat of its runs.
+    points = [p for key in found.sweeps for p in found.replicates[key]]
+    assert all(m.steal == 0 and m.repeats == 1 for p in points for m in p)
+    assert all(m.steal == 0 and m.repeats == len(p) for m, p in zip(kept, points, strict=True))
     for key, fitted in found.fitted.fits.items():
         assert fitted.d0 == pytest.approx(clean.fitted.fits[key].d0, rel=1e-9)
     tables = compare.tables(found, {})
@@ -170,11 +176,13 @@ def test_runs_still_disturbed_after_their_repeats_are_named_first():
 class Logged:
     """The synthetic testbed, keeping the order of its runs: (phase, class, mode, rate)."""
 
-    def __init__(self):
-        self.testbed, self.log = SyntheticTestbed(COSTS), []
+    def __init__(self, testbed=None):
+        self.testbed, self.log = testbed or SyntheticTestbed(COSTS), []
+        self.replicates = []  # each run's replicate (its arrivals)
 
     def __call__(self, plan, load, mode, use, rate, **kwargs):
         self.log.append((use, load.name, mode, rate))
+        self.replicates.append(kwargs.get("replicate", 0))
         return self.testbed(plan, load, mode, use, rate, **kwargs)
 
 
@@ -229,3 +237,276 @@ def test_the_demo_config_is_a_quick_study_of_a_small_and_a_large_class(tmp_path)
     assert demo.chosen_budget().name == "quick" and demo.mix
     assert demo.handoff_slowdown is not None  # the handoff section runs
     assert demo.work_dist().mean == pytest.approx(100e-6)
+
+
+def _plan_with(**budget) -> plan.Plan:
+    """The synthetic study's plan with some of its budget's settings changed."""
+    the_plan = _plan()
+    return replace(the_plan, budget=replace(the_plan.budget, **budget))
+
+
+class Effect:
+    """The synthetic testbed whose validation runs read a delay of inline's at the rate,
+    ``effect`` times in the offload mode, each run off by a log-normal factor of spread
+    ``noise`` (seeded): a verdict's true delay ratio is ``effect``."""
+
+    def __init__(self, effect: float, noise: float, seed: int = 7):
+        self.testbed, self.effect, self.noise = SyntheticTestbed(COSTS), effect, noise
+        self.rng = np.random.default_rng(seed)
+
+    def __call__(self, plan, load, mode, use, rate, **kwargs):
+        m = self.testbed(plan, load, mode, use, rate, **kwargs)
+        if use != "validation":
+            return m
+        T = (self.testbed.delay(load, "inline", rate) * (1 if mode == "inline" else self.effect)
+             * math.exp(self.noise * self.rng.standard_normal()))
+        return replace(m, run=replace(m.run, T=T), T_lo=0.99 * T, T_hi=1.01 * T)
+
+
+def test_sweep_points_are_measured_in_interleaved_rounds_of_replicates():
+    testbed = Logged()
+    found = run.run(_plan_with(replicates=3), measure=testbed)
+    runs = [(c, m, rate, turn) for (use, c, m, rate), turn
+            in zip(testbed.log, testbed.replicates, strict=True) if use == "validation"]
+    operating = run.operating_rates(found.fitted)
+    # The first round measures every sweep, each up to the first point past saturation...
+    first = [(c, m, p[0].run.rate, 0) for (c, m), points in found.replicates.items()
+             for p in points]
+    assert runs[:len(first)] == first
+    # ... and rounds 2 and 3 repeat exactly those points, every sweep's per round, but
+    # not a class's operating point: the paired runs there are its replicates.
+    again = [(c, m, rate) for c, m, rate, _ in first
+             if c == plan.MIX or rate != operating[c]]
+    assert runs[len(first):len(first) + 2 * len(again)] == [
+        (c, m, rate, turn) for turn in (1, 2) for c, m, rate in again]
+    # The paired runs come last, all at the classes' operating rates.
+    paired = runs[len(first) + 2 * len(again):]
+    assert len(paired) == 2 * sum(len(p) for p in found.operating.values()) > 0
+    assert all(rate == operating[c] for c, _, rate, _ in paired)
+    for (c, mode), points in found.replicates.items():
+        for point, mean in zip(points, found.sweeps[c, mode], strict=True):
+            rate = point[0].run.rate
+            if c == plan.MIX or rate != operating[c]:
+                assert len(point) == 3
+            else:  # one sweep run and one per pair, of every offload mode inline
+                pairs = [p for (pc, pm), p in found.operating.items()
+                         if pc == c and mode in ("inline", pm)]
+                assert len(point) == 1 + sum(len(p) for p in pairs)
+            assert all(m.run.rate == rate for m in point)
+            assert pytest.approx(mean.run.T, rel=1e-12) == measure.mean_of(point).run.T
+
+
+def _measured(T: float, U_host: float, host_s: float, **fields) -> measure.Measured:
+    m = SyntheticTestbed(COSTS)(None, _plan().classes[0], "engine", "validation", 1000.0)
+    return replace(m, run=replace(m.run, T=T, host_s=host_s, requests=1000),
+                   U_host=U_host, **fields)
+
+
+def test_a_points_value_is_the_mean_of_its_replicates():
+    def cores(busy: float) -> tuple[CoreTimes, ...]:
+        return tuple(CoreTimes(core=i, user_s=busy, system_s=0.1, idle_s=1.0, irq_s=0.0,
+                               softirq_s=0.0, steal_s=0.01 * i) for i in (0, 1))
+
+    runs = [_measured(1e-3, 0.30, 20e-6, errors=1, steal=0.01, repeats=0, cores=cores(0.2),
+                      latency=np.array([1e-3, 2e-3])),
+            _measured(2e-3, 0.40, 30e-6, errors=0, steal=0.03, repeats=2, cores=cores(0.4),
+                      latency=np.array([0.5e-3])),
+            _measured(1.5e-3, 0.35, 25e-6, errors=2, steal=0.00, repeats=1, cores=cores(0.6),
+                      latency=np.array([3e-3]))]
+    mean = measure.mean_of(runs)
+    assert mean.U_host == pytest.approx(0.35) and pytest.approx(1.5e-3) == mean.run.T
+    assert mean.run.host_s == pytest.approx(25e-6) and mean.run.rate == 1000.0
+    assert mean.run.requests == 3000 and len(mean.run.sizes) == 3 * len(runs[0].run.sizes)
+    # The delay's interval is Student's t interval of the replicates' mean (scipy's).
+    from scipy import stats
+    low, high = stats.t.interval(0.95, 2, loc=1.5e-3, scale=stats.sem([1e-3, 2e-3, 1.5e-3]))
+    assert (mean.T_lo, mean.T_hi) == (pytest.approx(low), pytest.approx(high))
+    assert mean.errors == 3 and mean.steal == 0.03 and mean.repeats == 3
+    assert mean.latency.tolist() == [0.5e-3, 1e-3, 2e-3, 3e-3]
+    assert [c.user_s for c in mean.cores] == [pytest.approx(1.2)] * 2
+    assert [c.steal_s for c in mean.cores] == [0.0, pytest.approx(0.03)]
+    # One run is its own mean, with its own interval from its batches.
+    assert measure.mean_of(runs[:1]) is runs[0]
+
+
+def _pairs_log(testbed: Logged, found) -> list[tuple[str, str, int]]:
+    """The paired runs at the end of a study's log: (class, mode, replicate)."""
+    n = 2 * sum(len(p) for p in found.operating.values())
+    return [(c, m, turn) for (_, c, m, _), turn
+            in zip(testbed.log[-n:], testbed.replicates[-n:], strict=True)]
+
+
+def test_pairs_alternate_which_mode_goes_first_and_stop_once_the_interval_decides():
+    testbed = Logged(Effect(0.8, noise=0.01))
+    found = run.run(_plan_with(operating_pairs=10), measure=testbed)
+    assert set(found.operating) == {("c0", "engine"), ("c3", "engine")}
+    for key, pairs in found.operating.items():
+        assert len(pairs) == plan.OPERATING_MIN_PAIRS  # the fewest the interval may use
+        assert all(i.run.mode == "inline" and m.run.mode == "engine" for i, m in pairs)
+        ratio, low, high, n = measure.operating_ratio(found, *key)
+        assert ratio == pytest.approx(0.8, rel=0.02) and n == 3
+        assert judge.direction(low, high) == "helps"
+    # Each turn runs one pair of each verdict, back to back, on the same arrivals; the
+    # mode goes first in every other pair.
+    log = _pairs_log(testbed, found)
+    budget = found.plan.budget
+    for turn in range(3):
+        for j, c in enumerate(("c0", "c3")):
+            first, second = log[4 * turn + 2 * j:4 * turn + 2 * j + 2]
+            assert first[:2] == (c, "inline" if turn % 2 == 0 else "engine")
+            assert {first[1], second[1]} == {"inline", "engine"} and second[0] == c
+            assert first[2] == second[2] == budget.replicates + turn
+
+
+def test_pairs_of_an_undecidable_verdict_run_to_the_cap():
+    found = run.run(_plan_with(operating_pairs=6), measure=Effect(1.0, noise=0.3))
+    for key, pairs in found.operating.items():
+        assert len(pairs) == 6
+        _, low, high, _ = measure.operating_ratio(found, *key)
+        assert judge.direction(low, high) is None
+    assert measure.operating_ratio(found, "c0", "uring") == (
+        pytest.approx(math.nan, nan_ok=True), 0.0, math.inf, 0)
+
+
+def test_the_plan_counts_every_run_and_the_progress_its_planned_seconds():
+    ticks: dict = {}
+
+    def progress(phase: str, done: float, total: float) -> None:
+        ticks.setdefault(phase, []).append((done, total))
+
+    testbed = Logged(Effect(1.0, noise=0.3))  # every verdict's pairs run to the cap
+    the_plan = _plan_with(replicates=2, operating_pairs=4)
+    found = run.run(the_plan, progress, measure=testbed)
+    budget = the_plan.budget
+    assert all(len(p) == 4 for p in found.operating.values())
+    seconds = budget.run_s * len(testbed.log)  # the synthetic study's runs are all 2 s
+    # The plan counts a point at the operating rate in every sweep; where the operating
+    # rate fell within 5% of a sweep rate it replaced it instead (one run per replicate).
+    missing = sum(len(budget.sweep) + 1 - len(p) for p in found.replicates.values())
+    assert missing <= len(found.replicates)
+    assert seconds <= the_plan.load_seconds() <= seconds + budget.run_s * 2 * missing
+    for phase, seen in ticks.items():
+        done = [d for d, _ in seen]
+        assert done == sorted(done) and all(d <= t for d, t in seen), phase
+        assert seen[-1][0] == seen[-1][1] == seen[0][1], phase  # the plan, then done
+    assert ticks["verdicts"][-1][1] == budget.operating_seconds(2)
+    assert sum(t[-1][1] for t in ticks.values() if t is not ticks["predict"]) == pytest.approx(
+        seconds + budget.run_s * missing)
+
+
+def test_the_standard_budget_plans_the_full_scope_within_40_minutes():
+    standard = plan.budget("standard")
+    # Classes 0-3; inline, engine and uring; the mix.
+    full = standard.load_seconds(4, 3, mix=True)
+    per_pair = plan.SATURATION_REPEATS * standard.saturation_s
+    sweep = standard.replicates * (len(standard.sweep) + 1)
+    # A class's operating point: one sweep run, its other replicates the 24 pairs.
+    expected = (12 * (per_pair + standard.run_s * (len(standard.calibration) + sweep - 2))
+                + 3 * (per_pair + standard.run_s * sweep)
+                + 4 * 2 * 2 * standard.operating_pairs * standard.run_s)
+    assert full == pytest.approx(expected) and full <= 40 * 60
+    # The demo (the quick budget: single runs, the three pairs an interval needs) plans
+    # what it did with one long run at the operating rate: README.md's 3.7 minutes.
+    quick = plan.budget("quick")
+    assert (quick.replicates, quick.operating_pairs) == (1, plan.OPERATING_MIN_PAIRS)
+    assert quick.load_seconds(2, 2, mix=True) == 192
+    assert all(b.replicates == 3 for b in (standard, plan.budget("thorough")))
+
+
+@pytest.mark.parametrize("replicates", [0, -2])
+def test_replicates_below_one_are_refused_naming_the_flag(tmp_path, replicates):
+    with pytest.raises(InputError, match=re.escape(f"--replicates {replicates}: measure every "
+                                                   "sweep point at least once")):
+        pipeline.StudyConfig(tmp_path / "s", replicates=replicates)
+    assert not (tmp_path / "s").exists()
+    assert pipeline.StudyConfig(tmp_path, budget="standard", replicates=5).chosen_budget(
+    ).replicates == 5
+
+
+@pytest.fixture(scope="module")
+def replicated():
+    """The synthetic study, with the mix, in three replicates, its delays off by 10%
+    (log-normal) per run, its utilisations exact."""
+    sizes = [*itertools.chain(*SIZES.values())]
+    mixed = plan.ClassLoad(plan.MIX, Path("/nonexistent"), manifest(sizes), None)
+    the_plan = replace(_plan_with(replicates=3, operating_pairs=4), mix=mixed)
+    return run.run(the_plan, measure=Effect(1.0, noise=0.1))
+
+
+def test_a_rows_floor_comes_from_its_points_replicates(replicated):
+    own, single = floors.replicate_floors(replicated), floors.single_run_floors(replicated)
+    assert set(own) == set(single) == {
+        (c, m, metric) for c in ("c0", "c3", plan.MIX) for m in ("inline", "engine")
+        for metric in ("U_host", "T", *(("U_engine",) if m == "engine" else ()))}
+    for (c, _, metric), floor in own.items():
+        if metric != "T":
+            # Exact utilisations.
+            assert floor == pytest.approx(0, abs=1e-12) == single[c, _, metric]
+        elif c == plan.MIX:  # every point three replicates: the mean's floor is 1/sqrt(3)
+            assert single[c, _, metric] == pytest.approx(floor * math.sqrt(3), rel=1e-12)
+    # A single run's floor is E|error| of a 10% log-normal spread: sqrt(2/pi) 10%, within
+    # about 2.5 standard errors of the six rows' pooled estimate.
+    T = [f for (_, _, metric), f in single.items() if metric == "T"]
+    assert np.mean(T) == pytest.approx(math.sqrt(2 / math.pi) * 0.1, rel=0.2)
+
+
+def test_floors_are_stored_and_read_back_for_studies_of_single_runs(replicated, study,
+                                                                    tmp_path):
+    file = tmp_path / "cache" / "offloadlab" / "floors.json"
+    floors.store(replicated, file)
+    single = floors.single_run_floors(replicated)
+    kept = floors.stored(replicated.plan.budget.run_s, file)
+    assert {k: f for k, (f, _) in kept.items()} == pytest.approx(single)
+    assert all(s.startswith("replicates of ") and s.endswith(f" on {platform.node()}")
+               for _, s in kept.values())
+    # The quick study (single runs, the same 2 s; no mix) reads them, with their date.
+    quick = study[1]
+    assert quick.plan.budget.replicates == 1
+    read = floors.for_study(quick, file)
+    assert read == {key: kept[key] for key in read} and len(read) == len(kept) - 5
+    # ... and stores nothing; another run length finds none.
+    floors.store(quick, tmp_path / "none.json")
+    assert not (tmp_path / "none.json").exists()
+    assert floors.stored(5.0, file) == {}
+    # A study with replicates measures its own.
+    assert floors.for_study(replicated, file) == {
+        k: (f, "replicates") for k, f in floors.replicate_floors(replicated).items()}
+    # Storing again replaces the same rows and keeps those of other run lengths.
+    longer = replace(replicated, plan=replace(replicated.plan, budget=replace(
+        replicated.plan.budget, run_s=5.0)))
+    floors.store(longer, file)
+    floors.store(replicated, file)
+    rows = json.loads(file.read_text())["floors"]
+    assert len(rows) == 2 * len(single)
+    assert {r["run_s"] for r in rows} == {2.0, 5.0}
+
+
+def test_without_a_floors_file_a_study_of_single_runs_has_its_floors_unmeasured(study,
+                                                                                 tmp_path):
+    found = floors.for_study(study[1], tmp_path / "missing.json")
+    assert found and all(math.isnan(f) and s == "unmeasured" for f, s in found.values())
+
+
+@pytest.mark.parametrize("text", ["not json", '{"floors": [{"class": "c0"}]}', "[1, 2]",
+                                  '{"floors": 3}', '{"floors": [{"class": "c0", "mode": '
+                                  '"inline", "metric": "T", "run_s": 2, "floor": "high", '
+                                  '"replicates": 3, "date": "d", "host": "h"}]}'])
+def test_an_unreadable_floors_file_warns_and_counts_as_unmeasured(study, replicated, tmp_path,
+                                                                  text):
+    file = tmp_path / "floors.json"
+    file.write_text(text)
+    with pytest.warns(UserWarning, match=re.escape(f"{file}: unreadable floors file")):
+        found = floors.for_study(study[1], file)
+    assert all(math.isnan(f) and s == "unmeasured" for f, s in found.values())
+    # The next study with replicates writes it anew.
+    with pytest.warns(UserWarning, match="unreadable floors file"):
+        floors.store(replicated, file)
+    assert floors.stored(2.0, file)
+
+
+def test_the_floors_file_lives_in_the_users_cache(monkeypatch, tmp_path):
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
+    assert floors.path() == tmp_path / "xdg" / "offloadlab" / "floors.json"
+    monkeypatch.delenv("XDG_CACHE_HOME")
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    assert floors.path() == tmp_path / "home" / ".cache" / "offloadlab" / "floors.json"

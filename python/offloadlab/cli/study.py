@@ -50,6 +50,10 @@ def study_cmd(
         help="Measure only this many of the budget's sweep rates, spread evenly from the "
              "lightest to the heaviest (a quicker look; each accuracy row then rests on "
              "fewer points).")] = None,
+    replicates: Annotated[int | None, typer.Option(
+        help="Measure every sweep point this many times, in interleaved rounds; the "
+             "points' means are scored and their spread is each row's floor (default: "
+             "the budget's, 1 quick, 3 standard and thorough).")] = None,
     mix: Annotated[bool, typer.Option(
         help="Also run the classes mixed in one stream, to check the multi-class model "
              "(needs two or more classes).")] = True,
@@ -80,9 +84,8 @@ def study_cmd(
         raise InputError(f"--preset {preset!r}: use toe-2009{renamed}")
     study(_pipeline().StudyConfig(
         out_dir=out_dir, fileset=fileset_dir, classes=classes, modes=modes, budget=budget,
-        work=work, run_length=run_length, sweep_points=sweep_points, seed=seed,
-        host_core=host_core,
-        engine_core=engine_core, mix=mix,
+        work=work, run_length=run_length, sweep_points=sweep_points, replicates=replicates,
+        seed=seed, host_core=host_core, engine_core=engine_core, mix=mix,
         handoff_slowdown=_handoff_slowdown(handoff_slowdown) if with_handoff else None))
 
 

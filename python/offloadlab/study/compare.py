@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import itertools
 import math
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 import pandas as pd
@@ -59,6 +59,11 @@ class Study:
     predictions: dict[tuple[str, str], dict[str, pd.DataFrame]]
     # Seed 000's model fitted on the same runs: the baseline the report shows beside.
     seed: Fitted | None = None
+    # Each sweep point's runs (sweeps[key][i] is the mean of replicates[key][i]), and
+    # the (inline, mode) pairs at each class's operating rate (study.run).
+    replicates: dict[tuple[str, str], list[list[Measured]]] = field(default_factory=dict)
+    operating: dict[tuple[str, str], list[tuple[Measured, Measured]]] = field(
+        default_factory=dict)
 
 
 def _row(**values) -> dict:

@@ -8,9 +8,10 @@ goodput; open-loop Poisson calibration runs; and the open-loop validation sweep.
 
 from __future__ import annotations
 
+import itertools
 import math
-from collections.abc import Callable
-from dataclasses import dataclass
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, replace
 
 import numpy as np
 import pandas as pd
@@ -20,6 +21,8 @@ from offloadlab.calibrate.fit import Run
 from offloadlab.documents import CoreTimes, ServerStats
 from offloadlab.errors import RunError
 from offloadlab.mode_traits import traits
+from offloadlab.model.verdict import MARGIN
+from offloadlab.study import judge
 from offloadlab.study.plan import ENGINE_WAIT, SATURATION_CLIENTS, ClassLoad, Plan
 from offloadlab.testbed import modes as testbed_modes
 from offloadlab.testbed.server import ServerOptions
@@ -70,10 +73,14 @@ def options(plan: Plan, load: ClassLoad, mode: str) -> ServerOptions:
 
 
 def measure(plan: Plan, load: ClassLoad, mode: str, use: str, rate: float,
-            progress: Callable | None = None) -> Measured:
+            progress: Callable | None = None, replicate: int = 0) -> Measured:
     """One run of ``load``'s class in ``mode``: Poisson at ``rate`` for the budget's run
-    length, or (``use`` = "saturation") closed-loop clients with zero think time."""
-    seed = plan.seed + int(rate * 1000) % 100_000  # another stream at every rate
+    length, or (``use`` = "saturation") closed-loop clients with zero think time.
+    Each ``replicate`` of a rate draws its own arrivals, so that a point's mean averages
+    the streams' own spread too (a request count drawn for 2 s at 1,000/s is off by 2%)
+    and its replicates' spread includes it."""
+    # Another stream at every rate and replicate.
+    seed = plan.seed + int(rate * 1000) % 100_000 + 100_000 * replicate
     if use == "saturation":
         requests = stream.closed(load.manifest, SATURATION_CLIENTS, think="det(0)",
                                  requests=1000, size_class=load.size_class, seed=seed)
@@ -90,6 +97,82 @@ def measure(plan: Plan, load: ClassLoad, mode: str, use: str, rate: float,
         raise RunError(f"class {load.name}, {mode} mode, {use} run at {rate:g}/s: {exc}"
                        ) from None
     return _reduce(load, mode, use, rate, requests.frame["size_bytes"].to_numpy(), done)
+
+
+# A point is scored below this share of the busier core's time: past it the delay
+# turns up steeply, and any model's small error in capacity becomes a large one in delay.
+BELOW_UTIL = 0.8
+# The values of a run that a point's replicates average: per request, per second, and
+# the p99 and error rate of each run.
+_RUN_MEANS = ("throughput", "host_s", "app_s", "engine_s", "T", "host_wakeups",
+              "engine_wakeups", "host_background_s", "engine_background_s")
+_MEANS = ("U_host", "U_engine", "p99", "error_rate", "connections_per_s", "connect_s",
+          "goodput_Bps", "host_trip")
+
+
+def mean_of(runs: Sequence[Measured]) -> Measured:
+    """The replicates of one point as one :class:`Measured`: the mean of each value per
+    request or per second (delay, demands, utilisations, throughput; and p99 and error
+    rate); the delay's interval is Student's t interval of the mean over the replicates'
+    delays (their spread is the machine's spells, which a run's own batch means do not
+    see), and a single run keeps its own; the requests, sizes and latency samples of all
+    replicates together; errors and repeats summed; the worst steal; each core's times
+    summed."""
+    if len(runs) == 1:
+        return runs[0]
+
+    def mean(values) -> float:
+        return float(np.mean(list(values)))
+
+    first = runs[0]
+    run = replace(first.run, requests=sum(m.run.requests for m in runs),
+                  sizes=np.concatenate([m.run.sizes for m in runs]),
+                  **{f: mean(getattr(m.run, f) for m in runs) for f in _RUN_MEANS})
+    delays = np.array([m.run.T for m in runs])
+    # No interval past saturation, where a run's delay grows without bound.
+    half = (stats.t.ppf(0.5 + judge.CONFIDENCE / 2, len(runs) - 1) * delays.std(ddof=1)
+            / math.sqrt(len(runs)) if np.isfinite(delays).all() else math.nan)
+    return replace(first, run=run, T_lo=run.T - half, T_hi=run.T + half,
+                   errors=sum(m.errors for m in runs),
+                   latency=np.sort(np.concatenate([m.latency for m in runs])),
+                   steal=max(m.steal for m in runs), repeats=sum(m.repeats for m in runs),
+                   cores=_summed(m.cores for m in runs),
+                   **{f: mean(getattr(m, f) for m in runs) for f in _MEANS})
+
+
+def _summed(cores) -> tuple[CoreTimes, ...]:
+    """Each core's times summed over runs, in the order the cores first appear."""
+    total: dict[int, CoreTimes] = {}
+    for c in itertools.chain.from_iterable(cores):
+        was = total.get(c.core)
+        total[c.core] = c if was is None else replace(was, **{
+            f"{p}_s": _seconds(was, p) + _seconds(c, p) for p in (*CPU_PARTS, "steal")})
+    return tuple(total.values())
+
+
+def scored(points: Sequence[Measured]) -> np.ndarray:
+    """Which of a sweep's points a row is scored on: stable (the server kept up with the
+    offered rate within the verdicts' margin) and below :data:`BELOW_UTIL` busy."""
+    busy = np.fmax([m.U_host for m in points], np.nan_to_num([m.U_engine for m in points]))
+    kept_up = np.array([m.run.throughput >= (1 - MARGIN) * m.run.rate for m in points])
+    return (busy < BELOW_UTIL) & kept_up
+
+
+
+def pair_ratio(pairs: Sequence[tuple[Measured, Measured]]) -> tuple[float, float, float, int]:
+    """(ratio, low, high, pairs) of paired (inline, offload mode) runs: the geometric
+    mean of their delay ratios, its interval (:func:`judge.paired_ratio`), and how many
+    pairs it rests on; (NaN, 0, inf, 0) without pairs."""
+    ratio, low, high = judge.paired_ratio(np.array([m.run.T for _, m in pairs]),
+                                          np.array([i.run.T for i, _ in pairs]))
+    return ratio, low, high, len(pairs)
+
+
+def operating_ratio(study, cls: str, mode: str) -> tuple[float, float, float, int]:
+    """The measured delay ratio ``mode`` / inline of class ``cls`` at its operating rate,
+    from the study's paired runs there: (ratio, low, high, pairs) as :func:`pair_ratio`
+    gives it; no pairs (the sweep did not reach the rate stably) give (NaN, 0, inf, 0)."""
+    return pair_ratio(study.operating.get((cls, mode), []))
 
 
 def _generator_cores(plan: Plan) -> list[int]:

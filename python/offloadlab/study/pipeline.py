@@ -28,7 +28,7 @@ from offloadlab.mode_traits import BASELINE
 from offloadlab.report.html import write_report
 from offloadlab.report.section import Section
 from offloadlab.results import jsonable, write_outputs
-from offloadlab.study import compare, plan
+from offloadlab.study import compare, floors, plan
 from offloadlab.study import run as study_run
 from offloadlab.study_tables import StudyTables
 from offloadlab.testbed import cores, idle
@@ -63,6 +63,7 @@ class StudyConfig:
     work: str | None = None  # None: DEFAULT_WORK
     run_length: str | None = None
     sweep_points: int | None = None  # None: every rate of the budget's sweep
+    replicates: int | None = None  # None: the budget's
     seed: int = 1
     host_core: int | None = None
     engine_core: int | None = None
@@ -92,7 +93,7 @@ class StudyConfig:
     def chosen_budget(self) -> plan.Budget:
         return plan.with_budget_override(plan.budget(self.budget),
                                          for_flag("--run-length", parse_time, self.run_length),
-                                         self.sweep_points)
+                                         self.sweep_points, self.replicates)
 
     def work_dist(self) -> dist.Dist:
         return for_flag("--work", dist.parse, self.work or DEFAULT_WORK)
@@ -165,6 +166,7 @@ def run(prepared: Prepared, progress: study_run.Progress | None = None) -> Study
     figures. Returns the tables the report shows."""
     config = prepared.config
     result = study_run.run(prepared.plan, progress)
+    floors.store(result)  # for the studies of single runs after it (quick, the demo)
     experiment = prepared.handoff()
     handoff_result = None if experiment is None else _run_handoff(experiment, progress)
     tables = compare.tables(result, _meta(prepared, experiment))

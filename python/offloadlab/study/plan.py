@@ -20,10 +20,13 @@ from offloadlab.workload.classes import CLASSES, class_name
 
 @dataclass(frozen=True)
 class Budget:
-    """Run lengths (seconds of load) and sweep points. Sweep rates are fractions of the
-    calibrated model's saturation rate of each class and mode; calibration runs at
-    fractions of the capacity measured with zero think time, the first light enough
-    that its delay is nearly all fixed path time (d0)."""
+    """Run lengths (seconds of load), sweep points, replicates and paired runs. Sweep
+    rates are fractions of the calibrated model's saturation rate of each class and
+    mode; calibration runs at fractions of the capacity measured with zero think time,
+    the first light enough that its delay is nearly all fixed path time (d0). Every
+    sweep point is measured ``replicates`` times, in interleaved rounds; at each class's
+    operating rate, inline and each offload mode run in pairs until the delay ratio's
+    interval decides the verdict, at most ``operating_pairs`` pairs."""
 
     name: str
     run_s: float
@@ -31,31 +34,55 @@ class Budget:
     calibration: tuple[float, ...]
     sweep: tuple[float, ...]
     sim_requests: int
+    replicates: int
+    operating_pairs: int
+
+    def sweep_runs(self, paired: bool) -> int:
+        """Runs of one load's sweep in one mode: every rate and the operating rate (at
+        most: it replaces a rate within 5% of it), each ``replicates`` times, except a
+        ``paired`` class's operating point: it is measured once in the sweep, and its
+        other replicates are the paired runs."""
+        return self.replicates * (len(self.sweep) + 1) - paired * (self.replicates - 1)
+
+    def operating_seconds(self, verdicts: int) -> float:
+        """Seconds of the paired runs at the operating rates of ``verdicts`` classes and
+        offload modes, each verdict's pairs to the cap."""
+        return verdicts * 2 * self.operating_pairs * self.run_s
 
     def load_seconds(self, classes: int, modes: int, mix: bool = False) -> float:
-        """Seconds of load the testbed phases plan (without server start-up); the mix
-        is measured but not calibrated on. A sweep adds one point, at the operating
-        rate, :data:`OPERATING_RUNS` run lengths long (at most: it replaces a sweep point
-        within 5% of it)."""
+        """Seconds of load the testbed phases plan (without server start-up), with every
+        sweep to its last rate and every verdict's pairs to the cap; ``modes`` counts
+        inline. The mix is measured but not calibrated on, and has no verdict to pair
+        for."""
         saturation = SATURATION_REPEATS * self.saturation_s
-        sweep = self.run_s * (len(self.sweep) + OPERATING_RUNS)
-        per = saturation + self.run_s * len(self.calibration) + sweep
-        return modes * (classes * per + mix * (saturation + sweep))
+        per_class = saturation + self.run_s * (len(self.calibration) + self.sweep_runs(True))
+        per_mix = saturation + self.run_s * self.sweep_runs(False)
+        return (modes * (classes * per_class + mix * per_mix)
+                + self.operating_seconds(classes * (modes - 1)))
 
 
+# Run lengths, points and replicates (docs/study.md, "What it runs"). The testbed's
+# noise comes in spells of tens of seconds: one class's 5 s and 20 s runs spread alike
+# (CV 6.1% both), and 2 s runs about as much as 5 s runs (CV of T 11-17% against
+# 10-17%), so the standard and thorough budgets measure short runs in interleaved
+# replicates, and spend most of their time on the pairs that decide the verdicts. The
+# standard budget plans 30.5 minutes of load for the full scope (classes 0-3; inline,
+# engine and uring; the mix; 846 runs): 37-38 with each run's start-up (0.3-0.5 s in the
+# full studies of 27-28 Nov) when every sweep and verdict runs to its cap. The quick
+# budget keeps single runs and the three pairs an interval needs: the demo's 3.7 minutes.
 BUDGETS = {b.name: b for b in (
     Budget("quick", 2.0, 2.0, (0.1, 0.3, 0.6), (0.1, 0.25, 0.4, 0.55, 0.7, 0.8, 0.9, 1.0),
-           20_000),
-    Budget("standard", 5.0, 5.0, (0.1, 0.3, 0.6), tuple(round(0.1 * i, 2) for i in range(1, 12)),
-           100_000),
-    Budget("thorough", 10.0, 10.0, (0.1, 0.2, 0.4, 0.6),
+           20_000, replicates=1, operating_pairs=3),
+    Budget("standard", 2.0, 5.0, (0.1, 0.3, 0.6), (0.1, 0.25, 0.4, 0.55, 0.7, 0.85, 1.0, 1.1),
+           100_000, replicates=3, operating_pairs=24),
+    Budget("thorough", 3.0, 10.0, (0.1, 0.2, 0.4, 0.6),
            (0.05, 0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.65, 0.7, 0.75, 0.8, 0.85, 0.9, 0.95, 1.0,
-            1.05), 200_000),
+            1.05), 200_000, replicates=3, operating_pairs=32),
 )}
 
-# The sweep's run at the operating rate, where the verdict is measured, is this many run
-# lengths long: its delay ratio decides whether the testbed backs the verdict.
-OPERATING_RUNS = 3
+# At least this many pairs at the operating rate before their interval may decide: with
+# two, Student's t interval is twelve standard errors wide and decides only by luck.
+OPERATING_MIN_PAIRS = 3
 # Saturation runs per class and mode; the one of median capacity counts. Two single
 # runs' capacities differed by up to 17% on this shared 2-core machine (a process's or a
 # file set's first run, and noise), more than a rerun should.
@@ -216,17 +243,22 @@ def mix(loads: tuple[ClassLoad, ...]) -> tuple[ClassLoad, dict[str, float]]:
     return ClassLoad(MIX, root, manifest.reset_index(drop=True), None), shares
 
 
-def with_budget_override(b: Budget, run_s: float | None,
-                         sweep_points: int | None = None) -> Budget:
+def with_budget_override(b: Budget, run_s: float | None, sweep_points: int | None = None,
+                         replicates: int | None = None) -> Budget:
     """``--run-length`` replaces every run's length; ``--sweep-points N`` keeps N of the
-    sweep's rates, spread evenly from its lightest to its heaviest."""
+    sweep's rates, spread evenly from its lightest to its heaviest; ``--replicates R``
+    measures every sweep point R times."""
     if run_s is not None:
         b = replace(b, run_s=run_s, saturation_s=run_s)
-    if sweep_points is None:
-        return b
-    last = len(b.sweep) - 1
-    if not 2 <= sweep_points <= len(b.sweep):
-        raise InputError(f"--sweep-points {sweep_points}: the {b.name} budget's sweep has "
-                         f"{len(b.sweep)} rates; keep 2 to {len(b.sweep)} of them")
-    keep = sorted({round(i * last / (sweep_points - 1)) for i in range(sweep_points)})
-    return replace(b, sweep=tuple(b.sweep[i] for i in keep))
+    if sweep_points is not None:
+        last = len(b.sweep) - 1
+        if not 2 <= sweep_points <= len(b.sweep):
+            raise InputError(f"--sweep-points {sweep_points}: the {b.name} budget's sweep has "
+                             f"{len(b.sweep)} rates; keep 2 to {len(b.sweep)} of them")
+        keep = sorted({round(i * last / (sweep_points - 1)) for i in range(sweep_points)})
+        b = replace(b, sweep=tuple(b.sweep[i] for i in keep))
+    if replicates is not None and replicates < 1:
+        raise InputError(f"--replicates {replicates}: measure every sweep point at least "
+                         f"once; give 1 or more (the {b.name} budget's default is "
+                         f"{b.replicates})")
+    return b if replicates is None else replace(b, replicates=replicates)

@@ -7,7 +7,11 @@ Phases, each reported to ``progress(phase, done, total)`` in seconds of planned 
    (:mod:`offloadlab.calibrate.fit`) and one fitted scenario per offload mode;
 3. measure: the Poisson sweep at fractions of the model's saturation rate, stopping
    after a point whose p99 or error rate passes its bound;
-4. predict and compare: model (both delay variants) and simulator at the swept rates.
+4. replicates: the sweep's points again, in rounds, as many times as the budget asks;
+5. verdicts: inline and each offload mode in pairs at each class's operating rate,
+   until the delay ratio's interval decides the verdict or the budget's cap of pairs;
+6. predict and compare: model (both delay variants) and simulator at the swept rates
+   (each point the mean of its replicates).
 """
 
 from __future__ import annotations
@@ -16,7 +20,6 @@ import itertools
 import math
 from collections.abc import Callable, Sequence
 from dataclasses import replace
-from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -27,10 +30,11 @@ from offloadlab.dist import Deterministic
 from offloadlab.mode_traits import BASELINE, traits
 from offloadlab.scenario import Queue, Scenario, TrafficClass
 from offloadlab.study import compare
-from offloadlab.study.measure import Measured, measure
+from offloadlab.study.judge import direction
+from offloadlab.study.measure import Measured, mean_of, measure, pair_ratio
 from offloadlab.study.plan import (
     MIX,
-    OPERATING_RUNS,
+    OPERATING_MIN_PAIRS,
     SATURATION_REPEATS,
     STEAL_LIMIT,
     STEAL_REPEATS,
@@ -79,25 +83,15 @@ def run(plan: Plan, progress: Progress | None = None,
     seed = calibrate(plan, calibration, extended=False)
 
     operating = operating_rates(fitted)
-    operating_plan = replace(plan, budget=replace(budget, run_s=OPERATING_RUNS * budget.run_s))
-    total = len(pairs) * budget.run_s * (len(budget.sweep) + OPERATING_RUNS)
-    sweeps: dict = {}
-    done = 0.0
-    for load, mode in pairs:
-        rates = sweep_rates(budget.sweep, fitted.fits[load.name, mode].saturation,
-                            operating[load.name])
-        sweeps[load.name, mode] = []
-        for rate in rates:
-            tick("measure", done, total)
-            # The verdict is measured at the operating rate: a longer run narrows it.
-            at_operating = rate == operating[load.name]
-            m = measure(operating_plan if at_operating else plan, load, mode, "validation",
-                        rate)
-            done += budget.run_s * (OPERATING_RUNS if at_operating else 1)
-            sweeps[load.name, mode].append(m)
-            if _stop(m):
-                break
-    tick("measure", total, total)
+    replicates, at = sweep(plan, fitted, operating, measure, tick)
+    paired = pairs_to_run(plan, replicates, at)
+    replicate(plan, replicates, at, paired, measure, tick)
+    runs = operating_pairs(plan, paired, operating, measure, tick)
+    for (c, mode), found in runs.items():
+        # The pairs' runs are replicates of the sweeps' points at the operating rate.
+        replicates[c, mode][at[c, mode]] += [m for _, m in found]
+        replicates[c, BASELINE][at[c, BASELINE]] += [i for i, _ in found]
+    sweeps = {key: [mean_of(p) for p in points] for key, points in replicates.items()}
 
     tick("predict", 0, len(pairs))
     predictions = {}
@@ -107,19 +101,114 @@ def run(plan: Plan, progress: Progress | None = None,
                                                budget.sim_requests, plan.seed)
         predictions[load.name, mode] |= baseline(seed, load.name, mode, rates)
         tick("predict", i + 1, len(pairs))
-    return compare.Study(plan, fitted, saturation, calibration, sweeps, predictions, seed)
+    return compare.Study(plan, fitted, saturation, calibration, sweeps, predictions, seed,
+                         replicates, {(load.name, mode): runs.get((load.name, mode), [])
+                                      for load in plan.classes for mode in plan.offload_modes})
 
 
-def rounds(pairs: list, turns: Sequence, phase: str, run_s: float,
-           one: Callable[[ClassLoad, str, Any], Measured], tick: Progress) -> dict:
-    """``one(load, mode, turn)`` for every pair, a round of all pairs per turn in
-    ``turns``; ``tick`` counts ``run_s`` per run. Returns each pair's runs in turn
-    order."""
-    found: dict = {(load.name, mode): [] for load, mode in pairs}
-    total = len(pairs) * len(turns) * run_s
-    for i, (turn, (load, mode)) in enumerate(itertools.product(turns, pairs)):
+def sweep(plan: Plan, fitted: compare.Fitted, operating: dict[str, float], measure: Measure,
+          tick: Progress) -> tuple[dict, dict]:
+    """The validation sweep's first round: every load and mode, its rates up to the first
+    past saturation (:func:`_stop`). Returns each sweep's points' runs in rate order (one
+    each), and where in it the operating rate is (absent where it stopped below it)."""
+    budget = plan.budget
+    pairs = [(load, mode) for load in plan.loads for mode in plan.modes]
+    found: dict = {}
+    at: dict = {}
+    total = budget.run_s * len(pairs) * (len(budget.sweep) + 1)
+    done = 0.0
+    for load, mode in pairs:
+        rates = sweep_rates(budget.sweep, fitted.fits[load.name, mode].saturation,
+                            operating[load.name])
+        found[load.name, mode] = []
+        for rate in rates:
+            tick("measure", done, total)
+            m = measure(plan, load, mode, "validation", rate)
+            done += budget.run_s
+            if rate == operating[load.name]:
+                at[load.name, mode] = len(found[load.name, mode])
+            found[load.name, mode].append([m])
+            if _stop(m):
+                break
+    tick("measure", total, total)
+    return found, at
+
+
+def replicate(plan: Plan, found: dict, at: dict, paired: list[tuple[ClassLoad, str]],
+              measure: Measure, tick: Progress) -> None:
+    """The sweep's other rounds, each over every point of every sweep: exactly the points
+    of the first round, but not the operating point (index ``at``) of a class and mode
+    in a verdict's ``paired`` runs: those are its replicates. Adds each run to its
+    point's runs in ``found``; replicate ``k`` draws its own arrivals."""
+    budget = plan.budget
+    if budget.replicates < 2:
+        return
+    skip = {(load.name, m): at[load.name, m] for load, mode in paired for m in (BASELINE, mode)}
+    points = [(load, mode, i) for load in plan.loads for mode in plan.modes
+              for i in range(len(found[load.name, mode])) if skip.get((load.name, mode)) != i]
+    more = rounds(points, range(1, budget.replicates), "replicates", budget.run_s,
+                  lambda load, mode, i, turn: measure(plan, load, mode, "validation",
+                                                      found[load.name, mode][i][0].run.rate,
+                                                      replicate=turn), tick)
+    for (c, mode, i), runs in more.items():
+        found[c, mode][i] += runs
+
+
+def pairs_to_run(plan: Plan, found: dict, at: dict) -> list[tuple[ClassLoad, str]]:
+    """The classes and offload modes whose verdicts the paired runs measure: those whose
+    sweeps, inline and in the mode, served the operating rate stably. A sweep that
+    stopped at or below it decides by the saturation ratios instead."""
+    def stable(c: str, mode: str) -> bool:
+        return (c, mode) in at and not _stop(found[c, mode][at[c, mode]][0])
+    return [(load, mode) for load in plan.classes for mode in plan.offload_modes
+            if stable(load.name, BASELINE) and stable(load.name, mode)]
+
+
+def operating_pairs(plan: Plan, paired: list[tuple[ClassLoad, str]],
+                    operating: dict[str, float], measure: Measure, tick: Progress) -> dict:
+    """Inline and the offload mode at the class's operating rate, one run after the other,
+    until the interval of their delay ratio (:func:`measure.pair_ratio`) shows a
+    direction (:func:`judge.direction`) after at least
+    :data:`~offloadlab.study.plan.OPERATING_MIN_PAIRS` pairs, or the budget's cap of
+    pairs is reached. Each turn runs one pair of every undecided verdict, so a verdict's
+    pairs fall in different spells of the machine, and each pair's two runs in the same
+    one; the mode goes first in every other pair, so that neither always does. Each
+    pair draws its own arrivals, the same for its two runs. Returns each verdict's
+    (inline, mode) pairs in order."""
+    budget = plan.budget
+    found: dict = {(load.name, mode): [] for load, mode in paired}
+    if not paired:
+        return found
+    total = budget.operating_seconds(len(paired))
+    done = 0.0
+    open_ = list(paired)
+    for turn in range(budget.operating_pairs):
+        for load, mode in list(open_):
+            tick("verdicts", done, total)
+            order = (BASELINE, mode) if turn % 2 == 0 else (mode, BASELINE)
+            runs = {m: measure(plan, load, m, "validation", operating[load.name],
+                               replicate=budget.replicates + turn) for m in order}
+            done += 2 * budget.run_s
+            pairs = found[load.name, mode]
+            pairs.append((runs[BASELINE], runs[mode]))
+            if (len(pairs) >= OPERATING_MIN_PAIRS
+                    and direction(*pair_ratio(pairs)[1:3]) is not None):
+                open_.remove((load, mode))
+    tick("verdicts", total, total)
+    return found
+
+
+def rounds(items: list, turns: Sequence, phase: str, run_s: float,
+           one: Callable[..., Measured], tick: Progress) -> dict:
+    """``one(load, *rest, turn)`` for every item ``(load, *rest)`` (a class and mode, or
+    a point of its sweep), a round of all items per turn in ``turns``; ``tick`` counts
+    ``run_s`` per run. Returns each item's runs in turn order, keyed ``(load.name,
+    *rest)``."""
+    found: dict = {(load.name, *rest): [] for load, *rest in items}
+    total = len(items) * len(turns) * run_s
+    for i, (turn, (load, *rest)) in enumerate(itertools.product(turns, items)):
         tick(phase, i * run_s, total)
-        found[load.name, mode].append(one(load, mode, turn))
+        found[load.name, *rest].append(one(load, *rest, turn))
     tick(phase, total, total)
     return found
 
