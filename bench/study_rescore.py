@@ -28,7 +28,9 @@ import pandas as pd
 
 from offloadlab import model, scenario
 from offloadlab.calibrate import fit
-from offloadlab.study.compare import BELOW_UTIL, MARGIN, TARGETS
+from offloadlab.model.verdict import MARGIN
+from offloadlab.study.compare import TARGETS
+from offloadlab.study.measure import BELOW_UTIL
 
 METRICS = {"U_host": "U_cpu", "U_engine": "U_oe", "T": "T"}
 

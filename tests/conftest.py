@@ -56,6 +56,12 @@ for _name in _REAL_LOAD:
     setattr(_core, _name, _guarded(_name))
 
 
+@pytest.fixture(scope="session", autouse=True)
+def private_cache(tmp_path_factory):
+    """No test reads or writes the user's cache (the floors a study stores there)."""
+    os.environ["XDG_CACHE_HOME"] = str(tmp_path_factory.mktemp("cache"))
+
+
 @pytest.fixture(scope="session")
 def testbed():
     """Marks a test (or a fixture's users) as real load on this machine."""

@@ -160,12 +160,12 @@ def _accuracy(classes, modes) -> pd.DataFrame:
                 noisy = klass == "c2" and mode == "inline" and metric == "U_host"
                 status = "missed" if miss else "undecidable" if noisy else "met"
                 why = {"missed": "MAPE 27.0% above the target 15%; K-S p 0.03 <= 0.2",
-                       "undecidable": "the testbed's floor 6.0% (from neighbours) is above "
+                       "undecidable": "the testbed's floor 6.0% (from replicates) is above "
                                       "the target 5%",
                        "met": f"MAPE 3.0% within {target:.0%} on 4 points, K-S p 0.8 > 0.2"}
                 rows.append({"class": klass, "mode": mode, "metric": metric, "source": source,
                              "mape": 0.27 if miss else 0.03, "n": 4,
-                             "floor": 0.06 if noisy else 0.02, "floor_source": "neighbours",
+                             "floor": 0.06 if noisy else 0.02, "floor_source": "replicates",
                              "ks_D": 0.5 if miss else 0.25,
                              "ks_p": 0.03 if miss else 0.8, "ks_n": 20, "ks_m": 5,
                              "target": target, "status": status, "why": why[status]})

@@ -202,7 +202,7 @@ def test_each_accuracy_row_shows_its_outcome_and_why(report):
     assert {o[0] for o in outcomes} == {"met", "missed", "undecidable"}
     undecidable = next(r for r, o in zip(rows, outcomes, strict=True) if o == ["undecidable"])
     assert "<td>c2</td><td>inline</td><td>U_host</td>" in undecidable
-    assert "the testbed&#x27;s floor 6.0% (from neighbours) is above the target 5%" in undecidable
+    assert "the testbed&#x27;s floor 6.0% (from replicates) is above the target 5%" in undecidable
 
 
 def test_the_bottom_line_gives_each_verdict_its_host_cores_and_break_even(report):

@@ -191,20 +191,6 @@ def test_agreement_needs_the_whole_interval_on_the_verdicts_side_of_the_band(
     assert judge.agreement(label, ratio, low, high, model_sat, measured_sat)[0] == agree
 
 
-def test_the_noise_floor_is_zero_on_a_line_and_the_wobble_of_a_zigzag():
-    rates = np.array([1000.0, 2000, 3000, 4000, 5000])
-    assert compare.noise_floor(rates, 1e-4 * rates) == pytest.approx(0, abs=1e-12)
-    # Interior points 0.22, 0.30, 0.42 against their neighbours' midpoints 0.20, 0.32,
-    # 0.40: errors 2/22, 2/30, 2/42.
-    zigzag = np.array([0.10, 0.22, 0.30, 0.42, 0.50])
-    assert compare.noise_floor(rates, zigzag) == pytest.approx(
-        (2 / 22 + 2 / 30 + 2 / 42) / 3)
-    # A repeated rate counts once, unsorted input is sorted, too few points give NaN.
-    assert compare.noise_floor(np.r_[rates, 3000.0][::-1], np.r_[zigzag, 0.30][::-1]) \
-        == pytest.approx(compare.noise_floor(rates, zigzag))
-    assert math.isnan(compare.noise_floor(rates[:2], zigzag[:2]))
-
-
 def test_the_model_tracks_measured_host_utilisation_and_capacity(real_study):
     """Loose bounds (the machine is shared and noisy): they catch a broken fit, a unit
     slip or a wrong utilisation law, not the accuracy the report scores."""
@@ -331,7 +317,7 @@ def test_the_printed_tables_show_each_rows_outcome_and_each_verdicts_interval():
     lines = text.splitlines()
     # c2 inline's host utilisation: the sample's floor above its target.
     row = next(x for x in lines if "c2" in x and "inline" in x and "U_host" in x)
-    assert "6.0% (neighbours)" in row and "undecidable" in row
+    assert "6.0% (replicates)" in row and "undecidable" in row
     assert any("c3" in x and "engine" in x and " T " in x and "missed" in x for x in lines)
     v = tables.verdicts.iloc[0]
     assert f"{v.measured_delay_ratio:.2f} ({v.delay_low:.2f}–{v.delay_high:.2f})" in text

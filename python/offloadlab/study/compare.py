@@ -19,9 +19,8 @@ import pandas as pd
 from offloadlab import model
 from offloadlab.calibrate import fit
 from offloadlab.mode_traits import BASELINE, traits
-from offloadlab.model.verdict import MARGIN
 from offloadlab.scenario import Scenario
-from offloadlab.study import judge
+from offloadlab.study import floors, judge, measure
 from offloadlab.study.measure import Measured, core_shares, cpu_rows
 from offloadlab.study.plan import MIX, STEAL_LIMIT, STEAL_REPEATS, Plan
 from offloadlab.study_tables import COLUMNS, StudyTables
@@ -29,7 +28,6 @@ from offloadlab.study_tables import COLUMNS, StudyTables
 TARGETS = {"U_host": 0.05, "U_engine": 0.05, "T": 0.15}
 KS_P = 0.2
 SATURATION_TOLERANCE = 0.10
-BELOW_UTIL = 0.8
 # Notes shown in the box at the top of the report; the rest go below the tables.
 FIRST_NOTES = 5
 
@@ -130,7 +128,8 @@ def tables(study: Study, meta: dict) -> StudyTables:
     for key in pairs:
         pred = study.predictions[key]
         points += [pred[k] for k in ("line", "at", "sim", "seed_line", "seed_at") if k in pred]
-    accuracy = [r for key in pairs for r in _accuracy(study, *key)]
+    floor = floors.for_study(study)
+    accuracy = [r for key in pairs for r in _accuracy(study, *key, floor)]
     saturation = [_saturation(study, *key) for key in pairs]
     found = verdicts(study)
     agreed = {a: sum(v["agree"] == a for v in found)
@@ -243,21 +242,22 @@ def _missed(study: Study, accuracy: list[dict]) -> list[str]:
     return notes
 
 
-def _accuracy(study: Study, cls: str, mode: str) -> list[dict]:
+def _accuracy(study: Study, cls: str, mode: str,
+              floor: dict[tuple[str, str, str], tuple[float, str]]) -> list[dict]:
+    """Each metric's row per source, judged on the sweep's scored points against the
+    row's ``floor`` (:func:`floors.for_study`)."""
     runs = study.sweeps[cls, mode]
     pred = study.predictions[cls, mode]
     measured = {"U_host": np.array([m.U_host for m in runs]),
                 "U_engine": np.array([m.U_engine for m in runs]),
                 "T": np.array([m.run.T for m in runs])}
-    busy = np.fmax(measured["U_host"], np.nan_to_num(measured["U_engine"]))
     rates = np.array([m.run.rate for m in runs])
-    # Scored: stable points (the server kept up with the offered rate) below 80% busy.
-    scored = (busy < BELOW_UTIL) & np.array([_kept_up(m) for m in runs], bool)
+    scored = measure.scored(runs)
     sims = pred["sim"].set_index("rate") if len(pred["sim"]) else None
     metrics = ["U_host", "U_engine", "T"] if traits(mode).engine_thread else ["U_host", "T"]
     rows = []
     for metric in metrics:
-        floor, floor_source = _floor(rates[scored], measured[metric][scored])
+        row_floor, floor_source = floor.get((cls, mode, metric), (math.nan, judge.UNMEASURED))
         sources = {"model": pred["at"][metric].to_numpy(float)}
         if "seed_at" in pred:
             sources["seed_model"] = pred["seed_at"][metric].to_numpy(float)
@@ -268,40 +268,13 @@ def _accuracy(study: Study, cls: str, mode: str) -> list[dict]:
             sources["sim"] = sims[metric].reindex(rates, fill_value=math.inf).to_numpy(float)
         for source, predicted in sources.items():
             j = judge.judge_row(predicted, measured[metric], scored, TARGETS[metric], KS_P,
-                                floor, floor_source)
+                                row_floor, floor_source)
             rows.append({"class": cls, "mode": mode, "metric": metric, "source": source,
-                         "mape": j.mape, "n": j.n, "floor": floor,
+                         "mape": j.mape, "n": j.n, "floor": row_floor,
                          "floor_source": floor_source, "ks_D": j.ks_D, "ks_p": j.ks_p,
                          "ks_n": j.ks_n, "ks_m": j.ks_m, "target": TARGETS[metric],
                          "status": j.status, "why": j.why})
     return rows
-
-
-def _kept_up(m: Measured) -> bool:
-    """The server kept up with the run's offered rate: a stable point."""
-    return bool(m.run.throughput >= (1 - MARGIN) * m.run.rate)
-
-
-def _floor(rates: np.ndarray, measured: np.ndarray) -> tuple[float, str]:
-    """A row's floor and where it comes from: the scored points' distance from the line
-    through their neighbours (one run per point), unmeasured with fewer than three."""
-    floor = noise_floor(rates, measured)
-    return floor, judge.NEIGHBOURS if math.isfinite(floor) else judge.UNMEASURED
-
-
-def noise_floor(rates: np.ndarray, measured: np.ndarray) -> float:
-    """How far the testbed's own curve strays from itself: the mean relative error of
-    each interior point against the straight line through its two neighbours (by rate;
-    a repeated rate counts once). A smooth model cannot be expected to come closer than
-    this, so a MAPE target below it cannot be judged on these points. NaN with fewer
-    than three points."""
-    ok = np.isfinite(rates) & np.isfinite(measured) & (measured != 0)
-    x, first = np.unique(rates[ok], return_index=True)
-    y = measured[ok][first]
-    if len(x) < 3:
-        return math.nan
-    line = y[:-2] + (y[2:] - y[:-2]) * (x[1:-1] - x[:-2]) / (x[2:] - x[:-2])
-    return float(np.mean(np.abs(line / y[1:-1] - 1)))
 
 
 def _reasons(study: Study, cls: str, mode: str, metric: str) -> list[str]:
@@ -399,7 +372,7 @@ def verdicts(study: Study) -> list[dict]:
             sat = (study.saturation[c, mode].run.throughput
                    / study.saturation[c, BASELINE].run.throughput)
             predicted_sat = off.saturation / base.saturation
-            delay, low, high, pairs = _delay_ratio(study, c, mode, rate)
+            delay, low, high, pairs = measure.operating_ratio(study, c, mode)
             agree, _ = judge.agreement(label, delay, low, high, predicted_sat, sat)
             rows.append({"class": c, "mode": mode, "verdict": label,
                          "reason": str(per["reason"][0, i]) + crossover,
@@ -428,35 +401,6 @@ def _crossover(fitted: Fitted, cls: str, mode: str) -> tuple[float, str]:
         return math.nan, f"; no lower delay below the host-alone saturation{capacity}"
     start = float(rates[np.argmax(lower)])
     return start, f"; lower delay from {start:,.0f} req/s on{capacity}"
-
-
-def _delay_ratio(study: Study, cls: str, mode: str,
-                 rate: float) -> tuple[float, float, float, int]:
-    """Measured mean delay with offload over without at ``rate``, its 95% interval and
-    the pairs of runs it rests on (one: a run of each mode at the rate).
-
-    Each mode's delay is interpolated between its sweep's stable runs (a run that did
-    not keep up has no steady delay); NaN, and no pair, when either sweep has no stable
-    run on both sides of the rate: it saturated below it. The interval is the ratio
-    times exp(±h), h the nearest runs' relative half-widths added in quadrature (the
-    log of a ratio of two independent means); (0, inf) when a half-width is unknown."""
-    def at(m: str) -> tuple[float, float]:
-        runs = sorted((r for r in study.sweeps[cls, m] if _kept_up(r)),
-                      key=lambda x: x.run.rate)
-        x = np.array([r.run.rate for r in runs])
-        if not len(x) or not x[0] <= rate <= x[-1]:
-            return math.nan, math.nan
-        y = np.array([r.run.T for r in runs])
-        near = runs[int(np.argmin(np.abs(x - rate)))]
-        return float(np.interp(rate, x, y)), (near.T_hi - near.T_lo) / 2 / near.run.T
-    (t_mode, e_mode), (t_inline, e_inline) = at(mode), at(BASELINE)
-    ratio = t_mode / t_inline
-    if math.isnan(ratio):
-        return math.nan, math.nan, math.nan, 0
-    h = math.hypot(e_mode, e_inline)
-    if not math.isfinite(h):
-        return ratio, 0.0, math.inf, 1
-    return ratio, ratio * math.exp(-h), ratio * math.exp(h), 1
 
 
 def _costs(f: fit.ClassFit) -> dict:

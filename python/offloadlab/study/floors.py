@@ -24,14 +24,12 @@ import numpy as np
 from offloadlab.mode_traits import traits
 from offloadlab.results import write_json
 from offloadlab.study import judge
+from offloadlab.study.judge import REPLICATES, UNMEASURED
 from offloadlab.study.measure import scored
 
 # The metrics a row is scored on, and how each is read from a point.
 METRICS = {"U_host": lambda m: m.U_host, "U_engine": lambda m: m.U_engine,
            "T": lambda m: m.run.T}
-# The floor's source when nothing measured it.
-UNMEASURED = "unmeasured"
-REPLICATES = "replicates"
 
 Key = tuple[str, str, str]  # (class, mode, metric)
 

@@ -19,9 +19,9 @@ from offloadlab.model.verdict import HELPS, HURTS, MARGIN, NEUTRAL
 
 # A row's three outcomes.
 MET, MISSED, UNDECIDABLE = "met", "missed", "undecidable"
-# Where a row's floor comes from: the spread of each point's replicates, the distance of
-# each point from the line through its neighbours (one run per point), or nowhere.
-REPLICATES, NEIGHBOURS, UNMEASURED = "replicates", "neighbours", "unmeasured"
+# Where a row's floor comes from: the spread of its points' replicates (this study's, or
+# those stored by an earlier one on this machine: study/floors.py), or nowhere.
+REPLICATES, UNMEASURED = "replicates", "unmeasured"
 # Whether the testbed backs a verdict: it confirms it, contradicts it, or cannot decide.
 YES, NO, INCONCLUSIVE = "yes", "no", "inconclusive"
 # A row is judged on at least this many scored points; fewer is undecidable.
@@ -120,7 +120,9 @@ def judge_row(predicted: np.ndarray, measured: np.ndarray, scored: np.ndarray,
       ``floor_source``) above ``target``, or fewer than :data:`MIN_POINTS` scored
       points, is :data:`UNDECIDABLE`;
     - :data:`MET` when the MAPE is within ``target`` and the K-S p is above
-      ``ks_threshold``; :data:`MISSED` otherwise."""
+      ``ks_threshold``;
+    - otherwise :data:`MISSED`, but :data:`UNDECIDABLE` when the floor is unmeasured
+      (NaN): without it a miss may be the testbed's own noise, not the model's."""
     p, m = np.asarray(predicted, float), np.asarray(measured, float)
     use = np.asarray(scored, bool) & np.isfinite(m) & (m != 0)
     n = int(use.sum())
@@ -152,6 +154,10 @@ def judge_row(predicted: np.ndarray, measured: np.ndarray, scored: np.ndarray,
     missed = [] if err <= target else [f"MAPE {err:.1%} above the target {target:.0%}"]
     if not ks_p > ks_threshold:
         missed.append(f"{ks_text} <= {ks_threshold:g}" if math.isfinite(ks_p) else ks_text)
+    if math.isnan(floor):
+        missed.append("the testbed's floor is unmeasured (no replicates), so the miss may be "
+                      "its noise: measure with --replicates 2 or more")
+        return Judged(UNDECIDABLE, err, n, why="; ".join(missed), **ks)
     return Judged(MISSED, err, n, why="; ".join(missed), **ks)
 
 
