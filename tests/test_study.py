@@ -28,8 +28,10 @@ runner = CliRunner()
 # 8-14% between runs, a limit of the machine, not of the study (docs/study.md).
 # Three of the quick budget's eight sweep rates: the assertions below need the phases and
 # their tables, not a dense curve (2 min of load fell to 1.5; docs/design.md, test tiers).
+# No runs made again for the hypervisor's stalls (tests/test_study_logic.py checks them):
+# on a noisy day they were 20 of 66 runs.
 ARGS = ["study", "--classes", "0,2", "--modes", "inline,engine", "--run-length", "1s",
-        "--sweep-points", "3"]
+        "--sweep-points", "3", "--steal-repeats", "0"]
 
 
 @pytest.fixture(scope="module")
@@ -154,7 +156,10 @@ def test_the_exported_scenario_gives_the_studys_verdicts_and_fractions(real_stud
                   for k in ("measured_delay_ratio", "delay_low", "delay_high",
                             "saturation_ratio", "measured_saturation_ratio")]
         assert v["agree"] == judge.agreement(v["verdict"], *values)[0], v
-        assert v["pairs"] == (0 if values[0] != values[0] else 1)
+        # Paired runs at the operating rate, from the minimum up to the budget's cap;
+        # none where a sweep saturated below that rate.
+        assert (v["pairs"] == 0 if math.isnan(values[0]) else
+                plan.OPERATING_MIN_PAIRS <= v["pairs"] <= plan.budget("quick").operating_pairs)
     counts = summary["meta"]["agreement_counts"]
     assert sum(counts.values()) == len(summary["verdicts"])
     assert counts["yes"] == sum(v["agree"] == "yes" for v in summary["verdicts"])

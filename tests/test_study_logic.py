@@ -161,11 +161,23 @@ def test_a_run_the_hypervisor_disturbed_is_made_again_and_the_clean_one_kept(stu
     assert tables.verdicts["verdict"].tolist() == clean_tables.verdicts["verdict"].tolist()
 
 
+def test_no_steal_repeats_keeps_every_run_as_it_came_and_names_the_disturbed():
+    testbed = Disturbed((0.3, 0.2, 0.25))
+    budget = plan.with_budget_override(plan.budget("quick"), None, steal_repeats=0)
+    found = run.run(replace(_plan(), budget=budget), measure=testbed)
+    kept = [m for runs in found.calibration.values() for m in runs]
+    assert all(m.steal >= 0.2 and m.repeats == 0 for m in kept)
+    notes = compare.tables(found, {}).meta["notes"]
+    assert "to the hypervisor even after 0 repeats (up to 30%)" in notes[0]
+    with pytest.raises(InputError, match=r"--steal-repeats -1: give 0"):
+        plan.with_budget_override(plan.budget("quick"), None, steal_repeats=-1)
+
+
 def test_runs_still_disturbed_after_their_repeats_are_named_first():
     testbed = Disturbed((0.3, 0.2, 0.25))
     found = run.run(_plan(), measure=testbed)
     kept = [m for runs in found.calibration.values() for m in runs]
-    assert all(m.steal == 0.2 and m.repeats == plan.STEAL_REPEATS for m in kept)
+    assert all(m.steal == 0.2 and m.repeats == found.plan.budget.steal_repeats for m in kept)
     meta = compare.tables(found, {}).meta
     assert meta["steal_counts"]["disturbed"] == meta["steal_counts"]["kept"]
     notes = meta["notes"]

@@ -54,6 +54,10 @@ def study_cmd(
         help="Measure every sweep point this many times, in interleaved rounds; the "
              "points' means are scored and their spread is each row's floor (default: "
              "the budget's, 1 quick, 3 standard and thorough).")] = None,
+    steal_repeats: Annotated[int | None, typer.Option(
+        help="Make a run again, at most this many times, while the hypervisor took more "
+             "than 2% of its cores' time; the least disturbed counts (default 2; 0 keeps "
+             "every run as it came, and the report names the disturbed ones).")] = None,
     mix: Annotated[bool, typer.Option(
         help="Also run the classes mixed in one stream, to check the multi-class model "
              "(needs two or more classes).")] = True,
@@ -85,7 +89,8 @@ def study_cmd(
     study(_pipeline().StudyConfig(
         out_dir=out_dir, fileset=fileset_dir, classes=classes, modes=modes, budget=budget,
         work=work, run_length=run_length, sweep_points=sweep_points, replicates=replicates,
-        seed=seed, host_core=host_core, engine_core=engine_core, mix=mix,
+        steal_repeats=steal_repeats, seed=seed, host_core=host_core, engine_core=engine_core,
+        mix=mix,
         handoff_slowdown=_handoff_slowdown(handoff_slowdown) if with_handoff else None))
 
 

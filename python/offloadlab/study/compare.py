@@ -22,7 +22,7 @@ from offloadlab.mode_traits import BASELINE, traits
 from offloadlab.scenario import Scenario
 from offloadlab.study import floors, judge, measure
 from offloadlab.study.measure import Measured, core_shares, cpu_rows
-from offloadlab.study.plan import MIX, STEAL_LIMIT, STEAL_REPEATS, Plan
+from offloadlab.study.plan import MIX, STEAL_LIMIT, Plan
 from offloadlab.study_tables import COLUMNS, StudyTables
 
 TARGETS = {"U_host": 0.05, "U_engine": 0.05, "T": 0.15}
@@ -140,7 +140,7 @@ def tables(study: Study, meta: dict) -> StudyTables:
     kept = [*study.saturation.values(), *(m for runs in study.calibration.values() for m in runs),
             *(m for runs in study.sweeps.values() for m in runs)]
     steal = _steal(kept)
-    notes = [*meta.get("notes", []), *_steal_note(steal),
+    notes = [*meta.get("notes", []), *_steal_note(steal, plan.budget.steal_repeats),
              *(_verdict_note(v) for v in found if v["agree"] != judge.YES)]
     notes += [_saturation_note(study, r) for r in saturation
               if not abs(r["error"]) <= SATURATION_TOLERANCE]
@@ -189,12 +189,13 @@ def _steal_text(steal: dict) -> str:
             f"{n} run{'s' * (n != 1)} made again because more than {STEAL_LIMIT:.0%} was")
 
 
-def _steal_note(steal: dict) -> list[str]:
-    """The first note when some kept runs still lost more than :data:`STEAL_LIMIT`."""
+def _steal_note(steal: dict, repeats: int) -> list[str]:
+    """The first note when some kept runs still lost more than :data:`STEAL_LIMIT` after
+    at most ``repeats`` repeats."""
     if not steal["disturbed"]:
         return []
     return [f"{steal['disturbed']} of {steal['kept']} runs lost more than {STEAL_LIMIT:.0%} "
-            f"of their cores' time to the hypervisor even after {STEAL_REPEATS} repeats "
+            f"of their cores' time to the hypervisor even after {repeats} repeats "
             f"(up to {steal['worst']:.0%}): requests wait out such stalls, so those runs' "
             "delays read high and their capacities low. Run the study again on a quieter "
             "machine."]

@@ -64,6 +64,7 @@ class StudyConfig:
     run_length: str | None = None
     sweep_points: int | None = None  # None: every rate of the budget's sweep
     replicates: int | None = None  # None: the budget's
+    steal_repeats: int | None = None  # None: the budget's
     seed: int = 1
     host_core: int | None = None
     engine_core: int | None = None
@@ -93,7 +94,8 @@ class StudyConfig:
     def chosen_budget(self) -> plan.Budget:
         return plan.with_budget_override(plan.budget(self.budget),
                                          for_flag("--run-length", parse_time, self.run_length),
-                                         self.sweep_points, self.replicates)
+                                         self.sweep_points, self.replicates,
+                                         self.steal_repeats)
 
     def work_dist(self) -> dist.Dist:
         return for_flag("--work", dist.parse, self.work or DEFAULT_WORK)

@@ -26,7 +26,8 @@ class Budget:
     the first light enough that its delay is nearly all fixed path time (d0). Every
     sweep point is measured ``replicates`` times, in interleaved rounds; at each class's
     operating rate, inline and each offload mode run in pairs until the delay ratio's
-    interval decides the verdict, at most ``operating_pairs`` pairs."""
+    interval decides the verdict, at most ``operating_pairs`` pairs. A run the
+    hypervisor disturbed is made again at most ``steal_repeats`` times."""
 
     name: str
     run_s: float
@@ -36,6 +37,7 @@ class Budget:
     sim_requests: int
     replicates: int
     operating_pairs: int
+    steal_repeats: int = 2
 
     def sweep_runs(self, paired: bool) -> int:
         """Runs of one load's sweep in one mode: every rate and the operating rate (at
@@ -88,11 +90,10 @@ OPERATING_MIN_PAIRS = 3
 # file set's first run, and noise), more than a rerun should.
 SATURATION_REPEATS = 3
 # A run in which the hypervisor took more than STEAL_LIMIT of the cores' time
-# (measure.steal_share) is made again, at most STEAL_REPEATS times, and the least
+# (measure.steal_share) is made again, at most Budget.steal_repeats times, and the least
 # disturbed one kept. Undisturbed runs on the 2-core VM lost under 0.5%; the runs whose
 # delays jumped 4-10 times lost 9-14%.
 STEAL_LIMIT = 0.02
-STEAL_REPEATS = 2
 # A sweep stops after the first point whose p99 passes 200 ms, whose errors pass 1%,
 # or whose throughput falls more than 10% below the offered rate.
 STOP_P99_S = 0.2
@@ -244,10 +245,17 @@ def mix(loads: tuple[ClassLoad, ...]) -> tuple[ClassLoad, dict[str, float]]:
 
 
 def with_budget_override(b: Budget, run_s: float | None, sweep_points: int | None = None,
-                         replicates: int | None = None) -> Budget:
+                         replicates: int | None = None,
+                         steal_repeats: int | None = None) -> Budget:
     """``--run-length`` replaces every run's length; ``--sweep-points N`` keeps N of the
     sweep's rates, spread evenly from its lightest to its heaviest; ``--replicates R``
-    measures every sweep point R times."""
+    measures every sweep point R times; ``--steal-repeats N`` makes a disturbed run
+    again at most N times."""
+    if steal_repeats is not None:
+        if steal_repeats < 0:
+            raise InputError(f"--steal-repeats {steal_repeats}: give 0 (keep every run as it "
+                             f"came) or more (default {b.steal_repeats})")
+        b = replace(b, steal_repeats=steal_repeats)
     if run_s is not None:
         b = replace(b, run_s=run_s, saturation_s=run_s)
     if sweep_points is not None:

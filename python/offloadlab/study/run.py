@@ -37,7 +37,6 @@ from offloadlab.study.plan import (
     OPERATING_MIN_PAIRS,
     SATURATION_REPEATS,
     STEAL_LIMIT,
-    STEAL_REPEATS,
     STOP_ERROR_RATE,
     STOP_P99_S,
     STOP_SHORTFALL,
@@ -58,7 +57,7 @@ def run(plan: Plan, progress: Progress | None = None,
     """Run the study; returns everything the report and the summary need. ``measure``
     makes one run (:func:`offloadlab.study.measure.measure` on the testbed)."""
     tick = progress or (lambda phase, done, total: None)
-    measure = undisturbed(measure)
+    measure = undisturbed(measure, plan.budget.steal_repeats)
     classes = [(load, mode) for load in plan.classes for mode in plan.modes]
     pairs = [(load, mode) for load in plan.loads for mode in plan.modes]
     budget = plan.budget
@@ -213,14 +212,13 @@ def rounds(items: list, turns: Sequence, phase: str, run_s: float,
     return found
 
 
-def undisturbed(measure: Measure) -> Measure:
+def undisturbed(measure: Measure, most: int) -> Measure:
     """``measure``, made again while the hypervisor took more than
-    :data:`~offloadlab.study.plan.STEAL_LIMIT` of the run's cores (at most
-    :data:`~offloadlab.study.plan.STEAL_REPEATS` times); the least disturbed run counts
-    and says how many it took."""
+    :data:`~offloadlab.study.plan.STEAL_LIMIT` of the run's cores (at most ``most``
+    times); the least disturbed run counts and says how many it took."""
     def again(*args, **kwargs) -> Measured:
         best, repeats = measure(*args, **kwargs), 0
-        while best.steal > STEAL_LIMIT and repeats < STEAL_REPEATS:
+        while best.steal > STEAL_LIMIT and repeats < most:
             repeats += 1
             best = min(best, measure(*args, **kwargs), key=lambda m: m.steal)
         return replace(best, repeats=repeats)
