@@ -93,8 +93,8 @@ def test_shaped_costs_keep_the_mean_and_follow_the_sizes():
 
 
 def test_with_moments_keeps_both_moments():
-    assert fit.with_moments(40e-6, 40e-6**2) == dist.Deterministic(40e-6)
-    d = fit.with_moments(40e-6, 3 * 40e-6**2)
+    assert dist.with_moments(40e-6, 40e-6**2) == dist.Deterministic(40e-6)
+    d = dist.with_moments(40e-6, 3 * 40e-6**2)
     assert (d.mean, d.m2) == pytest.approx((40e-6, 3 * 40e-6**2))
 
 

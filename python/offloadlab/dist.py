@@ -281,6 +281,18 @@ class Empirical(Dist):
         return f"empirical(path={self.path})"
 
 
+def with_moments(mean: float, m2: float) -> Dist:
+    """The distribution a scenario keeps for a cost known by its first two moments (the
+    model needs no more): deterministic without spread, otherwise the lognormal with
+    this mean and second moment."""
+    if mean <= 0:
+        return Deterministic(0.0)
+    scv = max(m2 / mean**2 - 1, 0.0)
+    if scv < 1e-9:
+        return Deterministic(mean)
+    return Lognormal.from_mean(mean, math.sqrt(math.log1p(scv)))
+
+
 KINDS: dict[str, type[Dist]] = {
     c.kind: c for c in (Exponential, Deterministic, Lognormal, Pareto, BoundedPareto, Empirical)
 }

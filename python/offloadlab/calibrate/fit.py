@@ -200,17 +200,6 @@ def shaped(mean: float, sizes: np.ndarray, model: CostModel | None, mss: int) ->
     return raw * (mean / raw.mean()) if raw.mean() > 0 else np.full(len(sizes), mean)
 
 
-def with_moments(mean: float, m2: float) -> dist.Dist:
-    """The distribution the scenario keeps for a cost: deterministic without spread,
-    otherwise the lognormal with this mean and second moment."""
-    if mean <= 0:
-        return dist.Deterministic(0.0)
-    scv = max(m2 / mean**2 - 1, 0.0)
-    if scv < 1e-9:
-        return dist.Deterministic(mean)
-    return dist.Lognormal.from_mean(mean, math.sqrt(math.log1p(scv)))
-
-
 def fits(costs: np.ndarray) -> tuple[str, str]:
     """Lognormal (maximum likelihood) and Pareto (maximum likelihood, k = the minimum)
     fits of per-request costs, as distribution specs; "" where there is no spread."""

@@ -24,9 +24,8 @@ from dataclasses import replace
 import numpy as np
 import pandas as pd
 
-from offloadlab import model, scenario, sim
+from offloadlab import dist, model, scenario, sim
 from offloadlab.calibrate import fit
-from offloadlab.dist import Deterministic
 from offloadlab.mode_traits import BASELINE, traits
 from offloadlab.scenario import Queue, Scenario, TrafficClass
 from offloadlab.study import compare
@@ -327,11 +326,11 @@ def build_scenario(plan: Plan, fits: dict, models: list[fit.CostModel], mode: st
         base, off = fits[c, BASELINE], fits[c, mode]
         classes.append(TrafficClass(
             c, plan.shares[c] * total,
-            app=fit.with_moments(base.EXa, base.EXa**2 * (1 + work_scv)),
-            host_proto=fit.with_moments(base.EXp, base.EXp_m2),
-            host_overhead=fit.with_moments(off.EXo, off.EXo**2),
-            engine_overhead=fit.with_moments(off.EXc, off.EXc**2),
-            engine_proto=fit.with_moments(off.EXq, off.EXq_m2),
+            app=dist.with_moments(base.EXa, base.EXa**2 * (1 + work_scv)),
+            host_proto=dist.with_moments(base.EXp, base.EXp_m2),
+            host_overhead=dist.with_moments(off.EXo, off.EXo**2),
+            engine_overhead=dist.with_moments(off.EXc, off.EXc**2),
+            engine_proto=dist.with_moments(off.EXq, off.EXq_m2),
             offload="auto", d0=_delay(base.d0), d0_offload=_delay(off.d0)))
     queue_costs = {(m.mode, m.side): (m.wakeup, m.background) for m in models}
     # On the testbed a request passes engine, host, engine in turn, so its delay is the
@@ -340,8 +339,8 @@ def build_scenario(plan: Plan, fits: dict, models: list[fit.CostModel], mode: st
 
     def queue(side: str, fitted_mode: str, background: str, release: str = "request") -> Queue:
         w, other = queue_costs[fitted_mode, side]
-        return Queue(wakeup=Deterministic(w.cost), cooling=w.cooling, per_class=tuple(
-            (c, Deterministic(getattr(fits[c, fitted_mode], background))) for c in names),
+        return Queue(wakeup=dist.Deterministic(w.cost), cooling=w.cooling, per_class=tuple(
+            (c, dist.Deterministic(getattr(fits[c, fitted_mode], background))) for c in names),
             background_share=other.share, release=release if extended else "request",
             answers_wake=(extended and side == "engine"
                           and traits(fitted_mode).answers_wake_engine))
