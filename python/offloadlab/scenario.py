@@ -52,6 +52,9 @@ QUEUE_FIELDS: dict[str, str] = {
     "answers_wake": "engine only: true if the host's answers wake the engine too, each "
                     "batch of them that finds it idle paying a wake-up, as well as the "
                     "requests it reads from the network (an engine in front of the host)",
+    "cores": "engine only: cores the engine spreads its connections over (as a NIC hashes "
+             "flows to its cores), each its own queue fed an equal share of the offloaded "
+             "requests; 1 by default",
 }
 RELEASES = ("request", "round")
 _CHOICES = {
@@ -87,6 +90,9 @@ class Queue:
     #: An engine in front of the host wakes for each request from the network and again
     #: for each batch of answers the host hands back to it (docs/model.md §17).
     answers_wake: bool = False
+    #: Engine only: cores the offloaded requests are spread over evenly, each its own
+    #: queue (the wake-ups, background and utilisation are then per core).
+    cores: int = 1
 
     def background_of(self, name: str) -> Dist:
         """The background job of a request of class ``name``."""
@@ -256,6 +262,15 @@ def _queue(raw: object, table: str, default: Queue, base_dir: Path | None,
         else:
             errors.append(f"{table}: answers_wake = {raw['answers_wake']!r} must be true or "
                           f"false ({QUEUE_FIELDS['answers_wake']})")
+    if "cores" in raw:
+        cores = raw["cores"]
+        if table != "engine":
+            errors.append(f"{table}: cores belongs in [engine]; the host is one core here")
+        elif isinstance(cores, int) and not isinstance(cores, bool) and cores >= 1:
+            values["cores"] = cores
+        else:
+            errors.append(f"{table}: cores = {cores!r} must be a whole number >= 1 "
+                          f"({QUEUE_FIELDS['cores']})")
     background = raw.get("background")
     if isinstance(background, dict):  # per class: { c0 = "det(10us)", c3 = "det(60us)" }
         values["background"] = _ZERO
@@ -396,7 +411,8 @@ def dumps(scenario: Scenario) -> str:
                        "background": str(queue.background) if not queue.per_class else
                        {c.name: str(queue.background_of(c.name)) for c in scenario.classes},
                        "background_share": queue.background_share, "release": queue.release,
-                       **({"answers_wake": True} if queue.answers_wake else {})}
+                       **({"answers_wake": True} if queue.answers_wake else {}),
+                       **({"cores": queue.cores} if queue.cores != 1 else {})}
     data["class"] = [
         {"name": c.name, "rate": c.rate,
          **{key: str(getattr(c, key)) for key in COST_FIELDS},

@@ -131,7 +131,7 @@ def _saturation_rates(k: ClassCosts, f, share) -> dict[str, np.ndarray]:
     per_unit_rate = {
         "noe": ((share * (k.h1 + k.noe.b1)).sum(-1), k.noe.share),
         "cpu": ((share * ((1 - f) * k.h1 + f * k.sent_host1 + k.cpu.b1)).sum(-1), k.cpu.share),
-        "oe": ((share * (f * k.sent_engine1 + k.oe.b1)).sum(-1), k.oe.share),
+        "oe": ((share * (f * k.sent_engine1 + k.oe.b1)).sum(-1) / k.oe.cores, k.oe.share),
     }
     # A vanishing load (a fraction of 1e-309) saturates at a rate beyond float range: inf.
     with np.errstate(divide="ignore", over="ignore"):

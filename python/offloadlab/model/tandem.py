@@ -41,8 +41,9 @@ class Extra:
     """A queue's wake-up cost D (moments d1, d2, seconds and seconds^2), the
     background work B each request of a class brings to its core (b1, b2: arrays over
     classes, or scalars for every class), the ``share`` of the core other work holds at
-    every rate, whether its requests leave in ``rounds``, and whether the host's answers
-    wake it too (``answers_wake``)."""
+    every rate, whether its requests leave in ``rounds``, whether the host's answers
+    wake it too (``answers_wake``), and over how many ``cores`` (each its own queue) its
+    requests are spread."""
 
     d1: float = 0.0
     d2: float = 0.0
@@ -52,13 +53,14 @@ class Extra:
     rounds: bool = False
     share: float = 0.0
     answers_wake: bool = False
+    cores: int = 1
 
     @classmethod
     def of(cls, q: Queue, names: list[str]) -> Extra:
         b = [q.background_of(n) for n in names]
         return cls(q.wakeup.mean, q.wakeup.m2, np.array([d.mean for d in b]),
                    np.array([d.m2 for d in b]), q.cooling, q.release == "round",
-                   q.background_share, q.answers_wake)
+                   q.background_share, q.answers_wake, q.cores)
 
     def wakeup(self, lam: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """E[D] and E[D^2] of a wake-up at arrival rate ``lam``. After an idle period I
@@ -301,14 +303,17 @@ def solve(lam: np.ndarray, f: np.ndarray, k: ClassCosts, options: Options) -> Qu
     missed, hits = offloaded * (1 - k.hit), offloaded * k.hit
     noe = station(lam.sum(-1), (lam * k.h1).sum(-1), (lam * k.h2).sum(-1), lam, k.noe)
     cpu = host_station(lam, f, k)
-    oe = station(offloaded.sum(-1), (missed * k.e1 + hits * k.x1).sum(-1),
-                 (missed * k.e2 + hits * k.x2).sum(-1), lam, k.oe, answer_epochs(
+    # One of the engine's cores: each is fed an even share of the offloaded requests
+    # (random splitting keeps each share Poisson) and of the background they bring.
+    n = k.oe.cores
+    oe = station(offloaded.sum(-1) / n, (missed * k.e1 + hits * k.x1).sum(-1) / n,
+                 (missed * k.e2 + hits * k.x2).sum(-1) / n, lam / n, k.oe, answer_epochs(
                      offloaded.sum(-1), missed.sum(-1), cpu.wakeups) if k.oe.answers_wake else 1.0)
 
     T_host_c = cpu.sojourn(k.h1)  # a request of class c that stays on the host
     T_cpu_off_c = cpu.sojourn(k.g1)  # ... one that is offloaded: its host part
     batch = batch_wait(cpu, oe, (on_host * k.h1 + missed * k.g1).sum(-1),
-                       (missed * k.e1).sum(-1))
+                       (missed * k.e1).sum(-1) / n)
     T_miss_oe_c = oe.sojourn(k.e1) + batch[..., None]  # ... and its engine part
     T_hit_c = oe.sojourn(k.x1)  # ... one the engine's cache answers
     T_sum_off = mix(k.hit, T_cpu_off_c + T_miss_oe_c, T_hit_c)

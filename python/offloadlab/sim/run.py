@@ -81,6 +81,10 @@ def run(scenario: Scenario, *, rates=None, fractions=None, requests: int = 200_0
     """
     check_options(requests=requests, seed=seed, replications=replications, warmup=warmup,
                   ci=ci, ci_metric=ci_metric, batches=batches, threads=threads)
+    if scenario.engine.cores != 1:
+        raise InputError(f"[engine] cores = {scenario.engine.cores}: the simulator has one "
+                         "engine core; solve a many-core engine with 'offload model', or "
+                         "simulate one of its cores (cores = 1, rates divided by the cores)")
     rates, share, f = operating_points(scenario, rates, fractions, positive=True)
     notes: list[str] = []
     if f is None:
