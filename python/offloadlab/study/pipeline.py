@@ -12,6 +12,7 @@ the report as a section of its own making (:func:`sections`) and to summary.json
 from __future__ import annotations
 
 import datetime
+import math
 import os
 import platform
 import shlex
@@ -22,7 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from offloadlab import dist, scenario
-from offloadlab.errors import for_flag
+from offloadlab.errors import InputError, for_flag
 from offloadlab.experiments import handoff
 from offloadlab.mode_traits import BASELINE
 from offloadlab.report.html import write_report
@@ -70,6 +71,7 @@ class StudyConfig:
     engine_core: int | None = None
     mix: bool = True
     handoff_slowdown: float | None = handoff.Experiment.slowdown
+    rate: float | None = None  # the bottom line's total requests/s (None: the operating rate)
 
     def __post_init__(self) -> None:
         # In the order the flags were checked before the pipeline had a home, so a
@@ -77,6 +79,9 @@ class StudyConfig:
         for check in (self.size_classes, self.mode_names, self.chosen_budget,
                       self.work_dist):
             check()
+        if self.rate is not None and not (math.isfinite(self.rate) and self.rate > 0):
+            raise InputError(f"--rate {self.rate}: give the total requests/s to answer at, "
+                             "> 0 (default: the study's operating rate)")
 
     @classmethod
     def demo(cls, out_dir: Path) -> StudyConfig:
@@ -155,7 +160,8 @@ def prepare(config: StudyConfig, say: Say = lambda text: None) -> Prepared:
             f"{name} {share:.0%}" for name, share in shares.items()) + ")"
     the_plan = plan.Plan(loads, names, config.chosen_budget(),
                          work if work.mean > 0 else None, host_core, engine_core,
-                         config.seed, workload, shares, mixed if config.mix else None)
+                         config.seed, workload, shares, mixed if config.mix else None,
+                         config.rate)
     prepared = Prepared(config, the_plan, started)
     if (experiment := prepared.handoff()) is not None:
         experiment.check()
@@ -245,6 +251,7 @@ def summary(tables: StudyTables, handoff_result: handoff.Result | None) -> dict:
     return jsonable({
         "meta": tables.meta,
         "verdicts": tables.verdicts.to_dict("records"),
+        "bottom_line": tables.bottom_line.to_dict("records"),
         "saturation": tables.saturation.to_dict("records"),
         "accuracy": tables.accuracy.to_dict("records"),
         "costs": tables.costs.to_dict("records"),

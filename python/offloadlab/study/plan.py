@@ -138,6 +138,8 @@ class Plan:
     # Each class's share of the requests in the mix and in the fitted scenario.
     shares: dict[str, float]
     mix: ClassLoad | None = None
+    # Total requests/s the bottom line answers at (None: the exported scenario's own).
+    rate: float | None = None
 
     def load_seconds(self) -> float:
         """Seconds of load this plan runs (without server start-up)."""
