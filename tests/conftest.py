@@ -20,7 +20,7 @@ EXAMPLES = Path(__file__).resolve().parents[1] / "python" / "offloadlab" / "exam
 # privilege beyond Python and Rust. Everything else runs on every core (`pytest -n auto
 # -m "not testbed"`).
 TIER_OF_FIXTURE = {"testbed": "testbed", "postgres_url": "external", "squid_binary": "external",
-                   "chromium": "external", "as_root": "external"}
+                   "chromium": "external", "as_root": "external", "nginx_binary": "external"}
 # The calls that start the testbed's server or load generator in this process.
 _REAL_LOAD = ("serve", "load", "load_cli")
 _current: pytest.Item | None = None
@@ -74,6 +74,16 @@ def squid_binary() -> Path:
                                                                      os.X_OK) else None)
     if found is None:
         pytest.fail("squid is not installed; apt-get install squid (.ci/run does)")
+    return Path(found)
+
+
+@pytest.fixture(scope="session")
+def nginx_binary() -> Path:
+    """nginx's binary (a user's server under test in the study); .ci/run installs it."""
+    found = shutil.which("nginx") or ("/usr/sbin/nginx" if os.access("/usr/sbin/nginx",
+                                                                     os.X_OK) else None)
+    if found is None:
+        pytest.fail("nginx is not installed; apt-get install nginx (.ci/run does)")
     return Path(found)
 
 
