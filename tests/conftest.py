@@ -67,24 +67,26 @@ def testbed():
     """Marks a test (or a fixture's users) as real load on this machine."""
 
 
+def _server_binary(name: str) -> Path:
+    """A server's binary on PATH or in /usr/sbin (Debian's, which PATH may lack); fails
+    with the apt-get line when it is missing."""
+    sbin = f"/usr/sbin/{name}"
+    found = shutil.which(name) or (sbin if os.access(sbin, os.X_OK) else None)
+    if found is None:
+        pytest.fail(f"{name} is not installed; apt-get install {name} (.ci/run does)")
+    return Path(found)
+
+
 @pytest.fixture(scope="session")
 def squid_binary() -> Path:
     """Squid's binary (seed 001's proxy); .ci/run installs it."""
-    found = shutil.which("squid") or ("/usr/sbin/squid" if os.access("/usr/sbin/squid",
-                                                                     os.X_OK) else None)
-    if found is None:
-        pytest.fail("squid is not installed; apt-get install squid (.ci/run does)")
-    return Path(found)
+    return _server_binary("squid")
 
 
 @pytest.fixture(scope="session")
 def nginx_binary() -> Path:
     """nginx's binary (a user's server under test in the study); .ci/run installs it."""
-    found = shutil.which("nginx") or ("/usr/sbin/nginx" if os.access("/usr/sbin/nginx",
-                                                                     os.X_OK) else None)
-    if found is None:
-        pytest.fail("nginx is not installed; apt-get install nginx (.ci/run does)")
-    return Path(found)
+    return _server_binary("nginx")
 
 
 @pytest.fixture(scope="session")

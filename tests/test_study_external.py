@@ -18,6 +18,7 @@ from offloadlab.study import external as host_server
 from offloadlab.study import pipeline
 from offloadlab.testbed import external
 from offloadlab.testbed.external import ExternalServer
+from offloadlab.testbed.load import parse_target
 
 
 def _gone(pid: int, within_s: float = 2.0) -> bool:
@@ -150,7 +151,15 @@ def test_cpu_of_the_process_tree_counts_a_busy_child_thread_by_thread(tmp_path):
             time.sleep(0.01)
         child = external.tree(process.pid)[1]
         stat_before = external.stat_cpu_s(child)
-        time.sleep(burn_s + 0.7)  # its burn is CPU time: done by now unless starved
+
+        def burnt() -> float:
+            return sum(t.cpu_s for t in external.used(before, external.snapshot(process.pid))
+                       if t.pid == child)
+
+        # Its burn is CPU time, however busy the machine: wait until it is spent.
+        while burnt() < burn_s and time.monotonic() < deadline:
+            time.sleep(0.05)
+        time.sleep(0.1)  # then it sleeps, and its CPU stays put
         after = external.snapshot(process.pid)
         threads = external.used(before, after)
         burner = [t for t in threads if t.pid == child]
@@ -174,6 +183,44 @@ def test_core_times_cover_every_core_and_add_up():
     for c in cores:
         wall = c.user_s + c.system_s + c.idle_s + c.irq_s + c.softirq_s + c.steal_s
         assert 0.05 <= wall <= 0.5
+
+
+def test_bad_server_flags_exit_2_before_anything_is_written(tmp_path):
+    from typer.testing import CliRunner
+
+    from offloadlab.cli import app
+
+    out = tmp_path / "out"
+    result = CliRunner().invoke(app, ["study", "--server-pid", str(2**22 + 7), "--target",
+                                      "127.0.0.1:80", "--out", str(out)])
+    assert result.exit_code == 2 and "--server-pid" in result.output
+    assert not out.exists()
+
+
+def _host(work_s: float, cores: float) -> host_server.HostServer:
+    server = ExternalServer(pid=os.getpid(), target="127.0.0.1:80")
+    live = external.Live(os.getpid(), parse_target("127.0.0.1:80"), started=False)
+    return host_server.HostServer(server, live, Path("/"), work_s, most_cores=cores)
+
+
+def test_notes_say_when_work_exceeds_the_measured_cpu_or_the_server_used_two_cores():
+    from types import SimpleNamespace
+
+    import numpy as np
+
+    from offloadlab.calibrate.fit import Run
+
+    def run(host_s: float) -> SimpleNamespace:
+        return SimpleNamespace(run=Run("c0", BASELINE, 100.0, 100.0, 200, host_s, 0.0,
+                                       float("nan"), 1e-3, np.zeros(200)))
+
+    study = SimpleNamespace(plan=SimpleNamespace(classes=[SimpleNamespace(name="c0")]),
+                            calibration={("c0", BASELINE): [run(40e-6), run(60e-6)]})
+    assert _host(30e-6, 0.9).notes(study) == []
+    work, cores = _host(80e-6, 1.4).notes(study)
+    assert "--work declares 80" in work and "used 50" in work and "lower" not in work
+    assert "Give --work no more than" in work
+    assert "1.40 cores" in cores
 
 
 # --- one short real study, nginx as the user's server ---------------------------------
