@@ -223,6 +223,34 @@ def test_notes_say_when_work_exceeds_the_measured_cpu_or_the_server_used_two_cor
     assert "1.40 cores" in cores
 
 
+def test_the_section_lists_each_thread_and_the_fits_split_of_all_of_them():
+    from types import SimpleNamespace
+
+    from offloadlab.calibrate import fit
+
+    host = _host(0.0, 0.5)
+    host.threads["c0"][1, 1, "master"] += 0.0
+    host.threads["c0"][1, 2, "worker"] += 0.02
+    host.requests["c0"] += 200
+    wakeup = fit.Wakeup(cost=50e-6, cooling=1e-3)
+    runs = [SimpleNamespace(run=fit.Run("c0", BASELINE, 1000.0, 1000.0, 200, 100e-6, 0.0,
+                                        float("nan"), 1e-3, None))]
+    woke = wakeup.per_run(runs[0].run, "host")
+    study = SimpleNamespace(
+        fitted=SimpleNamespace(models=[SimpleNamespace(mode=BASELINE, wakeup=wakeup)],
+                               fits={("c0", BASELINE): fit.ClassFit("c0", BASELINE, 0.0,
+                                                                    EXp=100e-6 - woke)}),
+        calibration={("c0", BASELINE): runs})
+    rows = host.summary(study)["threads"]
+    assert [(r["tid"], r["name"]) for r in rows] == [(1, "master"), (2, "worker"),
+                                                     (None, host_server.ALL_THREADS)]
+    assert rows[1]["cpu_per_request_s"] == pytest.approx(100e-6) and rows[1]["share"] == 1
+    every = rows[-1]
+    assert every["EXa"] + every["EXp"] + every["wakeup_s"] == pytest.approx(100e-6)
+    json.dumps(rows)  # plain values, as summary.json needs
+    assert host.section(study).table is not None
+
+
 # --- one short real study, nginx as the user's server ---------------------------------
 
 

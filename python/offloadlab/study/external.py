@@ -116,7 +116,7 @@ class HostServer:
             rows.append({"class": cls, "name": ALL_THREADS, "cpu_per_request_s": total / n,
                          "share": 1.0, "EXa": fitted.EXa, "EXp": fitted.EXp,
                          "wakeup_s": woke / max(sum(r.requests for r in runs), 1)})
-        return pd.DataFrame(rows, columns=list(COLUMNS))
+        return pd.DataFrame(rows, columns=list(COLUMNS)).astype({"pid": "Int64", "tid": "Int64"})
 
     def notes(self, study) -> list[str]:
         """What the reader must know about the host's numbers: a --work larger than the
