@@ -117,6 +117,21 @@ def test_the_server_is_stopped_after_an_error_in_the_study(tmp_path):
     assert _gone(pid)
 
 
+@pytest.mark.parametrize("how", ["ctrl-c", "sigterm"])
+def test_the_server_is_stopped_after_ctrl_c_or_a_sigterm_to_the_study(tmp_path, how):
+    import signal
+
+    server = ExternalServer(f"{sys.executable} -m http.server {{port}} --bind 127.0.0.1")
+    with pytest.raises(KeyboardInterrupt), external.running(server, tmp_path) as live:
+        pid = live.pid
+        if how == "sigterm":  # as a job control or a container stop sends it
+            os.kill(os.getpid(), signal.SIGTERM)
+            time.sleep(5)
+        raise KeyboardInterrupt
+    assert _gone(pid)
+    assert signal.getsignal(signal.SIGTERM) is signal.SIG_DFL  # put back
+
+
 def test_a_server_given_by_its_pid_is_not_stopped(tmp_path):
     import socket
 
