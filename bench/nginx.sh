@@ -14,6 +14,7 @@
 #                               server and client cores of their own (when there are two)
 
 nginx_pids=()
+nginx_template="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)/python/offloadlab/examples/nginx.conf"
 
 need_nginx_wrk() {
   if ! command -v nginx >/dev/null || ! command -v wrk >/dev/null; then
@@ -30,24 +31,14 @@ start_nginx() {
   local dir=$1 port=$2 cpu=${3:-} listen=${4:-}
   chmod 755 "$dir"   # nginx's worker runs as another user
   mkdir -p "$dir/tmp"
-  cat >"$dir/nginx-$port.conf" <<CONF
-worker_processes 1;
-daemon off;
-pid $dir/nginx-$port.pid;
-error_log $dir/error-$port.log warn;
-events { worker_connections 4096; }
-http {
-    access_log off;
-    sendfile on;
-    ${NGINX_EXTRA:-}
-    client_body_temp_path $dir/tmp;
-    proxy_temp_path $dir/tmp;
-    fastcgi_temp_path $dir/tmp;
-    uwsgi_temp_path $dir/tmp;
-    scgi_temp_path $dir/tmp;
-    server { listen 127.0.0.1:$port $listen; root $dir/www; }
-}
-CONF
+  # The configuration is examples/nginx.conf's, which the study's nginx tests use too.
+  python3 - "$nginx_template" "$dir" "$port" "$listen" "${NGINX_EXTRA:-}" >"$dir/nginx-$port.conf" <<'PY'
+import os, pwd, string, sys
+template, folder, port, listen, extra = sys.argv[1:]
+print(string.Template(open(template).read()).substitute(
+    folder=folder, root=f"{folder}/www", port=port, listen=listen, extra=extra,
+    user=pwd.getpwuid(os.geteuid()).pw_name), end="")
+PY
   local prefix=()
   [ -n "$cpu" ] && command -v taskset >/dev/null && prefix=(taskset -c "$cpu")
   "${prefix[@]}" "$NGINX" -c "$dir/nginx-$port.conf" -p "$dir" &

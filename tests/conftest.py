@@ -20,7 +20,7 @@ EXAMPLES = Path(__file__).resolve().parents[1] / "python" / "offloadlab" / "exam
 # privilege beyond Python and Rust. Everything else runs on every core (`pytest -n auto
 # -m "not testbed"`).
 TIER_OF_FIXTURE = {"testbed": "testbed", "postgres_url": "external", "squid_binary": "external",
-                   "chromium": "external", "as_root": "external"}
+                   "chromium": "external", "as_root": "external", "nginx_binary": "external"}
 # The calls that start the testbed's server or load generator in this process.
 _REAL_LOAD = ("serve", "load", "load_cli")
 _current: pytest.Item | None = None
@@ -67,14 +67,26 @@ def testbed():
     """Marks a test (or a fixture's users) as real load on this machine."""
 
 
+def _server_binary(name: str) -> Path:
+    """A server's binary on PATH or in /usr/sbin (Debian's, which PATH may lack); fails
+    with the apt-get line when it is missing."""
+    sbin = f"/usr/sbin/{name}"
+    found = shutil.which(name) or (sbin if os.access(sbin, os.X_OK) else None)
+    if found is None:
+        pytest.fail(f"{name} is not installed; apt-get install {name} (.ci/run does)")
+    return Path(found)
+
+
 @pytest.fixture(scope="session")
 def squid_binary() -> Path:
     """Squid's binary (seed 001's proxy); .ci/run installs it."""
-    found = shutil.which("squid") or ("/usr/sbin/squid" if os.access("/usr/sbin/squid",
-                                                                     os.X_OK) else None)
-    if found is None:
-        pytest.fail("squid is not installed; apt-get install squid (.ci/run does)")
-    return Path(found)
+    return _server_binary("squid")
+
+
+@pytest.fixture(scope="session")
+def nginx_binary() -> Path:
+    """nginx's binary (a user's server under test in the study); .ci/run installs it."""
+    return _server_binary("nginx")
 
 
 @pytest.fixture(scope="session")

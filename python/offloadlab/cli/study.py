@@ -43,7 +43,8 @@ def study_cmd(
         help="quick | standard | thorough: run lengths and sweep points.")] = "quick",
     work: Annotated[str | None, typer.Option(
         help="Application work X_a per request on the host, e.g. exp(mean=50us), or "
-             "det(0) for none (default: exp(mean=100us)).")] = None,
+             "det(0) for none (default: exp(mean=100us); det(0) with --server-cmd or "
+             "--server-pid, whose own application work this declares).")] = None,
     run_length: Annotated[str | None, typer.Option(
         help="Override the budget's length of every run, e.g. 1s.")] = None,
     sweep_points: Annotated[int | None, typer.Option(
@@ -78,6 +79,18 @@ def study_cmd(
     preset: Annotated[str, typer.Option(
         help="toe-2009: protocol offload per size class, the only study (seed 001's "
              "object cache is 'offload appcache').")] = "toe-2009",
+    server_cmd: Annotated[str | None, typer.Option(
+        help="Your HTTP server as the host alone: the command that starts it in the "
+             "foreground, with {root} (the file set's folder) and {port} (a free loopback "
+             "port, without --target) filled in; it is stopped after the study. Its CPU "
+             "is every thread of its process tree (docs/study.md).")] = None,
+    server_pid: Annotated[int | None, typer.Option(
+        help="Your HTTP server as the host alone, already running (serving the file "
+             "set); never stopped. Needs --target.")] = None,
+    target: Annotated[str | None, typer.Option(
+        help="HOST:PORT where --server-cmd or --server-pid answers.")] = None,
+    allow_remote: Annotated[bool, typer.Option(
+        "--allow-remote", help="Allow a --target that is not loopback.")] = False,
 ) -> None:
     """Calibrate the model on the testbed, predict with model and simulator, measure the
     rate sweep, and report whether offload helps, per class."""
@@ -95,7 +108,9 @@ def study_cmd(
         work=work, run_length=run_length, sweep_points=sweep_points, replicates=replicates,
         steal_repeats=steal_repeats, seed=seed, host_core=host_core, engine_core=engine_core,
         mix=mix, rate=rate,
-        handoff_slowdown=_handoff_slowdown(handoff_slowdown) if with_handoff else None))
+        handoff_slowdown=_handoff_slowdown(handoff_slowdown) if with_handoff else None,
+        server_cmd=server_cmd, server_pid=server_pid, target=target,
+        allow_remote=allow_remote))
 
 
 @app.command()

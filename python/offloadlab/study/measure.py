@@ -25,16 +25,17 @@ from offloadlab.model.verdict import MARGIN
 from offloadlab.study import judge
 from offloadlab.study.plan import ENGINE_WAIT, SATURATION_CLIENTS, ClassLoad, Plan
 from offloadlab.testbed import modes as testbed_modes
+from offloadlab.testbed.load import LoadResult
 from offloadlab.testbed.server import ServerOptions
 from offloadlab.workload import stream
 
-_TIMEOUT_S = 5.0
+TIMEOUT_S = 5.0
 # One generator thread, on the engine's core, with length checks only. On a small
 # machine the generator must share a core: the engine's keeps the host's core to the
 # host, which is what the model queues, in every mode alike. Hashing every large body
 # (SHA-256 runs near 1-2 GB/s) would make the generator the bottleneck; the testbed's
 # own tests check content byte for byte.
-_LOAD = {"threads": 1, "verify": "length"}
+LOAD = {"threads": 1, "verify": "length"}
 _BATCHES = 10
 LATENCY_SAMPLE = 5000
 # Saturation capacity is the median completion rate over windows this long.
@@ -75,8 +76,22 @@ def options(plan: Plan, load: ClassLoad, mode: str) -> ServerOptions:
 def measure(plan: Plan, load: ClassLoad, mode: str, use: str, rate: float,
             progress: Callable | None = None, replicate: int = 0) -> Measured:
     """One run of ``load``'s class in ``mode``: Poisson at ``rate`` for the budget's run
-    length, or (``use`` = "saturation") closed-loop clients with zero think time.
-    Each ``replicate`` of a rate draws its own arrivals, so that a point's mean averages
+    length, or (``use`` = "saturation") closed-loop clients with zero think time
+    (:func:`stream_of`)."""
+    requests, extra = stream_of(plan, load, use, rate, replicate)
+    try:
+        done = testbed_modes.run_mode(options(plan, load, mode), requests, load.manifest,
+                                      progress=progress, timeout_s=TIMEOUT_S, records=True,
+                                      cores=generator_cores(plan), **LOAD, **extra)
+    except RunError as exc:
+        raise failed(load, mode, use, rate, exc) from None
+    return _reduce(load, mode, use, rate, requests.frame["size_bytes"].to_numpy(), done)
+
+
+def stream_of(plan: Plan, load: ClassLoad, use: str, rate: float,
+              replicate: int = 0) -> tuple[stream.Stream, dict]:
+    """The requests of one run and the load generator's options for them. Each
+    ``replicate`` of a rate draws its own arrivals, so that a point's mean averages
     the streams' own spread too (a request count drawn for 2 s at 1,000/s is off by 2%)
     and its replicates' spread includes it."""
     # Another stream at every rate and replicate.
@@ -84,19 +99,14 @@ def measure(plan: Plan, load: ClassLoad, mode: str, use: str, rate: float,
     if use == "saturation":
         requests = stream.closed(load.manifest, SATURATION_CLIENTS, think="det(0)",
                                  requests=1000, size_class=load.size_class, seed=seed)
-        extra = {"repeat": True, "max_duration_s": plan.budget.saturation_s}
-    else:
-        requests = stream.poisson(load.manifest, rate, duration_s=plan.budget.run_s,
-                                  size_class=load.size_class, seed=seed)
-        extra = {}
-    try:
-        done = testbed_modes.run_mode(options(plan, load, mode), requests, load.manifest,
-                                      progress=progress, timeout_s=_TIMEOUT_S, records=True,
-                                      cores=_generator_cores(plan), **_LOAD, **extra)
-    except RunError as exc:
-        raise RunError(f"class {load.name}, {mode} mode, {use} run at {rate:g}/s: {exc}"
-                       ) from None
-    return _reduce(load, mode, use, rate, requests.frame["size_bytes"].to_numpy(), done)
+        return requests, {"repeat": True, "max_duration_s": plan.budget.saturation_s}
+    return stream.poisson(load.manifest, rate, duration_s=plan.budget.run_s,
+                          size_class=load.size_class, seed=seed), {}
+
+
+def failed(load: ClassLoad, mode: str, use: str, rate: float, exc: RunError) -> RunError:
+    """A run's failure, saying which run it was."""
+    return RunError(f"class {load.name}, {mode} mode, {use} run at {rate:g}/s: {exc}")
 
 
 # A point is scored below this share of the busier core's time: past it the delay
@@ -175,52 +185,64 @@ def operating_ratio(study, cls: str, mode: str) -> tuple[float, float, float, in
     return pair_ratio(study.operating.get((cls, mode), []))
 
 
-def _generator_cores(plan: Plan) -> list[int]:
+def generator_cores(plan: Plan) -> list[int]:
     return [] if plan.engine_core is None else [plan.engine_core]
 
 
 def _reduce(load: ClassLoad, mode: str, use: str, rate: float, sizes: np.ndarray,
             done: testbed_modes.ModeRun) -> Measured:
-    report, server = done.load.parsed, done.stats
+    server = done.stats
     per = server.per_request
-    seconds = report.duration_s
-    served = server.requests
     # Busy time: a host that polls its completion ring (uring) spends idle CPU too.
     host_s = per.host_busy_cpu_s
-    host_cpu = (host_s or 0.0) * served
     # uring's SQPOLL thread spins between submissions; the kernel's own account of its
     # work (SqWorkTime) is its busy time where the kernel gives it.
     engine_busy = per.engine_sq_work_s or per.engine_busy_cpu_s
     offloaded = traits(mode).engine_thread
     engine = engine_busy if offloaded and engine_busy is not None else math.nan
-    records = done.load.records
+    return reduced(
+        load, mode, use, rate, sizes, done.load, served=server.requests,
+        host_s=host_s or math.nan, app_s=per.app_cpu_s or 0.0, engine_s=engine,
+        cores=server.cores, host_wakeups=_number(per.host_wakeups),
+        engine_wakeups=(_number(per.engine_wakeups) if traits(mode).counts_engine_wakeups
+                        else math.nan),
+        host_background_s=background(server, "host"),
+        engine_background_s=background(server, "engine") if offloaded else math.nan,
+        host_trip=_number(per.host_turnaround_s))
+
+
+def reduced(load: ClassLoad, mode: str, use: str, rate: float, sizes: np.ndarray,
+            result: LoadResult, served: int, host_s: float, app_s: float, engine_s: float,
+            cores: tuple[CoreTimes, ...], host_trip: float = math.nan,
+            **counts: float) -> Measured:
+    """A run as :class:`Measured`, from the load generator's ``result`` and the server
+    side's account: requests ``served``, host and engine CPU and the application's work
+    per request, the cores' times; ``counts``, the :class:`Run`'s wake-ups and
+    background per request."""
+    report = result.parsed
+    seconds = report.duration_s
+    records = result.records
     total = records.loc[records["error"] == "", "total_s"].to_numpy(float)
     total = total[np.isfinite(total)]
     lo, hi = _batch_interval(total)
     throughput = capacity(records) if use == "saturation" else report.throughput
     run = Run(cls=load.name, mode=mode, rate=rate if use != "saturation" else math.nan,
               throughput=throughput if math.isfinite(throughput) else report.throughput,
-              requests=served,
-              host_s=host_s or math.nan, app_s=per.app_cpu_s or 0.0,
-              engine_s=engine, T=float(total.mean()) if len(total) else math.nan,
-              sizes=sizes, host_wakeups=_number(per.host_wakeups),
-              engine_wakeups=(_number(per.engine_wakeups) if traits(mode).counts_engine_wakeups
-                              else math.nan),
-              host_background_s=background(server, "host"),
-              engine_background_s=background(server, "engine") if offloaded else math.nan)
+              requests=served, host_s=host_s, app_s=app_s, engine_s=engine_s,
+              T=float(total.mean()) if len(total) else math.nan, sizes=sizes, **counts)
     rng = np.random.default_rng(0)
     sample = total if len(total) <= LATENCY_SAMPLE else rng.choice(total, LATENCY_SAMPLE,
                                                                    replace=False)
     return Measured(
         run=run, use=use,
-        U_host=host_cpu / seconds if seconds > 0 else math.nan,
-        U_engine=engine * served / seconds if seconds > 0 else math.nan,
+        U_host=(host_s if math.isfinite(host_s) else 0.0) * served / seconds
+        if seconds > 0 else math.nan,
+        U_engine=engine_s * served / seconds if seconds > 0 else math.nan,
         T_lo=lo, T_hi=hi, p99=report.total.p99_s or math.nan,
-        errors=report.failed, error_rate=done.load.error_rate,
+        errors=report.failed, error_rate=result.error_rate,
         connections_per_s=report.connections / seconds if seconds > 0 else math.nan,
         connect_s=report.connect_mean_s, goodput_Bps=report.goodput_Bps,
-        cores=server.cores, latency=np.sort(sample), steal=steal_share(server.cores),
-        host_trip=_number(per.host_turnaround_s))
+        cores=cores, latency=np.sort(sample), steal=steal_share(cores), host_trip=host_trip)
 
 
 def _number(value) -> float:

@@ -11,6 +11,7 @@ the report as a section of its own making (:func:`sections`) and to summary.json
 
 from __future__ import annotations
 
+import contextlib
 import datetime
 import math
 import os
@@ -30,12 +31,17 @@ from offloadlab.report.html import write_report
 from offloadlab.report.section import Section
 from offloadlab.results import jsonable, write_outputs
 from offloadlab.study import compare, floors, plan
+from offloadlab.study import external as host_server
 from offloadlab.study import run as study_run
+from offloadlab.study.measure import measure
 from offloadlab.study_tables import StudyTables
-from offloadlab.testbed import cores, idle
+from offloadlab.testbed import cores, external, idle
 from offloadlab.units import parse_time
 
 DEFAULT_WORK = "exp(mean=100us)"
+# A user's server does its own application work, which --work declares; none (static
+# files, as nginx serves) unless it says so.
+EXTERNAL_WORK = "det(0)"
 # offload demo: seed 000's classes 0 (small) and 3 (large), inline against engine mode,
 # on the quick budget; README.md states its planned time (tests/test_design.py).
 DEMO_CLASSES = "0,3"
@@ -72,12 +78,17 @@ class StudyConfig:
     mix: bool = True
     handoff_slowdown: float | None = handoff.Experiment.slowdown
     rate: float | None = None  # the bottom line's total requests/s (None: the operating rate)
+    # The user's server as the host alone (testbed.external): a command or a PID.
+    server_cmd: str | None = None
+    server_pid: int | None = None
+    target: str | None = None
+    allow_remote: bool = False
 
     def __post_init__(self) -> None:
         # In the order the flags were checked before the pipeline had a home, so a
         # command with two bad flags names the same one it always did.
         for check in (self.size_classes, self.mode_names, self.chosen_budget,
-                      self.work_dist):
+                      self.work_dist, self.external_server):
             check()
         if self.rate is not None and not (math.isfinite(self.rate) and self.rate > 0):
             raise InputError(f"--rate {self.rate}: give the total requests/s to answer at, "
@@ -103,7 +114,20 @@ class StudyConfig:
                                          self.steal_repeats)
 
     def work_dist(self) -> dist.Dist:
-        return for_flag("--work", dist.parse, self.work or DEFAULT_WORK)
+        default = DEFAULT_WORK if self.external_server() is None else EXTERNAL_WORK
+        return for_flag("--work", dist.parse, self.work or default)
+
+    def external_server(self) -> external.ExternalServer | None:
+        """The user's server (None: ours is the host alone too), checked."""
+        if self.server_cmd is None and self.server_pid is None:
+            if self.target is not None:
+                raise InputError(f"--target {self.target}: give the server there with "
+                                 "--server-cmd or --server-pid")
+            return None
+        server = external.ExternalServer(self.server_cmd, self.server_pid, self.target,
+                                         self.allow_remote)
+        server.check()
+        return server
 
 
 @dataclass(frozen=True)
@@ -158,10 +182,15 @@ def prepare(config: StudyConfig, say: Say = lambda text: None) -> Prepared:
     if config.mix and mixed is not None:
         workload += ", and all of them mixed (" + ", ".join(
             f"{name} {share:.0%}" for name, share in shares.items()) + ")"
+    if config.external_server() is not None:
+        workload += (f"; {BASELINE} runs on the user's server, whose application work "
+                     f"X_a is --work ({work}) and E[X_p] the rest of its CPU per request; "
+                     f"the offload modes on OffloadLab's server with the same --work "
+                     f"({host_server.OFFLOAD_SIDE})")
     the_plan = plan.Plan(loads, names, config.chosen_budget(),
                          work if work.mean > 0 else None, host_core, engine_core,
                          config.seed, workload, shares, mixed if config.mix else None,
-                         config.rate)
+                         rate=config.rate)
     prepared = Prepared(config, the_plan, started)
     if (experiment := prepared.handoff()) is not None:
         experiment.check()
@@ -173,25 +202,53 @@ def run(prepared: Prepared, progress: study_run.Progress | None = None) -> Study
     summary.json (each atomically, the summary last), then report.html and its
     figures. Returns the tables the report shows."""
     config = prepared.config
-    result = study_run.run(prepared.plan, progress)
-    floors.store(result)  # for the studies of single runs after it (quick, the demo)
+    with _hosting(prepared) as host:
+        result = study_run.run(prepared.plan, progress,
+                               measure if host is None else host.measure)
+    if host is None:
+        # For the studies of single runs after it (quick, the demo); a user's server's
+        # floors are not our server's.
+        floors.store(result)
     experiment = prepared.handoff()
     handoff_result = None if experiment is None else _run_handoff(experiment, progress)
-    tables = compare.tables(result, _meta(prepared, experiment))
+    meta = _meta(prepared, experiment)
+    if host is not None:
+        meta |= {"host_server": host.describe(), "offload_side": host.offload_side,
+                 "notes": host.notes(result)}
+    tables = compare.tables(result, meta)
     write_outputs(config.out_dir, {
         **{f"scenario-{mode}.toml": scenario.dumps(sc)
            for mode, sc in result.fitted.scenarios.items()},
         "results.parquet": results_frame(tables, config.seed),
-        "summary.json": summary(tables, handoff_result)})
-    write_report(tables, config.out_dir, sections(handoff_result))
+        "summary.json": summary(tables, handoff_result, host, result)})
+    write_report(tables, config.out_dir, sections(handoff_result, host, result))
     return tables
 
 
-def sections(handoff_result: handoff.Result | None) -> list[Section]:
+@contextlib.contextmanager
+def _hosting(prepared: Prepared):
+    """The user's server, running on the host's core while the study measures it
+    (:class:`~offloadlab.study.external.HostServer`), and stopped after; None when our
+    server is the host alone."""
+    server = prepared.config.external_server()
+    if server is None:
+        yield None
+        return
+    the_plan = prepared.plan
+    root = Path(os.path.commonpath([load.root.resolve() for load in the_plan.loads]))
+    with external.running(server, root, the_plan.host_core) as live:
+        yield host_server.HostServer(server, live, root, prepared.config.work_dist().mean)
+
+
+def sections(handoff_result: handoff.Result | None,
+             host: host_server.HostServer | None = None,
+             result: compare.Study | None = None) -> list[Section]:
     """The experiments' sections of the report: the handoff experiment's, which says so
-    when the study skipped it."""
+    when the study skipped it, and the user's server's threads when it was the host
+    (of the study's ``result``)."""
     return [Section(handoff.TITLE, handoff.CAPTION) if handoff_result is None
-            else handoff_result.section()]
+            else handoff_result.section(),
+            *([] if host is None else [host.section(result)])]
 
 
 def _run_handoff(experiment: handoff.Experiment,
@@ -218,6 +275,10 @@ def _meta(prepared: Prepared, experiment: handoff.Experiment | None) -> dict:
         "scenario_files": [f"scenario-{m}.toml" for m in the_plan.offload_modes],
         "notes": [],
         "handoff": None if experiment is None else experiment.describe(),
+        # Which server was the host alone, and where the offload side came from (a user's
+        # server replaces both, run()).
+        "host_server": f"OffloadLab's server in {BASELINE} mode",
+        "offload_side": host_server.OFFLOAD_SIDE,
     }
 
 
@@ -247,7 +308,9 @@ def results_frame(tables: StudyTables, seed: int):
     return frame
 
 
-def summary(tables: StudyTables, handoff_result: handoff.Result | None) -> dict:
+def summary(tables: StudyTables, handoff_result: handoff.Result | None,
+            host: host_server.HostServer | None = None,
+            result: compare.Study | None = None) -> dict:
     return jsonable({
         "meta": tables.meta,
         "verdicts": tables.verdicts.to_dict("records"),
@@ -259,4 +322,6 @@ def summary(tables: StudyTables, handoff_result: handoff.Result | None) -> dict:
         # The experiment's medians per policy and its checks, as the report shows them.
         "handoff": None if handoff_result is None else {
             **handoff_result.summary(), "checks": [vars(c) for c in handoff_result.checks()]},
+        # The user's server as the host alone: which, and its threads' CPU per request.
+        "host_server": None if host is None else host.summary(result),
     })

@@ -31,6 +31,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from offloadlab.errors import RunError, require
+from offloadlab.testbed import external
 
 # Our cache policies as Squid's memory replacement policies: Squid has no plain LFU, and
 # its heap LFUDA is LFU with aging, the nearest (Debian builds both lru and heap).
@@ -195,10 +196,7 @@ class Running:
 
     def cpu_s(self) -> float:
         """CPU seconds (user and system) the process has used so far."""
-        stat = Path(f"/proc/{self.pid}/stat").read_text()
-        fields = stat.rpartition(")")[2].split()  # after the command, which may hold spaces
-        utime, stime = int(fields[11]), int(fields[12])  # stat's fields 14 and 15
-        return (utime + stime) / os.sysconf("SC_CLK_TCK")
+        return external.stat_cpu_s(self.pid)
 
     def mark(self, settle_s: float = 0.1, timeout_s: float = 2.0) -> int:
         """The access log's length once it has stopped growing for ``settle_s``: Squid
@@ -240,7 +238,7 @@ def running(options: SquidOptions,
     proxy = None
     try:
         user = _user()
-        port = options.port or _free_port()
+        port = options.port or external.free_port()
         conf = folder / "squid.conf"
         conf.write_text(config(options, port, folder, None if user is None else user.pw_name))
         if user is not None:  # Squid writes its logs as that user
@@ -275,12 +273,6 @@ def _user() -> pwd.struct_passwd | None:
             return pwd.getpwnam(name)
     raise RunError(f"neither the user {USER!r} nor 'nobody' exists for Squid to run as; "
                    "'apt-get install squid' creates it")
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def _wait_listening(proxy: Running, timeout_s: float) -> None:
