@@ -11,6 +11,7 @@ from pathlib import Path
 import pandas as pd
 
 from offloadlab import dist
+from offloadlab.engine_profile import EngineProfile
 from offloadlab.errors import InputError
 from offloadlab.mode_traits import BASELINE, traits
 from offloadlab.study_tables import STUDY_MODES
@@ -138,6 +139,8 @@ class Plan:
     # Each class's share of the requests in the mix and in the fitted scenario.
     shares: dict[str, float]
     mix: ClassLoad | None = None
+    # The engine the offload modes' engine thread emulates (None: the testbed's own).
+    engine: EngineProfile | None = None
 
     def load_seconds(self) -> float:
         """Seconds of load this plan runs (without server start-up)."""
