@@ -7,12 +7,13 @@
 //! it is bounded in requests and time. The engine sleeps when idle, so its CPU time is
 //! its work, and several clients fill its turns with operations.
 
-use std::sync::Arc;
-use std::time::{Duration, Instant};
+mod common;
+
+use std::time::Duration;
 
 use offload_load::plan::closed_loop;
 use offload_load::{Control as LoadControl, Object, Options, Target};
-use offload_server::{serve, Config, Control, EngineWait, Mode, SlowdownMode};
+use offload_server::{Config, EngineWait, Mode, SlowdownMode};
 use serde_json::Value;
 
 const CLIENTS: u32 = 8;
@@ -30,17 +31,7 @@ fn run(mode: SlowdownMode, factor: f64, message_cost: Duration) -> Value {
     config.engine_slowdown = factor;
     config.engine_message_cost = message_cost;
     config.engine_slowdown_mode = mode;
-    let control = Arc::new(Control::new());
-    let server = {
-        let control = control.clone();
-        std::thread::spawn(move || serve(config, control))
-    };
-    let started = Instant::now();
-    while control.port() == 0 {
-        assert!(!server.is_finished(), "the server failed to start");
-        assert!(started.elapsed() < Duration::from_secs(10), "no port");
-        std::thread::sleep(Duration::from_millis(5));
-    }
+    let (control, server) = common::start(config);
     let objects = vec![Object {
         path: "/f.bin".into(),
         size: SIZE as u64,
