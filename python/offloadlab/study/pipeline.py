@@ -21,7 +21,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from offloadlab import dist, engine_profile, scenario, units
+from offloadlab import dist, engine_profile, scenario
 from offloadlab.errors import InputError, for_flag
 from offloadlab.experiments import handoff
 from offloadlab.mode_traits import BASELINE, traits
@@ -254,9 +254,8 @@ def _emulated(profile: engine_profile.EngineProfile | None) -> str:
     """What the offload modes' engine thread emulated, for the machine text."""
     if profile is None:
         return ""
-    return (f"; engine emulating {profile.describe()}: each engine operation slowed by "
-            f"{profile.slowdown:g} times its own CPU time, plus "
-            f"{units.format_time(profile.message_cost_s)} per message")
+    return (f"; the engine thread emulating {profile.describe()} (slowdown "
+            f"{profile.slowdown:g} paid per operation)")
 
 
 def results_frame(tables: StudyTables, seed: int):
