@@ -187,8 +187,7 @@ def _verdicts(classes, modes) -> pd.DataFrame:
                          "reason": "E[X_o] < E[X_p] and the engine keeps up" if helps
                          else "the engine saturates first: E[X_q] > E[X_a] + E[X_p]",
                          "f": 1.0 if helps else 0.0, "EXp": exp, "EXo": exo, "rate": lam,
-                         "T_noe": t_noe, "T": t, "host_cores_saved": lam * (exp - exo),
-                         "pays_from": 0.0 if helps else math.nan,
+                         "T_noe": t_noe, "T": t,
                          "saturation_ratio": capacity(klass, mode) / capacity(klass, "inline"),
                          "measured_saturation_ratio": capacity(klass, mode)
                          / capacity(klass, "inline") * 0.97,
@@ -196,6 +195,29 @@ def _verdicts(classes, modes) -> pd.DataFrame:
                          "delay_low": t / t_noe * 0.95, "delay_high": t / t_noe * 1.15,
                          "pairs": 1, "agree": "yes"})
     return pd.DataFrame(rows, columns=list(COLUMNS["verdicts"]))
+
+
+def _bottom_line(classes, modes) -> pd.DataFrame:
+    """Each class alone at its verdict's rate, paying where the verdict helps, then the
+    mix at their sum."""
+    rows = []
+    for mode in modes:
+        if mode == "inline":
+            continue
+        for klass in classes:
+            _, exp, exo, _ = COSTS[klass]
+            lam = 0.6 * capacity(klass, "inline")
+            helps = predict(klass, mode, np.array([lam]))["T"][0] < predict(
+                klass, "inline", np.array([lam]))["T"][0]
+            rows.append({"mode": mode, "load": klass, "rate": lam,
+                         "fraction": 1.0 if helps else 0.0,
+                         "host_cores_saved": lam * (exp - exo), "pays": helps,
+                         "pays_from": 0.0 if helps else math.nan,
+                         "break_even_speed": 0.4 if helps else math.inf})
+        rows.append({"mode": mode, "load": "mix", "rate": sum(r["rate"] for r in rows[-2:]),
+                     "fraction": 0.5, "host_cores_saved": 0.1, "pays": True,
+                     "pays_from": 120.0, "break_even_speed": 0.55})
+    return pd.DataFrame(rows, columns=list(COLUMNS["bottom_line"]))
 
 
 def _costs(classes, modes) -> pd.DataFrame:
@@ -278,5 +300,6 @@ def study_tables(classes=("c0", "c2", "c3"), modes=("inline", "engine"),
     return StudyTables(points=_points(rng, classes, modes), saturation=_saturation(classes, modes),
                        cpu=_cpu(rng, classes, modes), latency=_latency(rng, classes, modes),
                        accuracy=_accuracy(classes, modes), verdicts=_verdicts(classes, modes),
+                       bottom_line=_bottom_line(classes, modes),
                        costs=_costs(classes, modes), cost_model=_cost_model(classes, modes),
                        meta=meta).check()

@@ -3,6 +3,7 @@ break-even speed against a brute-force search, and bad profiles."""
 
 from __future__ import annotations
 
+import json
 import math
 from dataclasses import replace
 from pathlib import Path
@@ -167,3 +168,29 @@ def test_flags_override_the_file_and_name_themselves(tmp_path):
         engine_profile.from_flags(None, None, "fast")
     with pytest.raises(InputError, match="no such file"):
         engine_profile.from_flags(tmp_path / "none.toml", None, None)
+
+
+def test_model_command_solves_with_the_engine_and_prints_the_bottom_line(tmp_path):
+    from typer.testing import CliRunner
+
+    from offloadlab.cli import app
+
+    runner = CliRunner()
+    path = tmp_path / "e.toml"
+    path.write_text('[engine]\nname = "a slow DPU"\nsource = "illustrative"\nspeed = 0.25\n')
+    example_file = str(Path(__file__).resolve().parents[1] / "examples" / "large-files.toml")
+    shown = runner.invoke(app, ["model", example_file, "--engine", str(path)])
+    assert shown.exit_code == 0, shown.output
+    assert "Bottom line with a slow DPU" in shown.output and "break-even" in shown.output
+    doc = runner.invoke(app, ["model", example_file, "--engine", str(path), "--engine-speed",
+                              "0.5", "--json"])
+    data = json.loads(doc.stdout)
+    assert data["engine"]["speed"] == 0.5
+    expected = answer.answers(example("large-files"), EngineProfile(speed=0.5))[0]
+    assert data["bottom_line"][0]["break_even_speed"] == pytest.approx(
+        expected.break_even_speed)
+    # The engine's costs in the solved rows are the profile's: twice the engine time.
+    plain = evaluate(example("large-files")).per_class["U_oe"][0, 0]
+    assert data["rows"][1]["U_oe"] == pytest.approx(2 * plain)
+    bad = runner.invoke(app, ["model", example_file, "--engine-speed", "0"])
+    assert bad.exit_code == 2 and "--engine-speed" in bad.output

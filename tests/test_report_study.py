@@ -209,11 +209,16 @@ def test_the_bottom_line_gives_each_verdict_its_host_cores_and_break_even(report
     text = " ".join("".join(Page(report.read_text(encoding="utf-8")).text).split())
     line = text.split("Bottom line")[1].split("Command")[0]
     # The sample: c0 through the engine helps at every rate, c3 (the engine saturates
-    # first) at none.
+    # first) at none; the mix pays from 120 req/s.
     c0, c3 = line.split("c0 through the engine: ")[1], line.split("c3 through the engine: ")[1]
-    assert c0.startswith("helps. At 2,400 req/s offloading it saves 0.312 host cores")
-    assert "lowers the delay at every rate" in c0.split(".")[2]
-    assert c3.startswith("hurts.") and "lowers the delay at no rate" in c3
+    assert c0.startswith("helps. At 2,400 req/s send 100% of it; offloading all of it saves "
+                         "0.312 host cores; it pays at every rate; the slowest engine that "
+                         "still pays there runs at 0.4 of a host core. Testbed: yes.")
+    assert c3.startswith("hurts.") and "pays at no rate; no engine pays there" in c3
+    mix = line.split("the mix through the engine: ")[1]
+    assert mix.startswith("At ") and "send 50% of it; offloading that saves 0.1 host cores; "
+    assert "it pays from 120 req/s on; the slowest engine that still pays there runs at 0.55" \
+        in mix
 
 
 def test_report_shows_the_handoff_experiment_with_its_checks(report):

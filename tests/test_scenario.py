@@ -247,7 +247,8 @@ def test_bad_d0_names_the_field_and_the_fix(extra, words):
     ('[engine]\nbackground = 5', ["engine: background", "not a distribution spec"]),
     ('[host_alone]\nwakeup = "pareto(alpha=1.5, k=1us)"', ["host_alone: wakeup", "alpha > 2"]),
     ('[engine]\nwake = "det(1us)"',
-     ["engine: unknown field 'wake'", "background, background_share, cooling, release, wakeup"]),
+     ["engine: unknown field 'wake'",
+      "background, background_share, cooling, cores, release, wakeup"]),
     ('host = 3', ["host: must be a table"]),
     ('[engine.background]\nc9 = "det(1us)"', ["engine: background: no class is named 'c9'"]),
     ('[engine.background]\nc3 = "det(-1us)"', ["engine: background: c3", ">= 0"]),
@@ -261,6 +262,9 @@ def test_bad_d0_names_the_field_and_the_fix(extra, words):
     ('[host]\nbackground_share = nan', ["host: background_share = nan", "[0, 1)"]),
     ('[engine]\nanswers_wake = "yes"', ["engine: answers_wake = 'yes'", "true or false"]),
     ('[host]\nanswers_wake = true', ["host: answers_wake belongs in [engine]"]),
+    ('[host]\ncores = 2', ["host: cores belongs in [engine]"]),
+    ('[engine]\ncores = 0', ["engine: cores = 0", "whole number >= 1"]),
+    ('[engine]\ncores = true', ["engine: cores = True", "whole number >= 1"]),
 ])
 def test_bad_queue_costs_name_the_table_and_field(table, words):
     message = _error(table + "\n" + GOOD_CLASS)

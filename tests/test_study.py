@@ -17,6 +17,8 @@ from typer.testing import CliRunner
 from offloadlab import model, scenario
 from offloadlab.cli import app
 from offloadlab.cli import study as cli_study
+from offloadlab.engine_profile import EngineProfile
+from offloadlab.model import answer
 from offloadlab.study import compare, judge, measure, plan
 from offloadlab.study_tables import COLUMNS
 from offloadlab.workload import fileset
@@ -106,6 +108,23 @@ def test_a_study_writes_its_report_results_scenarios_and_summary(real_study):
     assert all(r["runs"] == 3 and r["errors"] == 0 for r in handoff["summary"])
     assert len(handoff["checks"]) == 2
     assert (out / "figures" / "handoff-testbed.png").is_file()
+
+
+def test_the_bottom_line_is_the_model_on_the_exported_scenario(real_study):
+    out, text = real_study
+    summary = json.loads((out / "summary.json").read_text())
+    rows = summary["bottom_line"]
+    assert [(r["mode"], r["load"]) for r in rows] == [("engine", "c0"), ("engine", "c2"),
+                                                      ("engine", "mix")]
+    assert "Bottom line with the engine mode's engine" in text
+    # Anyone can ask the exported scenario the same question and get the same answer.
+    again = answer.answers(scenario.load(out / "scenario-engine.toml"), EngineProfile())
+    for row, solved in zip(rows, again, strict=True):
+        assert row["load"] == solved.load and row["pays"] == solved.pays
+        assert row["host_cores_saved"] == pytest.approx(solved.host_cores_saved)
+        speed = row["break_even_speed"]
+        assert (speed == "inf") if solved.break_even_speed == math.inf else (
+            speed == pytest.approx(solved.break_even_speed))
 
 
 def test_the_fitted_scenario_is_reusable_and_matches_the_costs(real_study):
@@ -224,6 +243,8 @@ def test_the_model_tracks_measured_host_utilisation_and_capacity(real_study):
     (["--run-length", "soon"], "--run-length"),
     (["--sweep-points", "1"], "--sweep-points 1"),
     (["--sweep-points", "9"], "keep 2 to 8"),
+    (["--rate", "0"], "--rate 0.0: give the total requests/s"),
+    (["--rate", "nan"], "--rate nan"),
 ])
 def test_bad_input_is_refused_before_any_run(tmp_path, args, fragment):
     result = runner.invoke(app, ["study", "--out", str(tmp_path / "s"), *args])

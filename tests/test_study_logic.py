@@ -17,7 +17,9 @@ from synthetic_testbed import Costs, SyntheticTestbed, manifest
 
 from offloadlab import model
 from offloadlab.documents import CoreTimes
+from offloadlab.engine_profile import EngineProfile
 from offloadlab.errors import InputError
+from offloadlab.model import answer
 from offloadlab.study import compare, floors, judge, measure, pipeline, plan, run
 
 COSTS = Costs()
@@ -522,3 +524,17 @@ def test_the_floors_file_lives_in_the_users_cache(monkeypatch, tmp_path):
     monkeypatch.delenv("XDG_CACHE_HOME")
     monkeypatch.setenv("HOME", str(tmp_path / "home"))
     assert floors.path() == tmp_path / "home" / ".cache" / "offloadlab" / "floors.json"
+
+
+def test_the_bottom_line_answers_at_the_rate_asked(study):
+    """The bottom line sits at the exported scenario's rate, or at the plan's (--rate),
+    the classes keeping their shares of it; it is model.answer on that scenario."""
+    _, found, tables = study
+    sc = found.fitted.scenarios["engine"]
+    assert tables.bottom_line["load"].tolist() == ["c0", "c3", "mix"]
+    assert tables.bottom_line["rate"].iloc[-1] == pytest.approx(sc.rate)
+    moved = compare.bottom_line(replace(found, plan=replace(found.plan, rate=1000.0)))
+    assert sum(r["rate"] for r in moved[:-1]) == pytest.approx(1000.0)
+    assert moved[-1]["rate"] == pytest.approx(1000.0)
+    assert moved[-1]["break_even_speed"] == pytest.approx(
+        answer.break_even_speed(answer._auto(sc), EngineProfile(), 1000.0))

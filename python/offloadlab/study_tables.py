@@ -70,16 +70,24 @@ COLUMNS: dict[str, tuple[str, ...]] = {
     # scenario's own rates; rate is the class's): the verdict helps | hurts | neutral
     # of the class on its own with its reason, the fraction f the optimiser recommends
     # for the mix (0 where the verdict is hurts), the model's delays with and without
-    # offload (d0 included), host cores saved (negative: lost), the class's rate from
-    # which offload lowers its delay (pays_from; 0 always, NaN never), the model's
-    # saturation ratio mode / inline; then the testbed's: saturation ratio, delay ratio
+    # offload (d0 included), the model's saturation ratio mode / inline; then the
+    # testbed's: saturation ratio, delay ratio
     # at the class's rate (NaN: a sweep saturated below it) with its 95% interval
     # delay_low..delay_high (0..inf: unknown) and the pairs of runs it rests on, and
     # agree: yes | no | inconclusive (study/judge.py, agreement).
     "verdicts": ("class", "mode", "verdict", "reason", "f", "EXp", "EXo", "rate",
-                 "T_noe", "T", "host_cores_saved", "pays_from", "saturation_ratio",
+                 "T_noe", "T", "saturation_ratio",
                  "measured_saturation_ratio", "measured_delay_ratio", "delay_low",
                  "delay_high", "pairs", "agree"),
+    # The answer in a buyer's terms (model/answer.py), per offload mode, for each class on
+    # its own (load = its name, all of it offloaded) and the mix (load = "mix", the
+    # optimiser's split), at the bottom line's rate (the class's share of it): the
+    # fraction to send to the engine, host cores saved (negative: taken; an engine on host
+    # cores counts against it), whether offload pays there, the lowest rate from which it
+    # pays (0: every rate, NaN: none), and the break-even engine speed relative to a host
+    # core (the slowest that still pays; inf: none does).
+    "bottom_line": ("mode", "load", "rate", "fraction", "host_cores_saved", "pays",
+                    "pays_from", "break_even_speed"),
     # One row per (class, mode): the fitted means (and second moments) of the model's
     # service times, the fitted distribution specs of X_p (inline) or X_q (offload
     # modes), d0, the fixed delay outside host and engine (network and client), and the
@@ -116,6 +124,7 @@ class StudyTables:
     latency: pd.DataFrame
     accuracy: pd.DataFrame
     verdicts: pd.DataFrame
+    bottom_line: pd.DataFrame
     costs: pd.DataFrame
     cost_model: pd.DataFrame
     meta: dict = field(default_factory=dict)

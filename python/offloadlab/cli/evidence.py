@@ -69,6 +69,15 @@ Rates = Annotated[str | None, typer.Option(
 AsJson = Annotated[bool, typer.Option("--json", help="Print results as JSON.")]
 JsonOut = Annotated[Path | None, typer.Option(
     "--out", help="Also write the JSON results to this file (atomically).")]
+EngineFile = Annotated[Path | None, typer.Option(
+    "--engine", help="Engine profile TOML ([engine] speed, message_cost, cores, shared, "
+                     "on_host; examples/engines has some): solve with that engine.")]
+EngineSpeed = Annotated[float | None, typer.Option(
+    help="Engine speed relative to a host core (0.25: four times slower); overrides the "
+         "profile's.")]
+EngineMessageCost = Annotated[str | None, typer.Option(
+    help="Extra engine time per message across the host-engine interface, e.g. 2us; "
+         "overrides the profile's.")]
 
 
 @app.command("model")
@@ -83,20 +92,36 @@ def model_cmd(
     plot: Annotated[Path | None, typer.Option(
         help="Write a figure (PNG, SVG or PDF) of utilisation and delay against rate; "
              "without --rates it sweeps up to past saturation.")] = None,
+    engine: EngineFile = None,
+    engine_speed: EngineSpeed = None,
+    engine_message_cost: EngineMessageCost = None,
 ) -> None:
-    """Solve the queueing model: host alone (M/G/1) against host + offload engine."""
-    from offloadlab import model
+    """Solve the queueing model: host alone (M/G/1) against host + offload engine. With an
+    engine profile, solve it with that engine and print the bottom line: host cores
+    saved, the rate from which offload pays and the break-even engine speed."""
+    from offloadlab import engine_profile, model
+    from offloadlab.model import answer
     from offloadlab.report.plots import plot_model
-    from offloadlab.report.tables import model_table
+    from offloadlab.report.tables import bottom_line_table, model_table
 
     if as_json and as_table:
         raise InputError("--json and --table exclude each other; pick one")
     if plot is not None:
         figure_format(plot)
     sc = scenario.load(scenario_file)
+    profile = engine_profile.from_flags(engine, engine_speed, engine_message_cost)
+    measured = sc
+    if profile is not None:
+        sc = profile.apply(sc)
     rate_points = None if rates is None else parse_rates(rates)
     result = model.evaluate(sc, rate_points)
+    if profile is not None:
+        bottom = answer.answers(measured, profile)
+        result.meta["engine"] = profile.to_table()
+        result.meta["bottom_line"] = [vars(a) for a in bottom]
     _show(result, model_table, as_json, out_file)
+    if profile is not None and not as_json:
+        out.print(bottom_line_table(bottom, profile.describe()))
     if plot is not None:
         swept = result if rates is not None else model.evaluate(sc, _plot_rates(sc))
         plot_model(swept, plot)

@@ -61,6 +61,10 @@ def study_cmd(
     mix: Annotated[bool, typer.Option(
         help="Also run the classes mixed in one stream, to check the multi-class model "
              "(needs two or more classes).")] = True,
+    rate: Annotated[float | None, typer.Option(
+        help="Total requests/s the bottom line answers at: host cores saved and the "
+             "break-even engine speed there, the classes at their shares (default: the "
+             "operating rate of the exported scenarios).")] = None,
     seed: Annotated[int, typer.Option(help="Seed of the file sets, streams and work.")] = 1,
     host_core: HostCore = None,
     engine_core: EngineCore = None,
@@ -101,7 +105,7 @@ def study_cmd(
         out_dir=out_dir, fileset=fileset_dir, classes=classes, modes=modes, budget=budget,
         work=work, run_length=run_length, sweep_points=sweep_points, replicates=replicates,
         steal_repeats=steal_repeats, seed=seed, host_core=host_core, engine_core=engine_core,
-        mix=mix,
+        mix=mix, rate=rate,
         handoff_slowdown=_handoff_slowdown(handoff_slowdown) if with_handoff else None,
         engine_profile=engine_profile, engine_speed=engine_speed,
         engine_message_cost=engine_message_cost))
@@ -152,6 +156,10 @@ def study(config: StudyConfig) -> None:
         tables = pipeline.run(prepared, progress)
     out.print(tables.meta["agreement"], markup=False, highlight=False)
     out.print(verdict_table(tables))
+    from offloadlab.report.tables import bottom_line_table
+
+    for mode, rows in tables.bottom_line.groupby("mode", sort=False):
+        out.print(bottom_line_table(list(rows.itertuples()), f"the {mode} mode's engine"))
     out.print(accuracy_table(tables))
     for text in tables.meta["notes"]:
         note(text)

@@ -72,7 +72,7 @@ def write_report(tables: StudyTables, out_dir: str | Path,
     title = _esc(str(meta.get("title", "offload study")))
     body = [f"<h1>{title}</h1>",
             _headline(meta),
-            _bottom_line(tables.verdicts),
+            _bottom_line(tables.bottom_line, tables.verdicts),
             _meta_table(meta, out_dir),
             _section("Verdicts", _verdicts(tables.verdicts),
                      "Does offloading help each class? The model's verdict at the operating "
@@ -167,23 +167,34 @@ def _headline(meta: dict) -> str:
     return f'<p class="headline">{_esc(str(line))}</p>' if line else ""
 
 
-def _bottom_line(v: pd.DataFrame) -> str:
-    """Per class and mode, in one line: the verdict, the host cores offload saves or costs
-    at the operating rate, and from which rate it lowers the delay."""
+def _bottom_line(answers: pd.DataFrame, v: pd.DataFrame) -> str:
+    """Per offload mode, one line for each class and one for the mix: what to send to the
+    engine, the host cores that saves or costs at the bottom line's rate, from which rate
+    offload pays, the slowest engine that still pays, and (classes) the verdict and
+    whether the testbed backs it."""
+    verdicts = {(d["class"], d["mode"]): d for d in v.to_dict("records")}
     items = []
-    for d in v.to_dict("records"):
-        verdict = _text(d["verdict"])
+    for d in answers.to_dict("records"):
+        load, mode = _text(d["load"]), _text(d["mode"])
         saved = _f(d["host_cores_saved"])
         cores = (f"{'saves' if saved >= 0 else 'costs'} {abs(saved):.3g} host cores"
                  if math.isfinite(saved) else "host cores not known")
         start = _f(d["pays_from"])
-        pays = ("lowers the delay at every rate" if start == 0 else
-                f"lowers the delay from {start:,.0f} req/s on" if math.isfinite(start) else
-                "lowers the delay at no rate the host alone can carry")
-        items.append(f'<li><b>{_esc(_text(d["class"]))}</b> through the {_esc(_text(d["mode"]))}'
-                     f': <span class="{verdict}">{_esc(verdict)}</span>. At '
-                     f'{_sig(d["rate"])} req/s offloading it {cores}; it {pays}. '
-                     f'Testbed: {_esc(_text(d["agree"]))}.</li>')
+        pays = ("pays at every rate" if start == 0 else
+                f"pays from {start:,.0f} req/s on" if math.isfinite(start) else
+                "pays at no rate")
+        speed = _f(d["break_even_speed"])
+        slowest = (f"the slowest engine that still pays there runs at {speed:.3g} of a host "
+                   "core" if math.isfinite(speed) else "no engine pays there, however fast")
+        verdict = verdicts.get((load, mode))
+        head = (f'<span class="{_text(verdict["verdict"])}">{_esc(_text(verdict["verdict"]))}'
+                f'</span>. ' if verdict else "")
+        tail = f' Testbed: {_esc(_text(verdict["agree"]))}.' if verdict else ""
+        name = "the mix" if load == "mix" else load
+        items.append(f"<li><b>{_esc(name)}</b> through the {_esc(mode)}: {head}At "
+                     f"{_sig(d['rate'])} req/s send {_f(d['fraction']):.0%} of it; "
+                     f"offloading {'that' if load == 'mix' else 'all of it'} {cores}; it "
+                     f"{pays}; {slowest}.{tail}</li>")
     if not items:
         return ""
     return "<h2>Bottom line</h2>\n<ul>\n" + "\n".join(items) + "\n</ul>"

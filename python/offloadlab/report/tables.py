@@ -41,6 +41,27 @@ def _add_row(table: Table, row: dict, result: Result, style: str | None = None) 
                   ms(row["T_sum"]), label, style=style)
 
 
+def bottom_line_table(rows, engine: str) -> Table:
+    """:func:`offloadlab.model.answer.answers` as a table: per class and for the mix."""
+    table = _table(f"Bottom line with {escape(engine)}", (
+        "load", "rate/s", "send to engine", "host cores saved", "pays", "pays from /s",
+        "break-even speed"))
+    for a in rows:
+        table.add_row(escape(a.load), rate(a.rate), f"{a.fraction:.0%}",
+                      f"{a.host_cores_saved:+.3f}", "yes" if a.pays else "no",
+                      "never" if a.pays_from != a.pays_from else rate(a.pays_from),
+                      "none" if a.break_even_speed == float("inf")
+                      else f"{a.break_even_speed:.3g}")
+    table.caption = ("each class on its own at its share of the rate, all of it offloaded, "
+                     "then the mix with the optimiser's split (send to engine); "
+                     "host cores saved: host-alone busy cores minus with offload (less the "
+                     "engine's cores if they are host cores); pays: the model finds offload "
+                     "beneficial (host relieved, nothing saturates, delay no longer); "
+                     "break-even speed: the slowest engine, relative to a host core, that "
+                     "still pays at this rate")
+    return table
+
+
 def sim_table(result: Result) -> Table:
     """Simulated means with their 95% half-widths, host alone against host + engine,
     and below the table how the run went."""

@@ -18,7 +18,9 @@ import pandas as pd
 
 from offloadlab import model
 from offloadlab.calibrate import fit
+from offloadlab.engine_profile import EngineProfile
 from offloadlab.mode_traits import BASELINE, traits
+from offloadlab.model import answer
 from offloadlab.scenario import Scenario
 from offloadlab.study import floors, judge, measure
 from offloadlab.study.measure import Measured, core_shares, cpu_rows
@@ -158,6 +160,7 @@ def tables(study: Study, meta: dict) -> StudyTables:
         latency=pd.DataFrame(latency, columns=list(COLUMNS["latency"])),
         accuracy=pd.DataFrame(accuracy, columns=list(COLUMNS["accuracy"])),
         verdicts=pd.DataFrame(found, columns=list(COLUMNS["verdicts"])),
+        bottom_line=pd.DataFrame(bottom_line(study), columns=list(COLUMNS["bottom_line"])),
         costs=pd.DataFrame([_costs(f) for f in fitted.fits.values()],
                            columns=list(COLUMNS["costs"])),
         cost_model=pd.DataFrame(
@@ -369,7 +372,7 @@ def verdicts(study: Study) -> list[dict]:
             row = alone[i]
             rate = row["lam"]
             label = str(per["verdict"][0, i])
-            pays_from, crossover = _crossover(study.fitted, c, mode)
+            crossover = _crossover(study.fitted, c, mode)
             sat = (study.saturation[c, mode].run.throughput
                    / study.saturation[c, BASELINE].run.throughput)
             predicted_sat = off.saturation / base.saturation
@@ -379,29 +382,35 @@ def verdicts(study: Study) -> list[dict]:
                          "reason": str(per["reason"][0, i]) + crossover,
                          "f": float(per["f"][0, i]), "EXp": base.EXp, "EXo": off.EXo,
                          "rate": rate, "T_noe": row["T_noe"], "T": row["T"],
-                         "host_cores_saved": row["U_noe"] - row["U_cpu"],
-                         "pays_from": pays_from, "saturation_ratio": predicted_sat,
+                         "saturation_ratio": predicted_sat,
                          "measured_saturation_ratio": sat, "measured_delay_ratio": delay,
                          "delay_low": low, "delay_high": high, "pairs": pairs,
                          "agree": agree})
     return rows
 
 
-def _crossover(fitted: Fitted, cls: str, mode: str) -> tuple[float, str]:
-    """The class's rate from which, by the model, offload lowers its mean delay (0: at
-    every rate, NaN: at none below the host-alone saturation), and a clause that says
-    so and what offload does to the saturation rate (a verdict at one rate hides both)."""
+def _crossover(fitted: Fitted, cls: str, mode: str) -> str:
+    """A clause that says from which rate of the class, by the model, offload pays
+    (model/answer.py) and what it does to the saturation rate: a verdict at one rate
+    hides both."""
     base, off = fitted.fits[cls, BASELINE], fitted.fits[cls, mode]
-    rates = np.linspace(0.005, 0.995, 199) * base.saturation
-    o = model.evaluate(fitted.single(cls, mode), rates).overall
-    lower = o["T"] < o["T_noe"]
+    start = answer.pays_from(fitted.single(cls, mode), EngineProfile())
     capacity = f"; saturation {base.saturation:,.0f} -> {off.saturation:,.0f} req/s"
-    if lower.all():
-        return 0.0, f"; lower delay at every rate{capacity}"
-    if not lower.any():
-        return math.nan, f"; no lower delay below the host-alone saturation{capacity}"
-    start = float(rates[np.argmax(lower)])
-    return start, f"; lower delay from {start:,.0f} req/s on{capacity}"
+    if start == 0:
+        return f"; pays at every rate{capacity}"
+    if math.isnan(start):
+        return f"; pays at no rate{capacity}"
+    return f"; pays from {start:,.0f} req/s on{capacity}"
+
+
+def bottom_line(study: Study) -> list[dict]:
+    """The model's answer per offload mode (model/answer.py) at the plan's rate, or at
+    the exported scenario's own: for each class on its own, then the mix. The engine
+    is the one measured, and its speed that of a host core: the testbed's engine is a
+    core of this machine."""
+    return [{"mode": mode, **vars(row)}
+            for mode, sc in study.fitted.scenarios.items()
+            for row in answer.answers(sc, EngineProfile(), study.plan.rate)]
 
 
 def _costs(f: fit.ClassFit) -> dict:

@@ -12,6 +12,7 @@ the report as a section of its own making (:func:`sections`) and to summary.json
 from __future__ import annotations
 
 import datetime
+import math
 import os
 import platform
 import shlex
@@ -71,6 +72,7 @@ class StudyConfig:
     engine_core: int | None = None
     mix: bool = True
     handoff_slowdown: float | None = handoff.Experiment.slowdown
+    rate: float | None = None  # the bottom line's total requests/s (None: the operating rate)
     # The engine the offload modes emulate: a profile file, its speed and message cost
     # given or overridden by flags (all None: the testbed's own engine).
     engine_profile: Path | None = None
@@ -83,6 +85,9 @@ class StudyConfig:
         for check in (self.size_classes, self.mode_names, self.chosen_budget,
                       self.work_dist, self.engine):
             check()
+        if self.rate is not None and not (math.isfinite(self.rate) and self.rate > 0):
+            raise InputError(f"--rate {self.rate}: give the total requests/s to answer at, "
+                             "> 0 (default: the study's operating rate)")
 
     @classmethod
     def demo(cls, out_dir: Path) -> StudyConfig:
@@ -178,7 +183,7 @@ def prepare(config: StudyConfig, say: Say = lambda text: None) -> Prepared:
     the_plan = plan.Plan(loads, names, config.chosen_budget(),
                          work if work.mean > 0 else None, host_core, engine_core,
                          config.seed, workload, shares, mixed if config.mix else None,
-                         config.engine())
+                         config.rate, config.engine())
     prepared = Prepared(config, the_plan, started)
     if (experiment := prepared.handoff()) is not None:
         experiment.check()
@@ -276,6 +281,7 @@ def summary(tables: StudyTables, handoff_result: handoff.Result | None) -> dict:
     return jsonable({
         "meta": tables.meta,
         "verdicts": tables.verdicts.to_dict("records"),
+        "bottom_line": tables.bottom_line.to_dict("records"),
         "saturation": tables.saturation.to_dict("records"),
         "accuracy": tables.accuracy.to_dict("records"),
         "costs": tables.costs.to_dict("records"),

@@ -139,6 +139,8 @@ class Plan:
     # Each class's share of the requests in the mix and in the fitted scenario.
     shares: dict[str, float]
     mix: ClassLoad | None = None
+    # Total requests/s the bottom line answers at (None: the exported scenario's own).
+    rate: float | None = None
     # The engine the offload modes' engine thread emulates (None: the testbed's own).
     engine: EngineProfile | None = None
 
