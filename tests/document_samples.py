@@ -15,7 +15,8 @@ def stats_document(**sections) -> dict:
         "threads": [thread("host", None, 0.0)],
         "engine": {"commands": 0, "command_batches": 0, "events": 0, "event_batches": 0,
                    "command_batch_squares": 0, "event_batch_squares": 0, "idle_poll_s": 0.0,
-                   "failed": False, "takeover_after_s": None, "takeover_reason": None},
+                   "failed": False, "takeover_after_s": None, "takeover_reason": None,
+                   "slowdown_payments": 0, "slowdown_s": 0.0, "slowdown_longest_s": 0.0},
         "per_request": dict.fromkeys(
             ("host_cpu_s", "host_busy_cpu_s", "app_cpu_s", "db_s", "engine_cpu_s",
              "engine_busy_cpu_s", "commands", "batch_mean", "command_batch_others",

@@ -303,6 +303,7 @@ BAD = [
     (dict(app_offload="cache", cache_size=0), "cache_size"),
     (dict(app_offload="cache", cache_max_object="1KB"), "KiB for 1024"),
     (dict(max_age=-1), "max_age"),
+    (dict(mode="engine", engine_slowdown_mode="burst"), "engine_slowdown_mode"),
 ]
 
 

@@ -538,3 +538,16 @@ def test_the_bottom_line_answers_at_the_rate_asked(study):
     assert moved[-1]["rate"] == pytest.approx(1000.0)
     assert moved[-1]["break_even_speed"] == pytest.approx(
         answer.break_even_speed(answer._auto(sc), EngineProfile(), 1000.0))
+
+
+def test_the_bottom_line_of_an_emulated_engine_gives_its_speed_against_a_host_core(study):
+    """With --engine-speed 0.5 the fitted costs are the emulated engine's own: the answer
+    is solved against it, and an engine r times as fast as it is 0.5 r host cores'."""
+    _, found, _ = study
+    own = compare.bottom_line(found)
+    half = compare.bottom_line(replace(found, plan=replace(
+        found.plan, engine=EngineProfile("half a host core", speed=0.5))))
+    for a, b in zip(own, half, strict=True):
+        assert b["break_even_speed"] == pytest.approx(0.5 * a["break_even_speed"])
+        assert b["pays_from"] == pytest.approx(a["pays_from"], nan_ok=True)
+        assert b["host_cores_saved"] == pytest.approx(a["host_cores_saved"])

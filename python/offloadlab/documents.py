@@ -136,6 +136,11 @@ class EngineCounts:
     failed: bool
     takeover_after_s: float | None
     takeover_reason: str | None
+    # The slowdown's payments (ServerOptions.engine_slowdown_mode): how many, CPU seconds
+    # burned in all, and the largest debt one of them paid.
+    slowdown_payments: int
+    slowdown_s: float
+    slowdown_longest_s: float
 
 
 @dataclass(frozen=True)

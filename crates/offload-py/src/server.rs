@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use offload_server::cache::{CacheConfig, Policy};
 use offload_server::db::{Db, DbConfig};
-use offload_server::{Config, EngineWait, Fault, Limits, Mode};
+use offload_server::{Config, EngineWait, Fault, Limits, Mode, SlowdownMode};
 use pyo3::exceptions::PyRuntimeError;
 use pyo3::prelude::*;
 
@@ -87,6 +87,10 @@ fn parse_mode(name: &str) -> PyResult<Mode> {
 
 fn mode_names() -> Vec<&'static str> {
     Mode::ALL.iter().map(|m| m.name()).collect()
+}
+
+fn slowdown_mode_names() -> Vec<&'static str> {
+    SlowdownMode::ALL.iter().map(|m| m.name()).collect()
 }
 
 fn parse_engine_wait(name: &str) -> PyResult<EngineWait> {
@@ -169,6 +173,7 @@ struct EngineArgs {
     wait: String,
     slowdown: f64,
     message_cost_s: f64,
+    slowdown_mode: String,
     fault: Option<(String, u64)>,
 }
 
@@ -246,6 +251,13 @@ fn serve(py: Python<'_>, args: ServeArgs, control: &ServerControl) -> PyResult<S
     config.engine_wait = parse_engine_wait(&engine.wait)?;
     config.engine_slowdown = engine.slowdown;
     config.engine_message_cost = seconds("engine.message_cost_s", engine.message_cost_s)?;
+    config.engine_slowdown_mode = SlowdownMode::named(&engine.slowdown_mode).ok_or_else(|| {
+        value_error(format!(
+            "engine.slowdown_mode {:?}: use one of {}",
+            engine.slowdown_mode,
+            slowdown_mode_names().join(", ")
+        ))
+    })?;
     config.limits = Limits {
         max_header_bytes: limits.max_header_bytes,
         max_uri_bytes: limits.max_uri_bytes,
@@ -329,6 +341,7 @@ pub(crate) fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("PLACEMENT_CLASSES", offload_server::placement::MAX_CLASSES)?;
     m.add("MODES", mode_names())?;
     m.add("MODE_TRAITS", mode_traits(m.py())?)?;
+    m.add("SLOWDOWN_MODES", slowdown_mode_names())?;
     m.add("MAX_HEADERS", offload_server::http::MAX_HEADERS)?;
     let w = offload_server::TESTBED_WATERMARKS;
     m.add(

@@ -184,6 +184,36 @@ impl EngineWait {
     }
 }
 
+/// When the engine pays the slowdown it owes (`Config::engine_slowdown` and
+/// `Config::engine_message_cost`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum SlowdownMode {
+    /// Once per busy loop turn, for all of the turn's work, in bursts of up to 5 ms:
+    /// the requests of a turn wait for the whole turn's debt, as if the engine stalled
+    /// after every batch.
+    #[default]
+    Turn,
+    /// Right after each request the engine passes up and each command it carries out:
+    /// a slower engine then queues like a slower processor, each operation taking
+    /// (1 + factor) times as long.
+    Operation,
+}
+
+impl SlowdownMode {
+    pub const ALL: [SlowdownMode; 2] = [SlowdownMode::Turn, SlowdownMode::Operation];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            SlowdownMode::Turn => "turn",
+            SlowdownMode::Operation => "operation",
+        }
+    }
+
+    pub fn named(name: &str) -> Option<SlowdownMode> {
+        Self::ALL.into_iter().find(|m| m.name() == name)
+    }
+}
+
 /// A fault injected into the engine, to test that the host takes over.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Fault {
@@ -284,6 +314,8 @@ pub struct Config {
     /// Engine CPU burned per message between host and engine (an event or a command),
     /// to emulate a costly interface (seed 000's round trip per socket call).
     pub engine_message_cost: Duration,
+    /// When the engine pays for both.
+    pub engine_slowdown_mode: SlowdownMode,
     pub limits: Limits,
     /// Stats file, rewritten atomically every `stats_interval` and at exit.
     pub stats_path: Option<PathBuf>,
@@ -325,6 +357,7 @@ impl Config {
             engine_wait: EngineWait::Adaptive,
             engine_slowdown: 0.0,
             engine_message_cost: Duration::ZERO,
+            engine_slowdown_mode: SlowdownMode::Turn,
             limits: Limits::default(),
             stats_path: None,
             stats_interval: Duration::from_secs(1),

@@ -35,7 +35,7 @@ use offload_sim::handoff::{Paper, Policy, Priority, Trigger};
 
 use crate::app::Handler;
 use crate::cache::{Lookup, Proxy, Ticket};
-use crate::config::{Config, EngineWait, Fault, Mode};
+use crate::config::{Config, EngineWait, Fault, Mode, SlowdownMode};
 use crate::conn::{Conn, FileRange};
 use crate::cpu;
 use crate::files::{DocRoot, Files};
@@ -168,6 +168,7 @@ pub fn run(
             policy: policy.clone(),
             placer,
             slow: Slowdown {
+                mode: config.engine_slowdown_mode,
                 per_message: config.engine_message_cost.as_secs_f64(),
                 ..Slowdown::default()
             },
@@ -231,8 +232,10 @@ pub fn run(
 /// cost for each message that crosses the rings (an event published, a command
 /// applied), as seed 000's emulator paid a round trip per socket call. A fixed cost
 /// also makes the engine's capacity independent of how its own CPU time varies.
+/// `mode` says when the debt is paid: after each busy turn, or after each operation.
 #[derive(Default)]
 struct Slowdown {
+    mode: SlowdownMode,
     factor: f64,
     /// The engine's CPU clock when the work not yet paid for began.
     since: f64,
@@ -240,32 +243,80 @@ struct Slowdown {
     per_message: f64,
     /// Messages not yet paid for.
     messages: u32,
+    /// Seconds of work before the engine last went idle, not yet paid for (per
+    /// operation).
+    owed: f64,
+    /// Seconds burned beyond the debt so far, taken off the next payment.
+    overpaid: f64,
 }
 
 impl Slowdown {
-    /// Work from now on is to be paid for at `factor`.
+    /// Work from now on is to be paid for at `factor`, at the start of a turn. Per
+    /// turn, only busy turns' work is owed: an idle turn's is forgiven here. Per
+    /// operation, all of the engine's CPU time is owed but its idle polling (`pause` to
+    /// `resume`, the stats' `idle_poll_ns`), so that its busy CPU per request is 1 + F
+    /// times its own: the empty turn before a sleep and the wake-up after it are work a
+    /// slower processor does slower too.
     fn start(&mut self, factor: f64) {
-        self.factor = factor;
-        if self.factor > 0.0 {
+        let was = std::mem::replace(&mut self.factor, factor);
+        if factor > 0.0 && (self.mode == SlowdownMode::Turn || was == 0.0) {
             self.since = cpu::thread_seconds();
+        }
+    }
+
+    /// Per operation: the engine found nothing to do at CPU time `at`; what it works
+    /// from here to `resume` is idle polling, not owed.
+    fn pause(&mut self, at: f64) {
+        if self.factor > 0.0 && self.mode == SlowdownMode::Operation {
+            self.owed += at - self.since;
+        }
+    }
+
+    /// Per operation: a turn after one or more idle ones begins at CPU time `at`.
+    fn resume(&mut self, at: f64) {
+        if self.mode == SlowdownMode::Operation {
+            self.since = at;
         }
     }
 
     /// Burns the debt of the work since `start` (or the last payment) and of the
     /// messages since the last payment, in slices separated by `beat()`: a slow engine
     /// is not a stuck one.
-    fn pay(&mut self, mut beat: impl FnMut()) {
+    fn pay(&mut self, stats: &Stats) {
+        if self.factor <= 0.0 && self.messages == 0 {
+            return;
+        }
+        // The burn runs to a clock reading, from this one on, so that the payment's own
+        // clock reads are part of it rather than unpaid work (about 1 us each on this
+        // VM, where a thread's CPU clock is a system call).
+        let now = cpu::thread_seconds();
         let mut debt = f64::from(std::mem::take(&mut self.messages)) * self.per_message;
         if self.factor > 0.0 {
-            debt += (cpu::thread_seconds() - self.since) * self.factor;
+            let work = std::mem::take(&mut self.owed) + now - self.since;
+            debt += work * self.factor;
         }
-        cpu::burn_in_slices(debt, BURN_SLICE, || {
-            beat();
+        debt -= std::mem::take(&mut self.overpaid);
+        self.since = now;
+        if debt <= 0.0 {
+            self.overpaid = -debt;
+            return;
+        }
+        let end = cpu::burn_until(now + debt, BURN_SLICE, || {
+            beat(stats);
             true
         });
-        if self.factor > 0.0 {
-            self.since = cpu::thread_seconds();
-        }
+        // The burn is not work to pay for again; what it ran past its debt (up to a
+        // clock read) comes off the next payment, so many small ones add up right.
+        self.overpaid = end - now - debt;
+        self.since = end;
+        let socket = &stats.socket;
+        socket.slowdown_payments.fetch_add(1, Ordering::Relaxed);
+        let burned = ((end - now) * 1e9) as u64;
+        socket.slowdown_ns.fetch_add(burned, Ordering::Relaxed);
+        let owed = (debt * 1e9) as u64;
+        socket
+            .slowdown_longest_ns
+            .fetch_max(owed, Ordering::Relaxed);
     }
 }
 
@@ -306,8 +357,16 @@ struct Forwarded {
 
 impl EngineSide {
     fn pay(&mut self) {
-        let stats = &self.shared.stats;
-        self.slow.pay(|| beat(stats));
+        self.slow.pay(&self.shared.stats);
+    }
+
+    /// An operation is done (a request passed up, a command carried out): in
+    /// per-operation mode, pay for it now, so that what comes next waits as it would
+    /// behind a slower processor.
+    fn operation_done(&mut self) {
+        if self.slow.mode == SlowdownMode::Operation {
+            self.pay();
+        }
     }
 
     /// Queues an event for the host, owing its message cost.
@@ -444,6 +503,7 @@ impl Dispatch for EngineSide {
             }
             _ => {}
         }
+        self.operation_done();
         None
     }
 
@@ -511,7 +571,13 @@ fn engine_loop(
         let turn_start = idle_from.map(|_| cpu::thread_seconds());
         beat(stats);
         side.slow.start(shared.control.knobs.slowdown());
-        let applied = commands.drain(|command| side.apply(&mut proto, command));
+        if let Some(start) = turn_start {
+            side.slow.resume(start);
+        }
+        let applied = commands.drain(|command| {
+            side.apply(&mut proto, command);
+            side.operation_done();
+        });
         let mut timeout = Duration::ZERO;
         let idle = applied == 0 && side.events.backlog() == 0;
         if idle && wait.spin().is_some_and(|spin| idle_since.elapsed() >= spin) {
@@ -536,7 +602,9 @@ fn engine_loop(
             idle_since = Instant::now();
             side.pay();
         } else if idle_from.is_none() {
-            idle_from = Some(cpu::thread_seconds());
+            let now = cpu::thread_seconds();
+            idle_from = Some(now);
+            side.slow.pause(now);
         }
     }
     if let Some(from) = idle_from {

@@ -48,7 +48,8 @@ mod stats;
 mod uring;
 
 pub use config::{
-    default_handoff, Config, EngineWait, Fault, Limits, Mode, ModeTraits, TESTBED_WATERMARKS,
+    default_handoff, Config, EngineWait, Fault, Limits, Mode, ModeTraits, SlowdownMode,
+    TESTBED_WATERMARKS,
 };
 pub use server::serve;
 pub use stats::Document as StatsDocument;

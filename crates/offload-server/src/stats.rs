@@ -79,6 +79,12 @@ pub struct Socket {
     /// reaching the engine (both rings, the host's queue and its work).
     pub turnarounds: AtomicU64,
     pub turnaround_ns: AtomicU64,
+    /// The engine's slowdown (`Config::engine_slowdown`, `engine_message_cost`):
+    /// payments made, nanoseconds of CPU burned in all, and the largest debt a single
+    /// payment paid.
+    pub slowdown_payments: AtomicU64,
+    pub slowdown_ns: AtomicU64,
+    pub slowdown_longest_ns: AtomicU64,
 }
 
 /// Counters of the application (the host thread).
@@ -398,6 +404,9 @@ impl Stats {
                 failed: self.engine_failed(),
                 takeover_after_s: takeover.as_ref().map(|t| t.0),
                 takeover_reason: takeover.map(|t| t.1),
+                slowdown_payments: relaxed(&self.socket.slowdown_payments),
+                slowdown_s: relaxed(&self.socket.slowdown_ns) as f64 * 1e-9,
+                slowdown_longest_s: relaxed(&self.socket.slowdown_longest_ns) as f64 * 1e-9,
             },
             per_request: PerRequest {
                 host_cpu_s: per_request(host_s),
@@ -534,6 +543,9 @@ struct EngineCounts {
     failed: bool,
     takeover_after_s: Option<f64>,
     takeover_reason: Option<String>,
+    slowdown_payments: u64,
+    slowdown_s: f64,
+    slowdown_longest_s: f64,
 }
 
 /// Service demands: each None before the first request, or where the mode has no such

@@ -4,6 +4,8 @@
 //! (handoff mode) connections placed and moved by seed 004's policy, and seed 001's
 //! object cache on the host thread and on the engine.
 
+mod common;
+
 use std::collections::HashMap;
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpStream};
@@ -50,24 +52,7 @@ impl Server {
         let mut config = Config::new("127.0.0.1:0".parse().unwrap(), dir.path().to_path_buf());
         config.mode = mode;
         tweak(&mut config);
-        let control = Arc::new(Control::new());
-        let thread = {
-            let control = control.clone();
-            std::thread::spawn(move || serve(config, control))
-        };
-        let started = Instant::now();
-        while control.port() == 0 {
-            assert!(
-                !thread.is_finished(),
-                "{mode:?} server failed: {:?}",
-                thread.join().unwrap()
-            );
-            assert!(
-                started.elapsed() < Duration::from_secs(10),
-                "server did not start"
-            );
-            std::thread::sleep(Duration::from_millis(5));
-        }
+        let (control, thread) = common::start(config);
         let addr = SocketAddr::from(([127, 0, 0, 1], control.port()));
         Server {
             _dir: dir,

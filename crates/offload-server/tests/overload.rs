@@ -20,13 +20,14 @@
 //! time's run-to-run variation (10–20% in a debug build), which is as large as the
 //! margin this test checks. Work the engine wastes on a message still costs it.
 
+mod common;
+
 use std::net::SocketAddr;
-use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use offload_load::plan::{closed_loop, open_loop, poisson_times};
 use offload_load::{Control as LoadControl, Object, Options, Plan, Target};
-use offload_server::{serve, Config, Control, Mode};
+use offload_server::{Config, Mode};
 
 /// Length of the overload run. A hang shows as a second without answers, and 15 such
 /// samples give it room to show; the minute this once ran cost the suite 45 s more.
@@ -66,16 +67,7 @@ fn the_engine_keeps_answering_at_150_percent_of_saturation() {
     // two samples between the same two writes, a second of 0 answers and then a double.
     // Rewritten every 100 ms, each sample is at most 0.1 s stale.
     config.stats_interval = Duration::from_millis(100);
-    let control = Arc::new(Control::new());
-    let server = {
-        let control = control.clone();
-        std::thread::spawn(move || serve(config, control))
-    };
-    let started = Instant::now();
-    while control.port() == 0 {
-        assert!(started.elapsed() < Duration::from_secs(10) && !server.is_finished());
-        std::thread::sleep(Duration::from_millis(5));
-    }
+    let (control, server) = common::start(config);
     let target = Target::new(
         SocketAddr::from(([127, 0, 0, 1], control.port())),
         "",

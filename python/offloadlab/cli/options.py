@@ -60,6 +60,10 @@ class ServerFlags:
         help="Engine CPU burned per message between host and engine (each request passed "
              "up, each command passed down), to emulate a costly interface, e.g. 20us.")
     ] = "0s"
+    engine_slowdown_mode: Annotated[str, typer.Option(
+        help="When the engine pays its slowdown and message cost: turn (after each busy "
+             "loop turn, in bursts) or operation (after each request and command: a "
+             "slower processor).")] = "turn"
     handoff: Annotated[str, typer.Option(
         "--handoff", help="Handoff mode's policy (seed 004): P|N (host-first priority or "
                           "not) - L|N (load control or not) - FCFS|Tn (offer every "

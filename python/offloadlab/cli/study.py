@@ -76,6 +76,17 @@ def study_cmd(
     handoff_slowdown: Annotated[float | None, typer.Option(
         help="The handoff experiment's engine slowdown (default: 6, an engine 7 times "
              "slower).")] = None,
+    engine_profile: Annotated[Path | None, typer.Option(
+        help="Emulate this engine on the testbed's engine thread: an [engine] TOML table "
+             "(examples/engines/) with speed <= 1, one core, not shared; 'offload model "
+             "--engine FILE' takes any.")] = None,
+    engine_speed: Annotated[float | None, typer.Option(
+        help="Emulate an engine this fast against a host core, 0 < S <= 1 (0.25: each "
+             "engine operation takes 4 times as long, slowed one by one); overrides the "
+             "profile's.")] = None,
+    engine_message_cost: Annotated[str | None, typer.Option(
+        help="Emulated engine: extra engine CPU per message between host and engine, "
+             "e.g. 2us; overrides the profile's.")] = None,
     preset: Annotated[str, typer.Option(
         help="toe-2009: protocol offload per size class, the only study (seed 001's "
              "object cache is 'offload appcache').")] = "toe-2009",
@@ -110,7 +121,8 @@ def study_cmd(
         mix=mix, rate=rate,
         handoff_slowdown=_handoff_slowdown(handoff_slowdown) if with_handoff else None,
         server_cmd=server_cmd, server_pid=server_pid, target=target,
-        allow_remote=allow_remote))
+        allow_remote=allow_remote, engine_profile=engine_profile, engine_speed=engine_speed,
+        engine_message_cost=engine_message_cost))
 
 
 @app.command()

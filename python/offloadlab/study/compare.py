@@ -407,10 +407,15 @@ def bottom_line(study: Study) -> list[dict]:
     """The model's answer per offload mode (model/answer.py) at the plan's rate, or at
     the exported scenario's own: for each class on its own, then the mix. The engine
     is the one measured, and its speed that of a host core: the testbed's engine is a
-    core of this machine."""
-    return [{"mode": mode, **vars(row)}
+    core of this machine. An emulated engine (``plan.engine``) is in the fitted costs
+    already, so the answer is solved against it and its break-even speed, relative to
+    it, is scaled by its speed to be relative to a host core."""
+    emulated = study.plan.engine
+    measured, speed = ((EngineProfile(), 1.0) if emulated is None else
+                       (EngineProfile(emulated.name, on_host=emulated.on_host), emulated.speed))
+    return [{"mode": mode, **vars(row), "break_even_speed": row.break_even_speed * speed}
             for mode, sc in study.fitted.scenarios.items()
-            for row in answer.answers(sc, EngineProfile(), study.plan.rate)]
+            for row in answer.answers(sc, measured, study.plan.rate)]
 
 
 def _costs(f: fit.ClassFit) -> dict:

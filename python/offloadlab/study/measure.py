@@ -26,7 +26,7 @@ from offloadlab.study import judge
 from offloadlab.study.plan import ENGINE_WAIT, SATURATION_CLIENTS, ClassLoad, Plan
 from offloadlab.testbed import modes as testbed_modes
 from offloadlab.testbed.load import LoadResult
-from offloadlab.testbed.server import ServerOptions
+from offloadlab.testbed.server import ServerOptions, emulating
 from offloadlab.workload import stream
 
 TIMEOUT_S = 5.0
@@ -68,9 +68,12 @@ class Measured:
 
 
 def options(plan: Plan, load: ClassLoad, mode: str) -> ServerOptions:
+    """The server of one run; an offload mode's engine emulates the plan's engine."""
+    emulated = (emulating(plan.engine) if plan.engine is not None
+                and traits(mode).engine_thread else {})
     return ServerOptions(root=load.root, mode=mode, host_core=plan.host_core,
                          engine_core=plan.engine_core, work=plan.work, seed=plan.seed,
-                         engine_wait=ENGINE_WAIT)
+                         engine_wait=ENGINE_WAIT, **emulated)
 
 
 def measure(plan: Plan, load: ClassLoad, mode: str, use: str, rate: float,

@@ -23,10 +23,10 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from offloadlab import dist, scenario
+from offloadlab import dist, engine_profile, scenario
 from offloadlab.errors import InputError, for_flag
 from offloadlab.experiments import handoff
-from offloadlab.mode_traits import BASELINE
+from offloadlab.mode_traits import BASELINE, traits
 from offloadlab.report.html import write_report
 from offloadlab.report.section import Section
 from offloadlab.results import jsonable, write_outputs
@@ -36,6 +36,7 @@ from offloadlab.study import run as study_run
 from offloadlab.study.measure import measure
 from offloadlab.study_tables import StudyTables
 from offloadlab.testbed import cores, external, idle
+from offloadlab.testbed.server import emulating
 from offloadlab.units import parse_time
 
 DEFAULT_WORK = "exp(mean=100us)"
@@ -83,12 +84,17 @@ class StudyConfig:
     server_pid: int | None = None
     target: str | None = None
     allow_remote: bool = False
+    # The engine the offload modes emulate: a profile file, its speed and message cost
+    # given or overridden by flags (all None: the testbed's own engine).
+    engine_profile: Path | None = None
+    engine_speed: float | None = None
+    engine_message_cost: str | None = None
 
     def __post_init__(self) -> None:
         # In the order the flags were checked before the pipeline had a home, so a
         # command with two bad flags names the same one it always did.
         for check in (self.size_classes, self.mode_names, self.chosen_budget,
-                      self.work_dist, self.external_server):
+                      self.work_dist, self.external_server, self.engine):
             check()
         if self.rate is not None and not (math.isfinite(self.rate) and self.rate > 0):
             raise InputError(f"--rate {self.rate}: give the total requests/s to answer at, "
@@ -128,6 +134,22 @@ class StudyConfig:
                                          self.allow_remote)
         server.check()
         return server
+
+    def engine(self) -> engine_profile.EngineProfile | None:
+        """The engine to emulate (None: the testbed's own), checked that the testbed's
+        engine thread can (:func:`~offloadlab.testbed.server.emulating`)."""
+        profile = engine_profile.from_flags(self.engine_profile, self.engine_speed,
+                                            self.engine_message_cost)
+        if profile is None:
+            return None
+        emulating(profile)
+        kernel = [m for m in self.mode_names() if traits(m).engine_busy_from_kernel]
+        if kernel:
+            raise InputError(f"--modes {self.modes!r}: {kernel[0]}'s engine is a kernel "
+                             "thread, which the server cannot slow to the emulated engine; "
+                             "study it without --engine-profile/--engine-speed/"
+                             "--engine-message-cost, or leave it out of --modes")
+        return profile
 
 
 @dataclass(frozen=True)
@@ -190,7 +212,7 @@ def prepare(config: StudyConfig, say: Say = lambda text: None) -> Prepared:
     the_plan = plan.Plan(loads, names, config.chosen_budget(),
                          work if work.mean > 0 else None, host_core, engine_core,
                          config.seed, workload, shares, mixed if config.mix else None,
-                         rate=config.rate)
+                         rate=config.rate, engine=config.engine())
     prepared = Prepared(config, the_plan, started)
     if (experiment := prepared.handoff()) is not None:
         experiment.check()
@@ -291,7 +313,15 @@ def _machine(the_plan: plan.Plan, work: dist.Dist) -> str:
             f" Linux {platform.release()}; host thread on core {the_plan.host_core}, engine "
             f"on core {the_plan.engine_core} (engine_wait {plan.ENGINE_WAIT}), load "
             f"generator {generator}; idle cores {idle.describe()}; application work "
-            f"{work}")
+            f"{work}{_emulated(the_plan.engine)}")
+
+
+def _emulated(profile: engine_profile.EngineProfile | None) -> str:
+    """What the offload modes' engine thread emulated, for the machine text."""
+    if profile is None:
+        return ""
+    return (f"; the engine thread emulating {profile.describe()} (slowdown "
+            f"{profile.slowdown:g} paid per operation)")
 
 
 def results_frame(tables: StudyTables, seed: int):

@@ -11,6 +11,7 @@ from pathlib import Path
 import pandas as pd
 
 from offloadlab import dist
+from offloadlab.engine_profile import EngineProfile
 from offloadlab.errors import InputError
 from offloadlab.mode_traits import BASELINE, traits
 from offloadlab.study_tables import STUDY_MODES
@@ -140,6 +141,8 @@ class Plan:
     mix: ClassLoad | None = None
     # Total requests/s the bottom line answers at (None: the exported scenario's own).
     rate: float | None = None
+    # The engine the offload modes' engine thread emulates (None: the testbed's own).
+    engine: EngineProfile | None = None
 
     def load_seconds(self) -> float:
         """Seconds of load this plan runs (without server start-up)."""

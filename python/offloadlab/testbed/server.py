@@ -36,6 +36,7 @@ from pathlib import Path
 from offloadlab import _core, dist, handoff_policy
 from offloadlab.background import watched
 from offloadlab.documents import ServerStats
+from offloadlab.engine_profile import EngineProfile
 from offloadlab.errors import InputError, RunError, require
 from offloadlab.mode_traits import traits
 from offloadlab.sim.run import to_core
@@ -47,6 +48,8 @@ MODES: tuple[str, ...] = tuple(_core.MODES)
 APP_OFFLOADS = ("cache",)
 CACHE_POLICIES = ("lru", "lfu", "gdsf")
 ENGINE_WAITS = ("poll", "adaptive", "sleep")
+# When the engine pays its slowdown (offload_server::SlowdownMode::ALL).
+SLOWDOWN_MODES: tuple[str, ...] = tuple(_core.SLOWDOWN_MODES)
 # Load control's watermarks, in the order ``ServerOptions.watermarks`` gives them.
 WATERMARKS = ("hiwat", "lowat", "step_down", "step_up")
 FAULTS = ("stall", "panic")
@@ -66,6 +69,13 @@ class ServerOptions:
     distribution or its spec, e.g. ``"exp(mean=50us)"``). ``fault`` injects an engine
     failure, ``("stall", n)`` or ``("panic", n)`` after n requests, to exercise the
     host's takeover (engine mode only). Times are in seconds.
+
+    A slower engine: ``engine_slowdown`` F burns F seconds of engine CPU per second of
+    its own work (an engine F + 1 times slower) and ``engine_message_cost_s`` a fixed
+    cost per message between host and engine; ``engine_slowdown_mode`` says when the
+    engine pays: ``"turn"``, after each busy loop turn in bursts of up to 5 ms, or
+    ``"operation"``, after each request it passes up and each command it carries out,
+    so that it queues like a slower processor.
 
     Handoff mode: ``handoff`` is seed 004's policy in the paper's shorthand (``P-L-FCFS``,
     ``N-N-FCFS``, ``P-L-T4``, see :mod:`offloadlab.handoff_policy`); ``handoff_limit`` the
@@ -110,6 +120,7 @@ class ServerOptions:
     engine_wait: str = "adaptive"
     engine_slowdown: float = 0.0
     engine_message_cost_s: float = 0.0
+    engine_slowdown_mode: str = "turn"
     max_header_bytes: int = 8192
     max_uri_bytes: int = 4096
     max_headers: int = 64
@@ -199,6 +210,10 @@ class ServerOptions:
         require(_finite(self.engine_message_cost_s) and self.engine_message_cost_s >= 0,
                 f"engine_message_cost_s={self.engine_message_cost_s!r}: use seconds >= 0 "
                 "(0: no cost; 20e-6: 20 us of engine CPU per message)")
+        require(self.engine_slowdown_mode in SLOWDOWN_MODES,
+                f"engine_slowdown_mode {self.engine_slowdown_mode!r}: use operation (pay "
+                "after each request and command: a slower processor) or turn (pay after "
+                "each busy loop turn)")
         for name in ("max_header_bytes", "max_uri_bytes", "max_headers", "max_conns"):
             value = getattr(self, name)
             require(_is_int(value) and value >= 1, f"{name}={value!r}: use a whole number >= 1")
@@ -358,6 +373,7 @@ class ServerOptions:
             "engine": {"core": self.engine_core, "wait": self.engine_wait,
                        "slowdown": float(self.engine_slowdown),
                        "message_cost_s": float(self.engine_message_cost_s),
+                       "slowdown_mode": self.engine_slowdown_mode,
                        "fault": self.fault},
             "handoff": self.handoff_args(), "placement": self.placement_args(),
             "cache": self.cache_args(), "db": None if self.db is None else str(self.db),
@@ -375,6 +391,27 @@ class ServerOptions:
         t = traits(self.mode)
         spinner = t.engine_spins or (t.engine_thread and self.engine_wait == "poll")
         return spinner and self.engine_core is not None and self.engine_core in cores
+
+
+def emulating(profile: EngineProfile) -> dict:
+    """The :class:`ServerOptions` fields with which the engine thread emulates
+    ``profile``: each operation slowed to the profile's speed (slowdown 1/speed - 1,
+    paid per operation, so that it queues like a slower processor) and its extra cost per
+    message. The one place a profile becomes server options. One thread on a dedicated
+    core can be slowed, not sped up, split over cores or shared: such a profile is an
+    InputError that points to the model, which takes any profile."""
+    where = f"engine profile {profile.name!r}"
+    ask = "ask the model about it instead (offload model --engine FILE)"
+    require(profile.speed <= 1, f"{where}: speed = {profile.speed:g}: the testbed's engine "
+            f"can be slowed, not sped up; give a speed in (0, 1], or {ask}")
+    require(profile.cores == 1, f"{where}: cores = {profile.cores}: the testbed's engine is "
+            f"one thread and cannot emulate {profile.cores} engine cores; {ask}")
+    require(not profile.shared, f"{where}: shared = {profile.shared}: the testbed cannot "
+            "hold back part of its engine's core for other work (the load generator "
+            f"already shares it); leave shared out, or {ask}")
+    return {"engine_slowdown": profile.slowdown,
+            "engine_message_cost_s": profile.message_cost_s,
+            "engine_slowdown_mode": "operation"}
 
 
 # The catalogue table dynamic pages query.
