@@ -135,6 +135,7 @@ def test_profiles_round_trip_and_every_shipped_one_loads(tmp_path):
                       shared=0.1, on_host=False)
     assert engine_profile.from_table({"engine": p.to_table()}) == p
     shipped = sorted(ENGINES.glob("*.toml"))
+    assert len(shipped) >= 3  # a DPU, a dedicated host core and a kernel SQPOLL thread
     for path in shipped:
         profile = engine_profile.load(path)
         assert profile.source, f"{path.name} must say where its numbers come from"
@@ -179,11 +180,11 @@ def test_model_command_solves_with_the_engine_and_prints_the_bottom_line(tmp_pat
     path = tmp_path / "e.toml"
     path.write_text('[engine]\nname = "a slow DPU"\nsource = "illustrative"\nspeed = 0.25\n')
     example_file = str(Path(__file__).resolve().parents[1] / "examples" / "large-files.toml")
-    shown = runner.invoke(app, ["model", example_file, "--engine", str(path)])
+    shown = runner.invoke(app, ["model", example_file, "--engine-profile", str(path)])
     assert shown.exit_code == 0, shown.output
     assert "Bottom line with a slow DPU" in shown.output and "break-even" in shown.output
-    doc = runner.invoke(app, ["model", example_file, "--engine", str(path), "--engine-speed",
-                              "0.5", "--json"])
+    doc = runner.invoke(app, ["model", example_file, "--engine-profile", str(path),
+                              "--engine-speed", "0.5", "--json"])
     data = json.loads(doc.stdout)
     assert data["engine"]["speed"] == 0.5
     expected = answer.answers(example("large-files"), EngineProfile(speed=0.5))[0]

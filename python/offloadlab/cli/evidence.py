@@ -70,7 +70,7 @@ AsJson = Annotated[bool, typer.Option("--json", help="Print results as JSON.")]
 JsonOut = Annotated[Path | None, typer.Option(
     "--out", help="Also write the JSON results to this file (atomically).")]
 EngineFile = Annotated[Path | None, typer.Option(
-    "--engine", help="Engine profile TOML ([engine] speed, message_cost, cores, shared, "
+    "--engine-profile", help="Engine profile TOML ([engine] speed, message_cost, cores, shared, "
                      "on_host; examples/engines has some): solve with that engine.")]
 EngineSpeed = Annotated[float | None, typer.Option(
     help="Engine speed relative to a host core (0.25: four times slower); overrides the "

@@ -79,7 +79,7 @@ def study_cmd(
     engine_profile: Annotated[Path | None, typer.Option(
         help="Emulate this engine on the testbed's engine thread: an [engine] TOML table "
              "(examples/engines/) with speed <= 1, one core, not shared; 'offload model "
-             "--engine FILE' takes any.")] = None,
+             "--engine-profile FILE' takes any.")] = None,
     engine_speed: Annotated[float | None, typer.Option(
         help="Emulate an engine this fast against a host core, 0 < S <= 1 (0.25: each "
              "engine operation takes 4 times as long, slowed one by one); overrides the "

@@ -401,7 +401,7 @@ def emulating(profile: EngineProfile) -> dict:
     core can be slowed, not sped up, split over cores or shared: such a profile is an
     InputError that points to the model, which takes any profile."""
     where = f"engine profile {profile.name!r}"
-    ask = "ask the model about it instead (offload model --engine FILE)"
+    ask = "ask the model about it instead (offload model --engine-profile FILE)"
     require(profile.speed <= 1, f"{where}: speed = {profile.speed:g}: the testbed's engine "
             f"can be slowed, not sped up; give a speed in (0, 1], or {ask}")
     require(profile.cores == 1, f"{where}: cores = {profile.cores}: the testbed's engine is "
