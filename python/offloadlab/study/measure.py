@@ -75,8 +75,9 @@ def options(plan: Plan, load: ClassLoad, mode: str) -> ServerOptions:
 def measure(plan: Plan, load: ClassLoad, mode: str, use: str, rate: float,
             progress: Callable | None = None, replicate: int = 0) -> Measured:
     """One run of ``load``'s class in ``mode``: Poisson at ``rate`` for the budget's run
-    length, or (``use`` = "saturation") closed-loop clients with zero think time.
-    Each ``replicate`` of a rate draws its own arrivals, so that a point's mean averages
+    length (a traced mix: a window of its trace played at ``rate``), or (``use`` =
+    "saturation") closed-loop clients with zero think time. Each ``replicate`` of a rate
+    draws its own arrivals (a trace: its own window), so that a point's mean averages
     the streams' own spread too (a request count drawn for 2 s at 1,000/s is off by 2%)
     and its replicates' spread includes it."""
     # Another stream at every rate and replicate.
@@ -85,6 +86,12 @@ def measure(plan: Plan, load: ClassLoad, mode: str, use: str, rate: float,
         requests = stream.closed(load.manifest, SATURATION_CLIENTS, think="det(0)",
                                  requests=1000, size_class=load.size_class, seed=seed)
         extra = {"repeat": True, "max_duration_s": plan.budget.saturation_s}
+    elif load.trace is not None:
+        requests = load.trace.window(rate, plan.budget.run_s, seed)
+        # The run's rate is what its window offers: the trace's own swings move it off
+        # the asked rate, and the model and the sweep's stop rule compare with it.
+        rate = len(requests) / plan.budget.run_s
+        extra = {}
     else:
         requests = stream.poisson(load.manifest, rate, duration_s=plan.budget.run_s,
                                   size_class=load.size_class, seed=seed)

@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from offloadlab import dist, scenario
-from offloadlab.errors import for_flag
+from offloadlab.errors import InputError, for_flag
 from offloadlab.experiments import handoff
 from offloadlab.mode_traits import BASELINE
 from offloadlab.report.html import write_report
@@ -30,6 +30,7 @@ from offloadlab.report.section import Section
 from offloadlab.results import jsonable, write_outputs
 from offloadlab.study import compare, floors, plan
 from offloadlab.study import run as study_run
+from offloadlab.study import trace as study_trace
 from offloadlab.study_tables import StudyTables
 from offloadlab.testbed import cores, idle
 from offloadlab.units import parse_time
@@ -57,6 +58,7 @@ class StudyConfig:
 
     out_dir: Path = Path("study")
     fileset: Path | None = None
+    trace: Path | None = None
     classes: str | None = None
     modes: str = "inline,engine"
     budget: str = "quick"
@@ -75,7 +77,7 @@ class StudyConfig:
         # In the order the flags were checked before the pipeline had a home, so a
         # command with two bad flags names the same one it always did.
         for check in (self.size_classes, self.mode_names, self.chosen_budget,
-                      self.work_dist):
+                      self.work_dist, self.workload_source):
             check()
 
     @classmethod
@@ -99,6 +101,12 @@ class StudyConfig:
 
     def work_dist(self) -> dist.Dist:
         return for_flag("--work", dist.parse, self.work or DEFAULT_WORK)
+
+    def workload_source(self) -> None:
+        """--trace and --fileset each say what is served: at most one of them."""
+        if self.trace is not None and self.fileset is not None:
+            raise InputError(f"--trace {self.trace} and --fileset {self.fileset}: give one; "
+                             "--trace makes the file set from the trace's objects")
 
 
 @dataclass(frozen=True)
@@ -131,9 +139,10 @@ class Prepared:
 
 
 def prepare(config: StudyConfig, say: Say = lambda text: None) -> Prepared:
-    """The plan of ``config``: the classes of --fileset, or seed 000's file sets written
-    under OUT/fileset (kept from an earlier study with the same seed). ``say`` tells
-    what takes a while."""
+    """The plan of ``config``: the classes of --fileset, those of --trace with the trace
+    as the mix (its file set and stream written under OUT/trace), or seed 000's file
+    sets written under OUT/fileset (both kept from an earlier study that wrote the
+    same). ``say`` tells what takes a while."""
     started = time.time()
     names, work = config.mode_names(), config.work_dist()
     classes = config.size_classes()
@@ -141,18 +150,24 @@ def prepare(config: StudyConfig, say: Say = lambda text: None) -> Prepared:
     if config.fileset is not None:
         loads = plan.folder_classes(config.fileset, classes)
         workload = f"file set {config.fileset}"
+    traced = None if config.trace is None else study_trace.read(config.trace, classes,
+                                                                config.seed, say)
     config.out_dir.mkdir(parents=True, exist_ok=True)
-    if config.fileset is None:
+    if traced is not None:
+        loads, mixed, shares, workload = traced.loads(config.out_dir, config.seed, config.mix,
+                                                      say)
+    elif config.fileset is None:
         say("writing seed 000's file sets …")
         loads = plan.preset_classes(classes or PRESET_CLASSES, config.out_dir / "fileset",
                                     config.seed)
         workload = "seed 000's file sets"
-    workload += (f", classes {', '.join(load.name for load in loads)}, one class per run, "
-                 "HTTP/1.0 Poisson arrivals")
-    mixed, shares = plan.mix(loads) if len(loads) > 1 else (None, {loads[0].name: 1.0})
-    if config.mix and mixed is not None:
-        workload += ", and all of them mixed (" + ", ".join(
-            f"{name} {share:.0%}" for name, share in shares.items()) + ")"
+    if traced is None:
+        workload += (f", classes {', '.join(load.name for load in loads)}, one class per "
+                     "run, HTTP/1.0 Poisson arrivals")
+        mixed, shares = plan.mix(loads) if len(loads) > 1 else (None, {loads[0].name: 1.0})
+        if config.mix and mixed is not None:
+            workload += ", and all of them mixed (" + ", ".join(
+                f"{name} {share:.0%}" for name, share in shares.items()) + ")"
     the_plan = plan.Plan(loads, names, config.chosen_budget(),
                          work if work.mean > 0 else None, host_core, engine_core,
                          config.seed, workload, shares, mixed if config.mix else None)
