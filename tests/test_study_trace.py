@@ -55,7 +55,9 @@ def log(tmp_path_factory):
 
 
 def test_classes_and_shares_come_from_the_traces_requests_and_rare_ones_are_left_out(log):
-    traced = study_trace.read(log, None, SEED)
+    said = []
+    traced = study_trace.read(log, None, SEED, said.append)
+    assert "3 skipped" in said[-1] and "access.log:11" in said[-1]  # the first bad line
     assert traced.shares == pytest.approx({0: 120 / 199, 1: 78 / 199, 3: 1 / 199})
     assert traced.classes == (0, 1)
     assert traced.rare == pytest.approx({3: 1 / 199})
@@ -100,6 +102,14 @@ def test_the_plan_studies_the_traces_classes_with_the_trace_as_the_mix(tmp_path,
     stamp = (written / c1["path"].iloc[0]).stat().st_mtime_ns
     pipeline.prepare(pipeline.StudyConfig(out, trace=log, seed=SEED))
     assert (written / c1["path"].iloc[0]).stat().st_mtime_ns == stamp
+
+
+def test_one_class_of_the_trace_still_runs_the_trace_as_its_mix(tmp_path, log):
+    the_plan = pipeline.prepare(pipeline.StudyConfig(tmp_path, trace=log, classes="1")).plan
+    assert [load.name for load in the_plan.classes] == ["c1"]
+    assert the_plan.shares == {"c1": 1.0} and len(the_plan.mix.trace.stream) == 78
+    no_mix = pipeline.prepare(pipeline.StudyConfig(tmp_path, trace=log, mix=False)).plan
+    assert no_mix.mix is None and "the mix is" not in no_mix.workload
 
 
 def _garbage(path):

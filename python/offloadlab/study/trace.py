@@ -117,6 +117,8 @@ def read(path: Path, classes: tuple[int, ...] | None, seed: int,
     except OSError as exc:
         raise InputError(f"--trace {path}: cannot read it ({exc.strerror or exc}); check "
                          "the path and its permissions") from None
+    if reader.report.skipped:
+        say(reader.report.summary())  # with the first malformed lines, file:line
     manifest = replayed.fileset.frame()
     by_class = manifest.groupby("class")["probability"].sum()
     shares = {int(c): float(s) for c, s in by_class.items()}
