@@ -16,7 +16,8 @@ from offloadlab.cli import app
 from offloadlab.errors import InputError
 from offloadlab.study import pipeline
 from offloadlab.study import trace as study_trace
-from offloadlab.workload import fileset, replay, traces
+from offloadlab.testbed import load
+from offloadlab.workload import fileset, replay, stream, traces
 from offloadlab.workload.trace_window import TraceArrivals
 
 runner = CliRunner()
@@ -110,6 +111,29 @@ def test_one_class_of_the_trace_still_runs_the_trace_as_its_mix(tmp_path, log):
     assert the_plan.shares == {"c1": 1.0} and len(the_plan.mix.trace.stream) == 78
     no_mix = pipeline.prepare(pipeline.StudyConfig(tmp_path, trace=log, mix=False)).plan
     assert no_mix.mix is None and "the mix is" not in no_mix.workload
+
+
+def test_a_logs_host_names_reach_the_load_generator_as_32_bit_clients(tmp_path, log,
+                                                                      monkeypatch):
+    """A log's client that is a host name has an id of 2**32 plus a hash (the trace
+    table's rule); the generator numbers clients in 32 bits."""
+    replayed = replay.replay(traces.read_trace(log), seed=SEED)
+    frame = replayed.stream.frame.copy()
+    frame["client"] += 2**40
+    sent = {}
+
+    def generator(_, args, *rest):
+        sent.update(args)
+        raise RuntimeError("not started")
+
+    monkeypatch.setattr(load, "watched", generator)
+    with pytest.raises(RuntimeError, match="not started"):
+        load.run("127.0.0.1:9", stream.Stream(frame, replayed.stream.meta),
+                 replayed.fileset.frame())
+    clients = np.array(sent["client"])
+    assert clients.max() < 2**32
+    # The same requests share a client as before.
+    assert len(set(zip(clients, frame["client"], strict=True))) == frame["client"].nunique()
 
 
 def _garbage(path):
