@@ -34,9 +34,16 @@ def study_cmd(
     fileset_dir: Annotated[Path | None, typer.Option(
         "--fileset", help="Serve and request this file set (offload workload fileset); "
                           "default: seed 000's classes, written under OUT/fileset.")] = None,
+    trace: Annotated[Path | None, typer.Option(
+        "--trace", help="Study your traffic: an access log (Common or Combined Log Format) "
+                        "or a World Cup 98 log, gzipped or not. Its objects become the file "
+                        "set (under OUT/trace), its size classes with 1% or more of its "
+                        "requests are studied, and the trace itself, played at each rate, is "
+                        "the mix (docs/study.md, 'Study your traffic').")] = None,
     classes: Annotated[str | None, typer.Option(
         help="Size classes to study, one run each as in seed 000, e.g. 0,3 "
-             "(default: 0,1,2,3,4, or every class the --fileset has).")] = None,
+             "(default: 0,1,2,3,4, every class the --fileset has, or the --trace's "
+             "classes with 1% or more of its requests).")] = None,
     modes: Annotated[str, typer.Option(help="Modes: inline and one or more of engine, uring.")
                      ] = "inline,engine",
     budget: Annotated[str, typer.Option(
@@ -64,8 +71,9 @@ def study_cmd(
              "(needs two or more classes).")] = True,
     rate: Annotated[float | None, typer.Option(
         help="Total requests/s the bottom line answers at: host cores saved and the "
-             "break-even engine speed there, the classes at their shares (default: the "
-             "operating rate of the exported scenarios).")] = None,
+             "break-even engine speed there, the classes at their shares (default: a "
+             "--trace's own mean rate, else the operating rate of the exported "
+             "scenarios).")] = None,
     seed: Annotated[int, typer.Option(help="Seed of the file sets, streams and work.")] = 1,
     host_core: HostCore = None,
     engine_core: EngineCore = None,
@@ -118,7 +126,7 @@ def study_cmd(
         out_dir=out_dir, fileset=fileset_dir, classes=classes, modes=modes, budget=budget,
         work=work, run_length=run_length, sweep_points=sweep_points, replicates=replicates,
         steal_repeats=steal_repeats, seed=seed, host_core=host_core, engine_core=engine_core,
-        mix=mix, rate=rate,
+        mix=mix, rate=rate, trace=trace,
         handoff_slowdown=_handoff_slowdown(handoff_slowdown) if with_handoff else None,
         server_cmd=server_cmd, server_pid=server_pid, target=target,
         allow_remote=allow_remote, engine_profile=engine_profile, engine_speed=engine_speed,

@@ -63,7 +63,7 @@ class HostServer:
         on the user's server."""
         if traits(mode).engine_thread:
             return measure.measure(plan, load_, mode, use, rate, progress, replicate)
-        requests, extra = measure.stream_of(plan, load_, use, rate, replicate)
+        requests, extra, rate = measure.stream_of(plan, load_, use, rate, replicate)
         rel = os.path.relpath(load_.root, self.root)
         target = replace(self.live.target, prefix=self.live.target.prefix
                          + ("" if rel == "." else f"{rel}/"))

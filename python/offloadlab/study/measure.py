@@ -79,9 +79,9 @@ def options(plan: Plan, load: ClassLoad, mode: str) -> ServerOptions:
 def measure(plan: Plan, load: ClassLoad, mode: str, use: str, rate: float,
             progress: Callable | None = None, replicate: int = 0) -> Measured:
     """One run of ``load``'s class in ``mode``: Poisson at ``rate`` for the budget's run
-    length, or (``use`` = "saturation") closed-loop clients with zero think time
-    (:func:`stream_of`)."""
-    requests, extra = stream_of(plan, load, use, rate, replicate)
+    length (a traced mix: a window of its trace played at ``rate``), or (``use`` =
+    "saturation") closed-loop clients with zero think time (:func:`stream_of`)."""
+    requests, extra, rate = stream_of(plan, load, use, rate, replicate)
     try:
         done = testbed_modes.run_mode(options(plan, load, mode), requests, load.manifest,
                                       progress=progress, timeout_s=TIMEOUT_S, records=True,
@@ -92,19 +92,24 @@ def measure(plan: Plan, load: ClassLoad, mode: str, use: str, rate: float,
 
 
 def stream_of(plan: Plan, load: ClassLoad, use: str, rate: float,
-              replicate: int = 0) -> tuple[stream.Stream, dict]:
-    """The requests of one run and the load generator's options for them. Each
-    ``replicate`` of a rate draws its own arrivals, so that a point's mean averages
-    the streams' own spread too (a request count drawn for 2 s at 1,000/s is off by 2%)
-    and its replicates' spread includes it."""
+              replicate: int = 0) -> tuple[stream.Stream, dict, float]:
+    """The requests of one run, the load generator's options for them, and the run's
+    rate. Each ``replicate`` of a rate draws its own arrivals (a trace: its own window),
+    so that a point's mean averages the streams' own spread too (a request count drawn
+    for 2 s at 1,000/s is off by 2%) and its replicates' spread includes it."""
     # Another stream at every rate and replicate.
     seed = plan.seed + int(rate * 1000) % 100_000 + 100_000 * replicate
     if use == "saturation":
         requests = stream.closed(load.manifest, SATURATION_CLIENTS, think="det(0)",
                                  requests=1000, size_class=load.size_class, seed=seed)
-        return requests, {"repeat": True, "max_duration_s": plan.budget.saturation_s}
+        return requests, {"repeat": True, "max_duration_s": plan.budget.saturation_s}, rate
+    if load.trace is not None:
+        requests = load.trace.window(rate, plan.budget.run_s, seed)
+        # The run's rate is what its window offers: the trace's own swings move it off
+        # the asked rate, and the model and the sweep's stop rule compare with it.
+        return requests, {}, len(requests) / plan.budget.run_s
     return stream.poisson(load.manifest, rate, duration_s=plan.budget.run_s,
-                          size_class=load.size_class, seed=seed), {}
+                          size_class=load.size_class, seed=seed), {}, rate
 
 
 def failed(load: ClassLoad, mode: str, use: str, rate: float, exc: RunError) -> RunError:

@@ -33,6 +33,7 @@ from offloadlab.results import jsonable, write_outputs
 from offloadlab.study import compare, floors, plan
 from offloadlab.study import external as host_server
 from offloadlab.study import run as study_run
+from offloadlab.study import trace as study_trace
 from offloadlab.study.measure import measure
 from offloadlab.study_tables import StudyTables
 from offloadlab.testbed import cores, external, idle
@@ -65,6 +66,7 @@ class StudyConfig:
 
     out_dir: Path = Path("study")
     fileset: Path | None = None
+    trace: Path | None = None
     classes: str | None = None
     modes: str = "inline,engine"
     budget: str = "quick"
@@ -94,7 +96,8 @@ class StudyConfig:
         # In the order the flags were checked before the pipeline had a home, so a
         # command with two bad flags names the same one it always did.
         for check in (self.size_classes, self.mode_names, self.chosen_budget,
-                      self.work_dist, self.external_server, self.engine):
+                      self.work_dist, self.workload_source, self.external_server,
+                      self.engine):
             check()
         if self.rate is not None and not (math.isfinite(self.rate) and self.rate > 0):
             raise InputError(f"--rate {self.rate}: give the total requests/s to answer at, "
@@ -151,6 +154,12 @@ class StudyConfig:
                              "--engine-message-cost, or leave it out of --modes")
         return profile
 
+    def workload_source(self) -> None:
+        """--trace and --fileset each say what is served: at most one of them."""
+        if self.trace is not None and self.fileset is not None:
+            raise InputError(f"--trace {self.trace} and --fileset {self.fileset}: give one; "
+                             "--trace makes the file set from the trace's objects")
+
 
 @dataclass(frozen=True)
 class Prepared:
@@ -182,9 +191,10 @@ class Prepared:
 
 
 def prepare(config: StudyConfig, say: Say = lambda text: None) -> Prepared:
-    """The plan of ``config``: the classes of --fileset, or seed 000's file sets written
-    under OUT/fileset (kept from an earlier study with the same seed). ``say`` tells
-    what takes a while."""
+    """The plan of ``config``: the classes of --fileset, those of --trace with the trace
+    as the mix (its file set and stream written under OUT/trace), or seed 000's file
+    sets written under OUT/fileset (both kept from an earlier study that wrote the
+    same). ``say`` tells what takes a while."""
     started = time.time()
     names, work = config.mode_names(), config.work_dist()
     classes = config.size_classes()
@@ -192,18 +202,24 @@ def prepare(config: StudyConfig, say: Say = lambda text: None) -> Prepared:
     if config.fileset is not None:
         loads = plan.folder_classes(config.fileset, classes)
         workload = f"file set {config.fileset}"
+    traced = None if config.trace is None else study_trace.read(config.trace, classes,
+                                                                config.seed, say)
     config.out_dir.mkdir(parents=True, exist_ok=True)
-    if config.fileset is None:
+    if traced is not None:
+        loads, mixed, shares, workload = traced.loads(config.out_dir, config.seed, config.mix,
+                                                      say)
+    elif config.fileset is None:
         say("writing seed 000's file sets …")
         loads = plan.preset_classes(classes or PRESET_CLASSES, config.out_dir / "fileset",
                                     config.seed)
         workload = "seed 000's file sets"
-    workload += (f", classes {', '.join(load.name for load in loads)}, one class per run, "
-                 "HTTP/1.0 Poisson arrivals")
-    mixed, shares = plan.mix(loads) if len(loads) > 1 else (None, {loads[0].name: 1.0})
-    if config.mix and mixed is not None:
-        workload += ", and all of them mixed (" + ", ".join(
-            f"{name} {share:.0%}" for name, share in shares.items()) + ")"
+    if traced is None:
+        workload += (f", classes {', '.join(load.name for load in loads)}, one class per "
+                     "run, HTTP/1.0 Poisson arrivals")
+        mixed, shares = plan.mix(loads) if len(loads) > 1 else (None, {loads[0].name: 1.0})
+        if config.mix and mixed is not None:
+            workload += ", and all of them mixed (" + ", ".join(
+                f"{name} {share:.0%}" for name, share in shares.items()) + ")"
     if config.external_server() is not None:
         workload += (f"; {BASELINE} runs on the user's server, whose application work "
                      f"X_a is --work ({work}) and E[X_p] the rest of its CPU per request; "
@@ -212,11 +228,19 @@ def prepare(config: StudyConfig, say: Say = lambda text: None) -> Prepared:
     the_plan = plan.Plan(loads, names, config.chosen_budget(),
                          work if work.mean > 0 else None, host_core, engine_core,
                          config.seed, workload, shares, mixed if config.mix else None,
-                         rate=config.rate, engine=config.engine())
+                         rate=_answer_rate(config, mixed), engine=config.engine())
     prepared = Prepared(config, the_plan, started)
     if (experiment := prepared.handoff()) is not None:
         experiment.check()
     return prepared
+
+
+def _answer_rate(config: StudyConfig, mixed: plan.ClassLoad | None) -> float | None:
+    """Where the bottom line answers: --rate, else a trace's own mean rate, else (None)
+    the exported scenario's operating rate."""
+    if config.rate is not None or mixed is None or mixed.trace is None:
+        return config.rate
+    return mixed.trace.rate
 
 
 def run(prepared: Prepared, progress: study_run.Progress | None = None) -> StudyTables:

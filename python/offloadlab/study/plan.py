@@ -17,6 +17,7 @@ from offloadlab.mode_traits import BASELINE, traits
 from offloadlab.study_tables import STUDY_MODES
 from offloadlab.workload import fileset, presets
 from offloadlab.workload.classes import CLASSES, class_name
+from offloadlab.workload.trace_window import TraceArrivals
 
 
 @dataclass(frozen=True)
@@ -118,12 +119,14 @@ MIX = "mix"
 @dataclass(frozen=True)
 class ClassLoad:
     """A load to run: one size class, or (``size_class`` None) the mix of the studied
-    classes; the folder served and the objects requested from it."""
+    classes; the folder served and the objects requested from it. A mix with a ``trace``
+    (``offload study --trace``) sends the trace's own requests instead of Poisson ones."""
 
     name: str
     root: Path
     manifest: pd.DataFrame
     size_class: int | None
+    trace: TraceArrivals | None = None
 
 
 @dataclass(frozen=True)
@@ -139,7 +142,8 @@ class Plan:
     # Each class's share of the requests in the mix and in the fitted scenario.
     shares: dict[str, float]
     mix: ClassLoad | None = None
-    # Total requests/s the bottom line answers at (None: the exported scenario's own).
+    # Total requests/s the bottom line answers at (--rate, or a trace's mean rate;
+    # None: the exported scenario's own).
     rate: float | None = None
     # The engine the offload modes' engine thread emulates (None: the testbed's own).
     engine: EngineProfile | None = None
@@ -194,13 +198,14 @@ def preset_classes(classes: tuple[int, ...], folder: Path, seed: int) -> tuple[C
     loads = []
     for c in classes:
         root = folder / specs[c].name
-        if not _same_set(root, specs[c]):
+        if not same_set(root, specs[c]):
             fileset.materialise(fileset.generate(specs[c]), root)
         loads.append(ClassLoad(class_name(c), root, fileset.read_manifest(root), c))
     return tuple(loads)
 
 
-def _same_set(root: Path, spec) -> bool:
+def same_set(root: Path, spec) -> bool:
+    """``root`` holds the set of ``spec``, completely written."""
     try:
         info = fileset.read_info(root)
     except (InputError, OSError):

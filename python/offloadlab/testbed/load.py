@@ -157,7 +157,9 @@ def run(target: str | Target, requests: Stream, objects, *, threads: int | None 
         at_s=times.tolist(), object=index.tolist(),
         conn=frame["conn_id"].to_numpy(np.int64).tolist(),
         keep_alive=frame["keep_alive"].to_numpy(bool).tolist(),
-        client=frame["client"].to_numpy(np.int64).tolist(), closed=closed,
+        # The generator keys clients in 32 bits, and only which requests share a client
+        # matters: a trace's ids are wider (a CLF host name's is 2**32 plus a hash).
+        client=pd.factorize(frame["client"])[0].tolist(), closed=closed,
         threads=threads or os.cpu_count() or 1, timeout_s=float(timeout_s),
         max_duration_s=float(max_duration_s), method=method.upper(), verify=verify,
         records=records, busy_poll_s=float(busy_poll_s), repeat=repeat,
