@@ -195,3 +195,34 @@ def test_model_command_solves_with_the_engine_and_prints_the_bottom_line(tmp_pat
     assert data["rows"][1]["U_oe"] == pytest.approx(2 * plain)
     bad = runner.invoke(app, ["model", example_file, "--engine-speed", "0"])
     assert bad.exit_code == 2 and "--engine-speed" in bad.output
+    at = runner.invoke(app, ["model", example_file, "--engine-speed", "0.5", "--rate", "80",
+                             "--json"])
+    row = json.loads(at.stdout)["bottom_line"][0]
+    assert row["rate"] == 80 and row["break_even_speed"] == pytest.approx(
+        answer.break_even_speed(example("large-files"), EngineProfile(speed=0.5), 80.0))
+    for args, message in ((["--rate", "0", "--engine-speed", "1"], "--rate 0"),
+                          (["--rate", "80"], "give an engine")):
+        bad = runner.invoke(app, ["model", example_file, *args])
+        assert bad.exit_code == 2 and message in bad.output, bad.output
+
+
+def test_paying_can_stop_and_pays_from_is_seen_from_the_rate_asked():
+    # T = max(T_cpu, T_oe): a 0.8 ms engine hides behind the host's 1 ms at light load,
+    # so offload pays from the lightest load on, until the engine saturates at 1,250/s;
+    # past that nothing pays again.
+    sc = one_class(rate=100, app="det(0)", host_proto="exp(mean=1ms)",
+                   host_overhead="exp(mean=0.1ms)", engine_overhead="det(0)",
+                   engine_proto="exp(mean=0.8ms)")
+    rates = np.linspace(10, 1900, 190)
+    paying = evaluate(sc, rates).overall["beneficial"]
+    stop = rates[np.argmin(paying)]
+    assert paying[0] and not paying[rates >= stop].any() and 1240 <= stop <= 1260
+    assert answer.pays_from(sc, EngineProfile(), 50.0) == 0.0
+    assert answer.pays_from(sc, EngineProfile(), 1000.0) == 0.0
+    assert math.isnan(answer.pays_from(sc, EngineProfile(), 1500.0))
+    # Seen from below its start, the stretch's start; from inside it, the same.
+    slow = one_class(rate=100, app="det(0)", host_proto="exp(mean=1ms)",
+                     host_overhead="exp(mean=0.5ms)", engine_overhead="det(0)",
+                     engine_proto="exp(mean=0.8ms)", options={"system_delay": "sum"})
+    start = answer.pays_from(slow, EngineProfile(), 100.0)
+    assert answer.pays_from(slow, EngineProfile(), 800.0) == pytest.approx(start, rel=1e-4)

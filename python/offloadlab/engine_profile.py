@@ -123,7 +123,7 @@ class EngineProfile:
         text += f", {self.shared:.0%} held by other work)" if self.shared else ")"
         if self.message_cost_s:
             text += f", {units.format_time(self.message_cost_s)} more per message"
-        return text + (f"; source: {self.source}" if self.source else "")
+        return text
 
     def to_table(self) -> dict:
         """The ``[engine]`` table :func:`from_table` reads back to an equal profile."""

@@ -95,6 +95,9 @@ def model_cmd(
     engine: EngineFile = None,
     engine_speed: EngineSpeed = None,
     engine_message_cost: EngineMessageCost = None,
+    rate: Annotated[float | None, typer.Option(
+        help="Total requests/s the bottom line answers at, the classes at their shares "
+             "(default: the scenario's own).")] = None,
 ) -> None:
     """Solve the queueing model: host alone (M/G/1) against host + offload engine. With an
     engine profile, solve it with that engine and print the bottom line: host cores
@@ -115,13 +118,22 @@ def model_cmd(
         sc = profile.apply(sc)
     rate_points = None if rates is None else parse_rates(rates)
     result = model.evaluate(sc, rate_points)
+    if rate is not None and not (np.isfinite(rate) and rate > 0):
+        raise InputError(f"--rate {rate}: give the total requests/s the bottom line "
+                         "answers at, > 0")
+    if rate is not None and profile is None:
+        raise InputError("--rate sets where the bottom line answers; give an engine with "
+                         "--engine-profile, --engine-speed or --engine-message-cost too")
     if profile is not None:
-        bottom = answer.answers(measured, profile)
+        bottom = answer.answers(measured, profile, rate)
         result.meta["engine"] = profile.to_table()
         result.meta["bottom_line"] = [vars(a) for a in bottom]
     _show(result, model_table, as_json, out_file)
     if profile is not None and not as_json:
         out.print(bottom_line_table(bottom, profile.describe()))
+        if profile.source:
+            out.print(f"the engine's numbers: {profile.source}", markup=False,
+                      highlight=False)
     if plot is not None:
         swept = result if rates is not None else model.evaluate(sc, _plot_rates(sc))
         plot_model(swept, plot)

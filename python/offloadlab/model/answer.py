@@ -41,7 +41,7 @@ class Answer:
     fraction: float           # of the load's requests to send to the engine (the optimiser's)
     host_cores_saved: float   # host cores freed (negative: taken), all of it offloaded
     pays: bool
-    pays_from: float          # the lowest rate at which it pays (nan: at none)
+    pays_from: float          # from which rate it pays, seen from ``rate`` (nan: none)
     break_even_speed: float   # slowest engine speed that pays (inf: none does)
 
 
@@ -65,7 +65,7 @@ def _answer(name: str, sc: Scenario, profile: EngineProfile, rate: float, f: flo
             ) -> Answer:
     row = _row(profile.apply(sc), rate)
     return Answer(name, rate, float(f), host_cores_saved(row, profile),
-                  bool(row["beneficial"]), pays_from(sc, profile),
+                  bool(row["beneficial"]), pays_from(sc, profile, rate),
                   break_even_speed(sc, profile, rate))
 
 
@@ -98,24 +98,38 @@ def break_even_speed(sc: Scenario, profile: EngineProfile, rate: float) -> float
     return math.exp(hi)
 
 
-def pays_from(sc: Scenario, profile: EngineProfile) -> float:
-    """The lowest total rate (the scenario's mix kept) at which offload pays with this
-    engine, nan if it pays at none below twice the host alone's saturation. Offload
-    pays from a rate on: at light load the engine's extra hop only adds delay, and the
-    host's relief shows once its queue grows."""
+def pays_from(sc: Scenario, profile: EngineProfile, rate: float | None = None) -> float:
+    """From which total rate (the scenario's mix kept) offload pays with this engine, as
+    seen from ``rate`` (default: the scenario's): where it pays at ``rate``, the start
+    of the stretch of rates around it where it pays (0: from the lightest load on);
+    where it does not, the lowest rate above ``rate`` from which it does, nan if none
+    below twice the host alone's saturation. Paying need not be one stretch of rates:
+    at light load the engine's hop can cost more than the host's relief, a heavier load
+    can saturate a slow engine, and a split can pay at both ends and not between."""
+    rate = sc.rate if rate is None else rate
     engined = profile.apply(sc)
     top = 2 * float(evaluate(sc, [sc.rate]).overall["lam_star_noe"][0])
     rates = np.linspace(top / _RATE_POINTS, top, _RATE_POINTS)
     paying = evaluate(engined, rates).overall["beneficial"]
-    if not paying.any():
+    if _row(engined, rate)["beneficial"]:
+        below = np.flatnonzero((rates < rate) & ~paying)
+        if not len(below):
+            return 0.0 if _row(engined, min(rate, rates[0]) * 1e-3)["beneficial"] else (
+                _edge(engined, 0.0, min(rate, rates[0])))
+        after = rates[below[-1] + 1] if below[-1] + 1 < len(rates) else rate
+        return _edge(engined, rates[below[-1]], min(after, rate))
+    above = np.flatnonzero((rates > rate) & paying)
+    if not len(above):
         return math.nan
-    first = int(np.argmax(paying))
-    if first == 0 and _row(engined, rates[0] * 1e-3)["beneficial"]:
-        return 0.0  # from the lightest load on (T = max(T_cpu, T_oe) hides the hop)
-    lo, hi = (0.0 if first == 0 else rates[first - 1]), rates[first]
+    first = above[0]
+    return _edge(engined, max(rate, rates[first - 1]) if first else rate, rates[first])
+
+
+def _edge(sc: Scenario, lo: float, hi: float) -> float:
+    """The rate between ``lo`` (does not pay) and ``hi`` (pays) where paying begins."""
     for _ in range(_STEPS):
         mid = (lo + hi) / 2
-        lo, hi = (lo, mid) if _row(engined, mid)["beneficial"] else (mid, hi)
+        lo, hi = (lo, mid) if _row(sc, mid)["beneficial"] else (mid, hi)
     return float(hi)
 
 
