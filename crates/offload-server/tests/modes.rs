@@ -800,13 +800,15 @@ fn host_cpu_per_request(mode: Mode, work: Option<Dist>, n: usize) -> (f64, f64) 
 fn application_work_shows_up_as_host_cpu_per_request() {
     let w = 0.002;
     for mode in MODES {
-        // 100 requests put the measured W within 4% of the set one in every mode
-        // (tolerance 10%); uncounted or doubled work is off by 100%.
+        // 100 requests put the measured W within 4% of the set one in every mode on a
+        // quiet machine, and 11.8% over in one CI run on a VM under hypervisor steal
+        // (interrupts landing on the host thread count as its CPU; base and work are
+        // two runs). Tolerance 20%: uncounted or doubled work is off by 100%.
         let (base, no_app) = host_cpu_per_request(mode, None, 100);
         let (with, app) = host_cpu_per_request(mode, Some(Dist::det(w).unwrap()), 100);
         let extra = with - base;
         assert!(
-            (extra - w).abs() < 0.1 * w,
+            (extra - w).abs() < 0.2 * w,
             "{mode:?}: W = {w}, measured {extra} ({base} base)"
         );
         // The application's own account: what it burned. It overshoots by a clock read,
