@@ -14,7 +14,7 @@ from typer.testing import CliRunner
 from offloadlab import scenario
 from offloadlab.cli import app
 from offloadlab.errors import InputError
-from offloadlab.study import pipeline
+from offloadlab.study import measure, pipeline
 from offloadlab.study import trace as study_trace
 from offloadlab.testbed import load
 from offloadlab.workload import fileset, replay, stream, traces
@@ -85,7 +85,12 @@ def test_the_plan_studies_the_traces_classes_with_the_trace_as_the_mix(tmp_path,
     # Per-class runs draw from the class's objects with the trace's popularity.
     c1 = the_plan.classes[1].manifest
     assert c1.loc[c1["class"] == 1, "size_bytes"].tolist() == [5000]
-    assert all(load.trace is None for load in the_plan.classes)
+    # Each class replays its own requests of the trace, on their connections.
+    for traced, cls in zip(the_plan.classes, (0, 1), strict=True):
+        frame = traced.trace.stream.frame
+        assert len(frame) == {0: 120, 1: 78}[cls]
+        assert set(frame["size_bytes"]) == ({500} if cls == 0 else {5000})
+        assert traced.trace.requests_per_connection > 1
     # The mix is the trace's requests of the studied classes, in its order.
     mix = the_plan.mix
     assert len(mix.trace.stream) == 198 and set(mix.manifest["class"]) == {0, 1}
@@ -97,12 +102,24 @@ def test_the_plan_studies_the_traces_classes_with_the_trace_as_the_mix(tmp_path,
     text = the_plan.workload
     for part in (f"trace {log}", "199 kept", "3 malformed lines skipped", "c3 below 1%",
                  "c0 60.3%", "time-compressed by speed = rate /", "wrapping",
-                 "HTTP/1.1 keep-alive"):
+                 "HTTP/1.1 keep-alive", "mean per connection (c0 "):
         assert part in text, part
     # A second study of the same trace keeps the files it wrote.
     stamp = (written / c1["path"].iloc[0]).stat().st_mtime_ns
     pipeline.prepare(pipeline.StudyConfig(out, trace=log, seed=SEED))
     assert (written / c1["path"].iloc[0]).stat().st_mtime_ns == stamp
+
+
+def test_a_traced_loads_saturation_clients_reuse_connections_as_the_trace_did(tmp_path, log):
+    the_plan = pipeline.prepare(pipeline.StudyConfig(tmp_path, trace=log, seed=SEED)).plan
+    for traced in (*the_plan.classes, the_plan.mix):
+        want = traced.trace.requests_per_connection
+        requests = measure.stream_of(the_plan, traced, "saturation", 100.0)[0].frame
+        assert len(requests) / requests["conn_id"].nunique() == pytest.approx(want, rel=0.1)
+    # A trace whose clients never reuse a connection gives HTTP/1.0 clients.
+    single = TraceArrivals(stream.poisson(the_plan.classes[0].manifest, 50.0, duration_s=1,
+                                          size_class=0, seed=SEED), 1.0)
+    assert single.requests_per_connection == 1 and single.keep_alive is False
 
 
 def test_one_class_of_the_trace_still_runs_the_trace_as_its_mix(tmp_path, log):

@@ -1,8 +1,9 @@
 """The study's testbed runs: one server per run, in the mode asked, under one load.
 
 Three kinds of run per class and mode: a closed-loop saturation run (zero think time,
-HTTP/1.0 as in seed 000) for capacity, connections per minute, connection set-up and
-goodput; open-loop Poisson calibration runs; and the open-loop validation sweep.
+HTTP/1.0 as in seed 000; a trace's loads reuse connections as the trace did) for
+capacity, connections per minute, connection set-up and goodput; open-loop calibration
+runs (Poisson, or windows of a trace); and the open-loop validation sweep.
 :class:`Measured` keeps what the comparison needs from each.
 """
 
@@ -79,7 +80,7 @@ def options(plan: Plan, load: ClassLoad, mode: str) -> ServerOptions:
 def measure(plan: Plan, load: ClassLoad, mode: str, use: str, rate: float,
             progress: Callable | None = None, replicate: int = 0) -> Measured:
     """One run of ``load``'s class in ``mode``: Poisson at ``rate`` for the budget's run
-    length (a traced mix: a window of its trace played at ``rate``), or (``use`` =
+    length (a traced load: a window of its trace played at ``rate``), or (``use`` =
     "saturation") closed-loop clients with zero think time (:func:`stream_of`)."""
     requests, extra, rate = stream_of(plan, load, use, rate, replicate)
     try:
@@ -100,8 +101,11 @@ def stream_of(plan: Plan, load: ClassLoad, use: str, rate: float,
     # Another stream at every rate and replicate.
     seed = plan.seed + int(rate * 1000) % 100_000 + 100_000 * replicate
     if use == "saturation":
+        # A traced load's clients reuse connections as much as the trace's did.
+        keep_alive = load.trace.keep_alive if load.trace is not None else False
         requests = stream.closed(load.manifest, SATURATION_CLIENTS, think="det(0)",
-                                 requests=1000, size_class=load.size_class, seed=seed)
+                                 requests=1000, keep_alive=keep_alive,
+                                 size_class=load.size_class, seed=seed)
         return requests, {"repeat": True, "max_duration_s": plan.budget.saturation_s}, rate
     if load.trace is not None:
         requests = load.trace.window(rate, plan.budget.run_s, seed)

@@ -119,7 +119,7 @@ MIX = "mix"
 @dataclass(frozen=True)
 class ClassLoad:
     """A load to run: one size class, or (``size_class`` None) the mix of the studied
-    classes; the folder served and the objects requested from it. A mix with a ``trace``
+    classes; the folder served and the objects requested from it. A load with a ``trace``
     (``offload study --trace``) sends the trace's own requests instead of Poisson ones."""
 
     name: str

@@ -5,11 +5,10 @@ Cup 98 log (docs/study.md, "Study your traffic").
 HEAD requests answered 200, its objects as a file set weighted by their requests) and
 finds its size classes and their shares of the requests, before anything is written.
 :meth:`Traced.loads` puts the file set and the stream under OUT/trace (kept when an
-earlier study wrote the same set there) and gives the per-class loads, Poisson runs
-over each class's objects with the trace's popularity as for a file set, and the mix:
-the trace itself, its stream played at each rate of the sweep
-(:class:`~offloadlab.workload.trace_window.TraceArrivals`) on its clients'
-connections.
+earlier study wrote the same set there) and gives the loads: runs of the trace's own
+requests on their clients' connections, played at each rate of the sweep
+(:class:`~offloadlab.workload.trace_window.TraceArrivals`): each class its own requests,
+and the mix those of every class studied.
 """
 
 from __future__ import annotations
@@ -64,13 +63,17 @@ class Traced:
             say(f"writing the trace's file set under {folder} …")
             self.replayed.write(folder, create_large=True)
         manifest = fileset.read_manifest(folder)
-        loads = tuple(plan.ClassLoad(class_name(c), folder, manifest, c) for c in self.classes)
+        arrivals = TraceArrivals.of(self.replayed.stream, seed)
+        # Each class replays its own requests of the trace on their connections, so that
+        # its calibration pays for connections as the mix does.
+        loads = tuple(plan.ClassLoad(class_name(c), folder, manifest, c,
+                                     arrivals.only(manifest.loc[manifest["class"] == c, "path"]))
+                      for c in self.classes)
         mix, shares = plan.mix(loads)
-        arrivals = TraceArrivals.of(self.replayed.stream, seed).only(mix.manifest["path"])
-        mix = replace(mix, trace=arrivals)
-        return loads, mix, shares, self.describe(mix if mixed else None)
+        mix = replace(mix, trace=arrivals.only(mix.manifest["path"]))
+        return loads, mix, shares, self.describe(loads, mix if mixed else None)
 
-    def describe(self, mix: plan.ClassLoad | None) -> str:
+    def describe(self, loads: tuple[plan.ClassLoad, ...], mix: plan.ClassLoad | None) -> str:
         """How the study used the trace, for the report's workload line."""
         r = self.replayed.report
         text = (f"trace {self.path}: {r.read:,} requests read, {self.skipped:,} malformed "
@@ -82,21 +85,25 @@ class Traced:
         if self.rare:
             text += (f" ({', '.join(map(class_name, self.rare))} below {RARE_SHARE:.0%}: not "
                      "studied)")
-        text += ("; each class studied on its own with the trace's popularity over its "
-                 "objects, one class per run, HTTP/1.0 Poisson arrivals")
+        text += ("; every load below plays the trace's own requests (each class only its "
+                 "own, the mix those of every class studied) on its clients' connections: "
+                 "at each rate the arrivals are time-compressed by speed = rate / the "
+                 "load's trace rate, shape kept (a logged second's requests spread at "
+                 "random over it, in their order), each run a window from its own start, "
+                 "wrapping round the trace where it is shorter than the run; a client's "
+                 f"requests at most {WINDOW_S:g} s of trace apart share one HTTP/1.1 "
+                 "keep-alive connection, one request at a time; the saturation runs are "
+                 "closed-loop over the same objects, each client's connection carrying a "
+                 "geometric number of requests with the load's mean per connection (")
+        text += ", ".join(f"{load.name} {load.trace.requests_per_connection:.2f}"
+                          for load in (*loads, *([mix] if mix is not None else [])))
         if mix is None:
-            return text
+            return text + ")"
         arrivals = mix.trace
         return text + (
-            f"; the mix is the trace itself ({len(arrivals.stream):,} requests of the studied "
-            f"classes over {arrivals.period_s:,.0f} s, {arrivals.rate:,.1f} requests/s): "
-            "at each rate its arrivals are time-compressed by speed = rate / "
-            f"{arrivals.rate:,.1f}/s, shape kept (a logged second's requests spread at random "
-            "over it, in their order), each run a window from its own start, wrapping round "
-            "the trace where it is shorter than the run; a client's requests at most "
-            f"{WINDOW_S:g} s of trace apart share one HTTP/1.1 keep-alive connection, one "
-            f"request at a time ({arrivals.stream.frame['conn_id'].nunique():,} connections)"
-            "; its saturation runs are closed-loop HTTP/1.0 over the same objects")
+            f"); the mix is the trace itself ({len(arrivals.stream):,} requests of the "
+            f"studied classes over {arrivals.period_s:,.0f} s, {arrivals.rate:,.1f} "
+            f"requests/s, {arrivals.stream.frame['conn_id'].nunique():,} connections)")
 
 
 def read(path: Path, classes: tuple[int, ...] | None, seed: int,

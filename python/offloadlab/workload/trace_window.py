@@ -54,6 +54,19 @@ class TraceArrivals:
         """The trace's mean rate, requests per second."""
         return len(self.stream) / self.period_s
 
+    @property
+    def requests_per_connection(self) -> float:
+        """The trace's mean requests per connection."""
+        return len(self.stream) / self.stream.frame["conn_id"].nunique()
+
+    @property
+    def keep_alive(self) -> str | bool:
+        """Closed-loop clients' keep-alive that carries the trace's mean requests per
+        connection: geometric with that mean, or HTTP/1.0 (False) where the trace
+        never reuses a connection."""
+        mean = self.requests_per_connection
+        return f"geom(mean={mean:.6g})" if mean > 1 else False
+
     def only(self, paths) -> TraceArrivals:
         """The requests for the objects at ``paths`` (the rest left out, each connection
         ending at its last request left), at their trace times."""
