@@ -18,7 +18,7 @@ from synthetic_testbed import Costs, SyntheticTestbed, manifest
 from offloadlab import model
 from offloadlab.documents import CoreTimes
 from offloadlab.engine_profile import EngineProfile
-from offloadlab.errors import InputError
+from offloadlab.errors import InputError, RunError
 from offloadlab.model import answer
 from offloadlab.study import compare, floors, judge, measure, pipeline, plan, run
 
@@ -173,6 +173,20 @@ def test_no_steal_repeats_keeps_every_run_as_it_came_and_names_the_disturbed():
     assert "to the hypervisor even after 0 repeats (up to 30%)" in notes[0]
     with pytest.raises(InputError, match=r"--steal-repeats -1: give 0"):
         plan.with_budget_override(plan.budget("quick"), None, steal_repeats=-1)
+
+
+def test_saturation_runs_that_complete_nothing_stop_the_study_as_a_runtime_failure():
+    testbed = SyntheticTestbed(COSTS)
+
+    def stalled(the_plan, load, mode, use, rate, **kwargs):
+        m = testbed(the_plan, load, mode, use, rate, **kwargs)
+        if use == "saturation" and (load.name, mode) == ("c3", "engine"):
+            return replace(m, run=replace(m.run, throughput=0.0))
+        return m
+
+    with pytest.raises(RunError, match=r"class c3, engine mode: the saturation runs "
+                                        r"completed 0, 0, 0 requests/s"):
+        run.run(_plan(), measure=stalled)
 
 
 def test_runs_still_disturbed_after_their_repeats_are_named_first():

@@ -26,6 +26,7 @@ import pandas as pd
 
 from offloadlab import dist, model, scenario, sim
 from offloadlab.calibrate import fit
+from offloadlab.errors import RunError
 from offloadlab.mode_traits import BASELINE, traits
 from offloadlab.scenario import Queue, Scenario, TrafficClass
 from offloadlab.study import compare
@@ -66,10 +67,18 @@ def run(plan: Plan, progress: Progress | None = None,
     tries = rounds(pairs, range(SATURATION_REPEATS), "saturation", budget.saturation_s,
                    lambda load, mode, _: measure(plan, load, mode, "saturation", 0.0), tick)
     saturation = {}
-    for key, runs in tries.items():
+    for (name, mode), runs in tries.items():
         runs = sorted(runs, key=lambda m: m.run.throughput)
         # The measurement is the median run; it took every repeat of the three.
-        saturation[key] = replace(runs[len(runs) // 2], repeats=sum(m.repeats for m in runs))
+        median = runs[len(runs) // 2]
+        if not median.run.throughput > 0:
+            # Calibration runs at shares of this throughput: none can be asked of 0.
+            raise RunError(
+                f"class {name}, {mode} mode: the saturation runs completed "
+                f"{', '.join(f'{m.run.throughput:,.0f}' for m in runs)} requests/s, so "
+                "there is no capacity to calibrate at; the server stalled or the machine was "
+                "held up. Run the study again, on a quieter machine if it happens again")
+        saturation[name, mode] = replace(median, repeats=sum(m.repeats for m in runs))
 
     def calibration_run(load: ClassLoad, mode: str, share: float) -> Measured:
         rate = share * saturation[load.name, mode].run.throughput
