@@ -6,6 +6,7 @@ flag or the profile's field and pointing to the model."""
 from __future__ import annotations
 
 import re
+from dataclasses import replace
 
 import pandas as pd
 import pytest
@@ -14,7 +15,7 @@ from conftest import EXAMPLES
 from offloadlab import engine_profile
 from offloadlab.engine_profile import EngineProfile
 from offloadlab.errors import InputError
-from offloadlab.study import measure, pipeline, plan
+from offloadlab.study import compare, measure, pipeline, plan
 from offloadlab.testbed.server import ServerOptions, emulating
 
 ENGINES = EXAMPLES / "engines"
@@ -68,6 +69,12 @@ def test_the_study_emulates_the_flags_engine_in_its_offload_modes_only(tmp_path)
     assert inline.engine_slowdown == 0 and inline.engine_message_cost_s == 0
     assert "speed 0.5 of a host core" in pipeline._emulated(profile)
     assert pipeline._emulated(None) == ""
+    # The bottom line names the engine it answers for.
+    assert compare.engine_named(the_plan, "engine") == (
+        "an engine: speed 0.5 of a host core, 1 core (its own cores), 2us more per "
+        "message, emulated by the engine mode's engine")
+    assert compare.engine_named(replace(the_plan, engine=None), "uring") == (
+        "the uring mode's engine")
 
 
 @pytest.mark.parametrize(("settings", "fragment"), [

@@ -179,9 +179,11 @@ def study(config: StudyConfig) -> None:
     out.print(tables.meta["agreement"], markup=False, highlight=False)
     out.print(verdict_table(tables))
     from offloadlab.report.tables import bottom_line_table
+    from offloadlab.study.compare import engine_named
 
     for mode, rows in tables.bottom_line.groupby("mode", sort=False):
-        out.print(bottom_line_table(list(rows.itertuples()), f"the {mode} mode's engine"))
+        out.print(bottom_line_table(list(rows.itertuples()),
+                                    engine_named(the_plan, mode)))
     out.print(accuracy_table(tables))
     for text in tables.meta["notes"]:
         note(text)

@@ -418,6 +418,13 @@ def bottom_line(study: Study) -> list[dict]:
             for row in answer.answers(sc, measured, study.plan.rate)]
 
 
+def engine_named(plan, mode: str) -> str:
+    """The engine a mode's bottom line answers for: the mode's own, or the profile its
+    engine emulates."""
+    own = f"the {mode} mode's engine"
+    return own if plan.engine is None else f"{plan.engine.describe()}, emulated by {own}"
+
+
 def _costs(f: fit.ClassFit) -> dict:
     return {"class": f.cls, "mode": f.mode, "EXa": f.EXa, "EXp": f.EXp, "EXp_m2": f.EXp_m2,
             "EXo": f.EXo, "EXc": f.EXc, "EXq": f.EXq, "EXq_m2": f.EXq_m2,
