@@ -483,7 +483,8 @@ def test_floors_are_stored_and_read_back_for_studies_of_single_runs(replicated, 
     file = tmp_path / "cache" / "offloadlab" / "floors.json"
     floors.store(replicated, file)
     single = floors.single_run_floors(replicated)
-    kept = floors.stored(replicated.plan.budget.run_s, file)
+    seed = plan.SEED_FILESETS
+    kept = floors.stored(replicated.plan.budget.run_s, seed, file)
     assert {k: f for k, (f, _) in kept.items()} == pytest.approx(single)
     assert all(s.startswith("replicates of ") and s.endswith(f" on {platform.node()}")
                for _, s in kept.values())
@@ -495,7 +496,11 @@ def test_floors_are_stored_and_read_back_for_studies_of_single_runs(replicated, 
     # ... and stores nothing; another run length finds none.
     floors.store(quick, tmp_path / "none.json")
     assert not (tmp_path / "none.json").exists()
-    assert floors.stored(5.0, file) == {}
+    assert floors.stored(5.0, seed, file) == {}
+    # Another workload (a trace's classes share the names c0-c4) finds none either.
+    assert floors.stored(2.0, "trace /logs/site.log", file) == {}
+    traced = replace(quick, plan=replace(quick.plan, floors_key="trace /logs/site.log"))
+    assert all(s == "unmeasured" for _, s in floors.for_study(traced, file).values())
     # A study with replicates measures its own.
     assert floors.for_study(replicated, file) == {
         k: (f, "replicates") for k, f in floors.replicate_floors(replicated).items()}
@@ -506,7 +511,13 @@ def test_floors_are_stored_and_read_back_for_studies_of_single_runs(replicated, 
     floors.store(replicated, file)
     rows = json.loads(file.read_text())["floors"]
     assert len(rows) == 2 * len(single)
-    assert {r["run_s"] for r in rows} == {2.0, 5.0}
+    assert {r["run_s"] for r in rows} == {2.0, 5.0} and {r["workload"] for r in rows} == {seed}
+    # A file written before floors were kept per workload holds seed 000's.
+    for r in rows:
+        del r["workload"]
+    file.write_text(json.dumps({"floors": rows}))
+    assert {k: f for k, (f, _) in floors.stored(2.0, seed, file).items()} == pytest.approx(
+        single)
 
 
 def test_without_a_floors_file_a_study_of_single_runs_has_its_floors_unmeasured(study,
@@ -529,7 +540,7 @@ def test_an_unreadable_floors_file_warns_and_counts_as_unmeasured(study, replica
     # The next study with replicates writes it anew.
     with pytest.warns(UserWarning, match="unreadable floors file"):
         floors.store(replicated, file)
-    assert floors.stored(2.0, file)
+    assert floors.stored(2.0, plan.SEED_FILESETS, file)
 
 
 def test_the_floors_file_lives_in_the_users_cache(monkeypatch, tmp_path):

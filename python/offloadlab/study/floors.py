@@ -5,7 +5,9 @@ runs (the quick budget) reads the last one measured on this machine at its run l
 which every study with replicates stores in the user's cache.
 
 The stored floor is a single run's, so that any study can scale it: the floors of the
-points' own replicates, each times the square root of its replicate count, pooled.
+points' own replicates, each times the square root of its replicate count, pooled. It is
+kept per workload (``Plan.floors_key``: seed 000's file sets, a file set or a trace by
+name), so that a trace's class c1 does not read the floor of seed 000's.
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ from offloadlab.results import write_json
 from offloadlab.study import judge
 from offloadlab.study.judge import REPLICATES, UNMEASURED
 from offloadlab.study.measure import scored
+from offloadlab.study.plan import SEED_FILESETS
 
 # The metrics a row is scored on, and how each is read from a point.
 METRICS = {"U_host": lambda m: m.U_host, "U_engine": lambda m: m.U_engine,
@@ -73,30 +76,33 @@ def path() -> Path:
 
 def store(study, file: Path | None = None) -> None:
     """Keep the single-run floors of a study with replicates in the floors file, in place
-    of any stored for the same class, mode, metric and run length, with the date and
-    this machine's name. A study of single runs stores nothing."""
-    budget = study.plan.budget
+    of any stored for the same workload, class, mode, metric and run length, with the
+    date and this machine's name. A study of single runs stores nothing."""
+    budget, workload = study.plan.budget, study.plan.floors_key
     if budget.replicates < 2:
         return
     file = file or path()
     found = {key: f for key, f in single_run_floors(study).items() if math.isfinite(f)}
     date = datetime.datetime.now().isoformat(timespec="seconds")
     rows = [r for r in _rows(file)
-            if (r["class"], r["mode"], r["metric"]) not in found or r["run_s"] != budget.run_s]
-    rows += [{"class": c, "mode": m, "metric": metric, "run_s": budget.run_s, "floor": f,
-              "replicates": budget.replicates, "date": date, "host": platform.node()}
+            if (r["class"], r["mode"], r["metric"]) not in found or r["run_s"] != budget.run_s
+            or r["workload"] != workload]
+    rows += [{"workload": workload, "class": c, "mode": m, "metric": metric,
+              "run_s": budget.run_s, "floor": f, "replicates": budget.replicates,
+              "date": date, "host": platform.node()}
              for (c, m, metric), f in found.items()]
     file.parent.mkdir(parents=True, exist_ok=True)
     write_json(file, {"floors": rows})
 
 
-def stored(run_s: float, file: Path | None = None) -> dict[Key, tuple[float, str]]:
-    """The single-run floors stored for runs of ``run_s``, each with its source text
-    (``replicates of <date> on <host>``). A missing file gives none; an unreadable one
-    gives none and a warning that names it."""
+def stored(run_s: float, workload: str, file: Path | None = None
+           ) -> dict[Key, tuple[float, str]]:
+    """The single-run floors stored for runs of ``run_s`` of ``workload``, each with its
+    source text (``replicates of <date> on <host>``). A missing file gives none; an
+    unreadable one gives none and a warning that names it."""
     return {(r["class"], r["mode"], r["metric"]):
             (r["floor"], f"{REPLICATES} of {r['date']} on {r['host']}")
-            for r in _rows(file or path()) if r["run_s"] == run_s}
+            for r in _rows(file or path()) if r["run_s"] == run_s and r["workload"] == workload}
 
 
 def _rows(file: Path) -> list[dict]:
@@ -105,7 +111,9 @@ def _rows(file: Path) -> list[dict]:
     if not file.exists():
         return []
     try:
-        return [{"class": str(r["class"]), "mode": str(r["mode"]), "metric": str(r["metric"]),
+        # Floors stored before they were kept per workload are seed 000's.
+        return [{"workload": str(r.get("workload", SEED_FILESETS)),
+                 "class": str(r["class"]), "mode": str(r["mode"]), "metric": str(r["metric"]),
                  "run_s": float(r["run_s"]), "floor": float(r["floor"]),
                  "replicates": int(r["replicates"]), "date": str(r["date"]),
                  "host": str(r["host"])}
@@ -126,5 +134,5 @@ def for_study(study, file: Path | None = None) -> dict[Key, tuple[float, str]]:
     if budget.replicates >= 2:
         return {key: (f, REPLICATES if math.isfinite(f) else UNMEASURED)
                 for key, f in own.items()}
-    kept = stored(budget.run_s, file)
+    kept = stored(budget.run_s, study.plan.floors_key, file)
     return {key: kept.get(key, (math.nan, UNMEASURED)) for key in own}

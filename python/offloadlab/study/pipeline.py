@@ -199,20 +199,23 @@ def prepare(config: StudyConfig, say: Say = lambda text: None) -> Prepared:
     names, work = config.mode_names(), config.work_dist()
     classes = config.size_classes()
     host_core, engine_core = cores.choose(config.host_core, config.engine_core)
+    floors_key = plan.SEED_FILESETS
     if config.fileset is not None:
         loads = plan.folder_classes(config.fileset, classes)
         workload = f"file set {config.fileset}"
+        floors_key = f"file set {Path(config.fileset).resolve()}"
     traced = None if config.trace is None else study_trace.read(config.trace, classes,
                                                                 config.seed, say)
     config.out_dir.mkdir(parents=True, exist_ok=True)
     if traced is not None:
         loads, mixed, shares, workload = traced.loads(config.out_dir, config.seed, config.mix,
                                                       say)
+        floors_key = f"trace {Path(config.trace).resolve()}"
     elif config.fileset is None:
         say("writing seed 000's file sets …")
         loads = plan.preset_classes(classes or PRESET_CLASSES, config.out_dir / "fileset",
                                     config.seed)
-        workload = "seed 000's file sets"
+        workload = plan.SEED_FILESETS
     if traced is None:
         workload += (f", classes {', '.join(load.name for load in loads)}, one class per "
                      "run, HTTP/1.0 Poisson arrivals")
@@ -228,7 +231,8 @@ def prepare(config: StudyConfig, say: Say = lambda text: None) -> Prepared:
     the_plan = plan.Plan(loads, names, config.chosen_budget(),
                          work if work.mean > 0 else None, host_core, engine_core,
                          config.seed, workload, shares, mixed if config.mix else None,
-                         rate=_answer_rate(config, mixed), engine=config.engine())
+                         rate=_answer_rate(config, mixed), engine=config.engine(),
+                         floors_key=floors_key)
     prepared = Prepared(config, the_plan, started)
     if (experiment := prepared.handoff()) is not None:
         experiment.check()

@@ -114,6 +114,8 @@ ENGINE_WAIT = "sleep"
 
 # The name of the mixed load: every studied class in one stream.
 MIX = "mix"
+# The workload of seed 000's file sets, the study's default.
+SEED_FILESETS = "seed 000's file sets"
 
 
 @dataclass(frozen=True)
@@ -147,6 +149,8 @@ class Plan:
     rate: float | None = None
     # The engine the offload modes' engine thread emulates (None: the testbed's own).
     engine: EngineProfile | None = None
+    # The workload whose stored floors a study of single runs reads (floors.py).
+    floors_key: str = SEED_FILESETS
 
     def load_seconds(self) -> float:
         """Seconds of load this plan runs (without server start-up)."""
