@@ -58,7 +58,11 @@ def rescore(folder: Path) -> pd.DataFrame:
             d0, _ = fit.combine(cal["T"].to_numpy() - bare,
                                 (cal["T_hi"] - cal["T_lo"]).to_numpy() / 2)
             val = runs[runs.use == "validation"]
+            # As the study scores: the busier core, everything on it counted (kept
+            # studies older than the core_busy column: the threads alone).
             busy = np.fmax(val.U_host, val.U_engine.fillna(0.0))
+            if "core_busy" in val:
+                busy = np.fmax(busy, val.core_busy.fillna(0.0))
             val = val[(busy < BELOW_UTIL) & (val.throughput >= (1 - MARGIN) * val.rate)]
             now = model.evaluate(alone, val.rate.to_numpy()).overall
             for metric, column in METRICS.items():

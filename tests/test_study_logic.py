@@ -330,6 +330,25 @@ def _measured(T: float, U_host: float, host_s: float, **fields) -> measure.Measu
                    U_host=U_host, **fields)
 
 
+def test_a_point_is_scored_by_its_busiest_core_with_everything_on_it():
+    def core(i: int, busy: float, steal: float = 0.0) -> CoreTimes:
+        return CoreTimes(core=i, user_s=busy * 0.7, system_s=busy * 0.2, idle_s=1 - busy,
+                         irq_s=0.0, softirq_s=busy * 0.1, steal_s=steal)
+
+    quiet = _measured(1e-3, 0.5, 1e-4, U_engine=0.35, cores=(core(0, 0.55), core(1, 0.6)))
+    # The engine thread is 35% busy, but with the load generator its core is 92%.
+    shared = replace(quiet, cores=(core(0, 0.55), core(1, 0.92)))
+    # Time the hypervisor took is not the core's: 0.7 of the rest busy is 70%.
+    stolen = replace(quiet, cores=(core(0, 0.55), core(1, 0.7, steal=0.5)))
+    bare = replace(quiet, cores=())  # no core times: the threads decide
+    busy_host = replace(bare, U_host=0.85)
+    assert measure.core_busy(shared) == pytest.approx(0.92)
+    assert measure.core_busy(stolen) == pytest.approx(0.7)
+    assert math.isnan(measure.core_busy(bare))
+    assert measure.scored([quiet, shared, stolen, bare, busy_host]).tolist() == [
+        True, False, True, True, False]
+
+
 def test_a_points_value_is_the_mean_of_its_replicates():
     def cores(busy: float) -> tuple[CoreTimes, ...]:
         return tuple(CoreTimes(core=i, user_s=busy, system_s=0.1, idle_s=1.0, irq_s=0.0,

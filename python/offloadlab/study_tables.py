@@ -35,10 +35,12 @@ COLUMNS: dict[str, tuple[str, ...]] = {
     # means over the run); U_*_lo/_hi likewise for the sim. use: "calibration" for the
     # testbed runs the model was fitted on, "validation" for the sweep, "prediction"
     # for model, seed_model (seed 000's model, the baseline) and sim rows. A saturated
-    # model point has T = inf.
+    # model point has T = inf. core_busy (testbed): the busiest core's busy share, all
+    # of its work counted (the load generator's too), which decides with U_host and
+    # U_engine whether a point is scored (study/measure.py, scored).
     "points": ("source", "mode", "class", "rate", "U_host", "U_host_lo", "U_host_hi",
                "U_engine", "U_engine_lo", "U_engine_hi", "T", "T_sum", "T_lo", "T_hi",
-               "host_trip", "throughput", "p99", "errors", "use"),
+               "host_trip", "throughput", "p99", "errors", "core_busy", "use"),
     # One row per (class, mode). measured: closed-loop throughput with zero think time;
     # model: 1 / E[S] of the bottleneck (host or engine) with its core's background.
     # error = model / measured - 1; seed_model, seed_error: the same for seed 000's

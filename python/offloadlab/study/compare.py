@@ -115,7 +115,8 @@ def _testbed_points(cls: str, mode: str, runs: list[Measured]) -> list[dict]:
                  U_host=m.U_host,
                  U_engine=m.U_engine if traits(mode).engine_thread else math.nan,
                  T=m.run.T, T_lo=m.T_lo, T_hi=m.T_hi, host_trip=m.host_trip,
-                 throughput=m.run.throughput, p99=m.p99, errors=m.errors, use=m.use)
+                 throughput=m.run.throughput, p99=m.p99, errors=m.errors,
+                 core_busy=measure.core_busy(m), use=m.use)
             for m in runs]
 
 
