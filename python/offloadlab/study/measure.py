@@ -176,8 +176,8 @@ def scored(points: Sequence[Measured]) -> np.ndarray:
     """Which of a sweep's points a row is scored on: stable (the server kept up with the
     offered rate within the verdicts' margin) and its busier core below
     :data:`BELOW_UTIL` busy. A core's busy share counts everything on it: on two cores
-    the load generator shares the engine's, which was 90-96% busy at the top of a class 0
-    sweep whose engine thread was 34% busy (29 Nov 2026)."""
+    the load generator shares the engine's, about 90% busy (its fitted background) at
+    the top of a class 0 sweep whose engine thread was 34% busy (29 Nov 2026)."""
     busy = np.fmax.reduce([[m.U_host for m in points],
                            np.nan_to_num([m.U_engine for m in points]),
                            np.nan_to_num([core_busy(m) for m in points])])
