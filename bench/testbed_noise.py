@@ -77,7 +77,7 @@ def main() -> None:
         config = pipeline.StudyConfig(Path(tmp), classes=args.classes, modes=args.modes,
                                       budget=args.budget, mix=False, handoff_slowdown=None)
         plan = pipeline.prepare(config).plan
-        run = undisturbed(measure)
+        run = undisturbed(measure, plan.budget.steal_repeats)
         pairs = [(load, mode) for load in plan.classes for mode in plan.modes]
         saturation = []
         for i in range(args.saturations):
