@@ -32,10 +32,7 @@ import time
 from pathlib import Path
 
 import pandas as pd
-
-from offloadlab.study import pipeline
-from offloadlab.study.measure import measure
-from offloadlab.study.run import undisturbed
+from testbed_noise import study_runs
 
 
 def time_wait() -> int:
@@ -59,11 +56,7 @@ def main() -> None:
         parser.error("--rounds must be at least 2, --share in (0, 1), --rest at least 0")
     started = time.monotonic()
     with tempfile.TemporaryDirectory() as tmp:
-        config = pipeline.StudyConfig(Path(tmp), classes=args.classes, modes=args.modes,
-                                      budget=args.budget, mix=False, handoff_slowdown=None)
-        plan = pipeline.prepare(config).plan
-        run = undisturbed(measure, plan.budget.steal_repeats)
-        pairs = [(load, mode) for load in plan.classes for mode in plan.modes]
+        plan, run, pairs = study_runs(Path(tmp), args.classes, args.modes, args.budget)
         rate = {(load.name, mode): args.share * run(plan, load, mode, "saturation", 0.0)
                 .run.throughput for load, mode in pairs}
         rows = []

@@ -74,11 +74,7 @@ def main() -> None:
         parser.error(f"--saturations must be at least {2 * SATURATION_REPEATS}")
     started = time.monotonic()
     with tempfile.TemporaryDirectory() as tmp:
-        config = pipeline.StudyConfig(Path(tmp), classes=args.classes, modes=args.modes,
-                                      budget=args.budget, mix=False, handoff_slowdown=None)
-        plan = pipeline.prepare(config).plan
-        run = undisturbed(measure, plan.budget.steal_repeats)
-        pairs = [(load, mode) for load in plan.classes for mode in plan.modes]
+        plan, run, pairs = study_runs(Path(tmp), args.classes, args.modes, args.budget)
         saturation = []
         for i in range(args.saturations):
             for load, mode in pairs:
@@ -107,6 +103,17 @@ def main() -> None:
     if args.out:
         write_outputs(args.out, {"testbed_noise.csv": frame,
                                  "testbed_noise_saturation.csv": saturation})
+
+
+def study_runs(folder: Path, classes: str, modes: str, budget: str):
+    """The study's own plan for ``classes`` and ``modes`` (its file sets under
+    ``folder``), its ``measure`` made again for the hypervisor as a study does, and the
+    plan's (class load, mode) pairs."""
+    config = pipeline.StudyConfig(folder, classes=classes, modes=modes, budget=budget,
+                                  mix=False, handoff_slowdown=None)
+    plan = pipeline.prepare(config).plan
+    pairs = [(load, mode) for load in plan.classes for mode in plan.modes]
+    return plan, undisturbed(measure, plan.budget.steal_repeats), pairs
 
 
 def exact_rows(x: np.ndarray) -> np.ndarray:
