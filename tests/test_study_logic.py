@@ -331,22 +331,26 @@ def _measured(T: float, U_host: float, host_s: float, **fields) -> measure.Measu
 
 
 def test_a_point_is_scored_by_its_busiest_core_with_everything_on_it():
-    def core(i: int, busy: float, steal: float = 0.0) -> CoreTimes:
-        return CoreTimes(core=i, user_s=busy * 0.7, system_s=busy * 0.2, idle_s=1 - busy,
-                         irq_s=0.0, softirq_s=busy * 0.1, steal_s=steal)
+    def point(U_host: float, U_engine: float, host_bg: float, engine_bg: float):
+        m = _measured(1e-3, U_host, 1e-4, U_engine=U_engine)
+        # 1,000 requests/s: a background of 100 us per request holds 10% of the core.
+        return replace(m, run=replace(m.run, throughput=1000.0, host_background_s=host_bg,
+                                      engine_background_s=engine_bg))
 
-    quiet = _measured(1e-3, 0.5, 1e-4, U_engine=0.35, cores=(core(0, 0.55), core(1, 0.6)))
-    # The engine thread is 35% busy, but with the load generator its core is 92%.
-    shared = replace(quiet, cores=(core(0, 0.55), core(1, 0.92)))
-    # Time the hypervisor took is not the core's: 0.7 of the rest busy is 70%.
-    stolen = replace(quiet, cores=(core(0, 0.55), core(1, 0.7, steal=0.5)))
-    bare = replace(quiet, cores=())  # no core times: the threads decide
-    busy_host = replace(bare, U_host=0.85)
+    quiet = point(0.5, 0.35, 10e-6, 250e-6)
+    # The engine thread is 35% busy, and with the load generator's 570 us per request
+    # its core is 92% busy.
+    shared = point(0.5, 0.35, 10e-6, 570e-6)
+    # The host core counts its other work too.
+    host_side = point(0.75, 0.35, 60e-6, 0.0)
+    # Without background (NaN: the thread was not pinned) the threads decide.
+    bare = point(0.5, 0.35, math.nan, math.nan)
+    busy_host = point(0.85, 0.35, math.nan, math.nan)
     assert measure.core_busy(shared) == pytest.approx(0.92)
-    assert measure.core_busy(stolen) == pytest.approx(0.7)
-    assert math.isnan(measure.core_busy(bare))
-    assert measure.scored([quiet, shared, stolen, bare, busy_host]).tolist() == [
-        True, False, True, True, False]
+    assert measure.core_busy(host_side) == pytest.approx(0.81)
+    assert measure.core_busy(bare) == pytest.approx(0.5)
+    assert measure.scored([quiet, shared, host_side, bare, busy_host]).tolist() == [
+        True, False, False, True, False]
 
 
 def test_a_points_value_is_the_mean_of_its_replicates():

@@ -35,9 +35,9 @@ COLUMNS: dict[str, tuple[str, ...]] = {
     # means over the run); U_*_lo/_hi likewise for the sim. use: "calibration" for the
     # testbed runs the model was fitted on, "validation" for the sweep, "prediction"
     # for model, seed_model (seed 000's model, the baseline) and sim rows. A saturated
-    # model point has T = inf. core_busy (testbed): the busiest core's busy share, all
-    # of its work counted (the load generator's too), which decides with U_host and
-    # U_engine whether a point is scored (study/measure.py, scored).
+    # model point has T = inf. core_busy (testbed): the busier server core's share of
+    # work, its thread's and the rest on it (the load generator's too), which decides
+    # with U_host whether a point is scored (study/measure.py, scored).
     "points": ("source", "mode", "class", "rate", "U_host", "U_host_lo", "U_host_hi",
                "U_engine", "U_engine_lo", "U_engine_hi", "T", "T_sum", "T_lo", "T_hi",
                "host_trip", "throughput", "p99", "errors", "core_busy", "use"),

@@ -175,22 +175,26 @@ def _summed(cores) -> tuple[CoreTimes, ...]:
 def scored(points: Sequence[Measured]) -> np.ndarray:
     """Which of a sweep's points a row is scored on: stable (the server kept up with the
     offered rate within the verdicts' margin) and its busier core below
-    :data:`BELOW_UTIL` busy. A core's busy share counts everything on it: on two cores
-    the load generator shares the engine's, about 90% busy (its fitted background) at
-    the top of a class 0 sweep whose engine thread was 34% busy (29 Nov 2026)."""
-    busy = np.fmax.reduce([[m.U_host for m in points],
-                           np.nan_to_num([m.U_engine for m in points]),
-                           np.nan_to_num([core_busy(m) for m in points])])
+    :data:`BELOW_UTIL` busy, everything on it counted (:func:`core_busy`)."""
+    busy = np.fmax([m.U_host for m in points], [core_busy(m) for m in points])
     kept_up = np.array([m.run.throughput >= (1 - MARGIN) * m.run.rate for m in points])
     return (busy < BELOW_UTIL) & kept_up
 
 
 def core_busy(m: Measured) -> float:
-    """The busiest core's busy share in a run, of its time the hypervisor left it (NaN
-    without the cores' times)."""
-    shares = [core_shares(c) for c in m.cores]
-    return max((1 - s["idle"] for s in shares if s), default=math.nan)
+    """The busier server core's share of work in a run: its thread's busy share (U_host,
+    or U_engine less any idle polling) plus the other work on that core, the load
+    generator's included (``*_background_s`` per request). On two cores the generator
+    shares the engine's: about 90% of it was busy at the top of a class 0 sweep whose
+    engine thread was 34% busy (29 Nov 2026). A core's raw busy time would not do: an
+    SQPOLL thread that spins while idle keeps its core busy at any load."""
+    lam = m.run.throughput
 
+    def on_core(own: float, background: float) -> float:
+        return np.nan_to_num(own) + lam * np.nan_to_num(background)
+
+    return float(max(on_core(m.U_host, m.run.host_background_s),
+                     on_core(m.U_engine, m.run.engine_background_s)))
 
 
 def pair_ratio(pairs: Sequence[tuple[Measured, Measured]]) -> tuple[float, float, float, int]:
