@@ -15,6 +15,7 @@ from offloadlab.units import ms, us
 
 if TYPE_CHECKING:
     from offloadlab.study.pipeline import StudyConfig
+    from offloadlab.study.toe2009 import Comparison
 
 HostCore = Annotated[int | None, typer.Option(
     help="Core of the host thread (default: the first core this process may use).")]
@@ -236,8 +237,8 @@ def accuracy_table(tables) -> Table:
     return t
 
 
-def seed_table(seed) -> Table:
-    """Seed 000's experiment (a ``toe2009.Comparison``): per class and offload mode, our
+def seed_table(seed: Comparison) -> Table:
+    """Seed 000's experiment: per class and offload mode, our
     ratio mode / inline beside the seed's TOE / Non-TOE for each of its quantities."""
     from offloadlab.study import toe2009
 

@@ -42,7 +42,6 @@ NEUTRAL_RATIO = 1.05
 SMALL, LARGE, SETUP = (0, 1), (2, 3, 4), (0, 1, 2)
 
 
-
 class Quantity(NamedTuple):
     """One of the seed's quantities: our column in the saturation table, the unit suffix
     its values' column names end with, the seed's (Non-TOE, TOE) per class (None: the seed
@@ -69,6 +68,8 @@ COLUMNS: tuple[str, ...] = ("class", "mode", *(
     for name in (*(f"{side}_{q}{quantity.suffix}" for side in VALUES),
                  *(f"{side}_{q}" for side in RATIOS))))
 
+_CONN_CHANGES = ", ".join(f"class {c} {change:+.0%}"
+                          for c, change in seed_tables.CONN_PER_MIN_CHANGE.items())
 # Per section, in the seed's order: the title, the quantity, its unit, how its values
 # read (report.section.Section.columns) and the caption.
 _SECTIONS = (
@@ -81,8 +82,8 @@ _SECTIONS = (
      "about 3 times faster. The checks below hold ours to that shape."),
     ("connections per minute (its Fig. 4-11)", "conn_per_min", "", "number",
      "Connections completed per minute in the saturation runs (one request each). The seed "
-     "gives no numbers, only TOE's change (class 0 -6%, class 1 -1%, classes 2-4 +21%, "
-     "+62%, +66%), read as (TOE - Non-TOE) / TOE as reference 000 reads its goodput's."),
+     f"gives no numbers, only TOE's change ({_CONN_CHANGES}), read as (TOE - Non-TOE) / "
+     "TOE as reference 000 reads its goodput's."),
     ("connection set-up (its Table 4-3)", "connect", "ms", "ms",
      "Mean TCP connection set-up time the load generator measured in the saturation runs. "
      "The seed's TOE set connections up about 3 times faster for classes 0-2, and slower "
