@@ -110,6 +110,23 @@ def test_a_study_writes_its_report_results_scenarios_and_summary(real_study):
     assert (out / "figures" / "handoff-testbed.png").is_file()
 
 
+def test_a_study_on_seed_000s_file_sets_sets_the_seeds_tables_beside_ours(real_study):
+    out, text = real_study
+    part = json.loads((out / "summary.json").read_text())["toe_2009"]
+    assert part["host_profile"] == "modern"
+    rows = {r["class"]: r for r in part["rows"]}
+    assert set(rows) == {"c0", "c2"} and {r["mode"] for r in rows.values()} == {"engine"}
+    # Ours from the saturation table, the seed's from its Table 4-1 (class 2 only).
+    sat = {(s["class"], s["mode"]): s["measured"]
+           for s in json.loads((out / "summary.json").read_text())["saturation"]}
+    assert rows["c2"]["ratio_saturation"] == pytest.approx(sat["c2", "engine"]
+                                                           / sat["c2", "inline"])
+    assert rows["c2"]["seed_inline_saturation"] == 300
+    report = (out / "report.html").read_text(encoding="utf-8")
+    assert "Seed 000&#x27;s experiment: saturation (its Table 4-1)" in report
+    assert "Seed 000's experiment: offload / inline" in " ".join(text.split())  # wrapped
+
+
 def test_the_bottom_line_is_the_model_on_the_exported_scenario(real_study):
     out, text = real_study
     summary = json.loads((out / "summary.json").read_text())

@@ -11,11 +11,11 @@ from rich.progress import BarColumn, Progress, TextColumn, TimeRemainingColumn
 from rich.table import Table
 
 from offloadlab.cli.common import app, err, note, out, user_errors
-from offloadlab.errors import InputError
 from offloadlab.units import ms, us
 
 if TYPE_CHECKING:
     from offloadlab.study.pipeline import StudyConfig
+    from offloadlab.study.toe2009 import Comparison
 
 HostCore = Annotated[int | None, typer.Option(
     help="Core of the host thread (default: the first core this process may use).")]
@@ -44,8 +44,9 @@ def study_cmd(
         help="Size classes to study, one run each as in seed 000, e.g. 0,3 "
              "(default: 0,1,2,3,4, every class the --fileset has, or the --trace's "
              "classes with 1% or more of its requests).")] = None,
-    modes: Annotated[str, typer.Option(help="Modes: inline and one or more of engine, uring.")
-                     ] = "inline,engine",
+    modes: Annotated[str | None, typer.Option(
+        help="Modes: inline and one or more of engine, uring (default: inline,engine).")
+                     ] = None,
     budget: Annotated[str, typer.Option(
         help="quick | standard | thorough: run lengths and sweep points.")] = "quick",
     work: Annotated[str | None, typer.Option(
@@ -95,9 +96,11 @@ def study_cmd(
     engine_message_cost: Annotated[str | None, typer.Option(
         help="Emulated engine: extra engine CPU per message between host and engine, "
              "e.g. 2us; overrides the profile's.")] = None,
-    preset: Annotated[str, typer.Option(
-        help="toe-2009: protocol offload per size class, the only study (seed 001's "
-             "object cache is 'offload appcache').")] = "toe-2009",
+    preset: Annotated[str | None, typer.Option(
+        help="toe-2009: seed 000's experiment, classes 0-4 of its file sets in inline and "
+             "engine mode (not with --classes, --modes, --fileset or --trace); the report "
+             "sets the seed's Tables 4-1, 4-3 and 4-4 beside ours. Seed 001's object cache "
+             "is 'offload appcache'.")] = None,
     server_cmd: Annotated[str | None, typer.Option(
         help="Your HTTP server as the host alone: the command that starts it in the "
              "foreground, with {root} (the file set's folder) and {port} (a free loopback "
@@ -113,17 +116,9 @@ def study_cmd(
 ) -> None:
     """Calibrate the model on the testbed, predict with model and simulator, measure the
     rate sweep, and report whether offload helps, per class."""
-    if preset != "toe-2009":
-        from offloadlab.workload.presets import RENAMED
-
-        if preset == "appcache":
-            # The object cache is an experiment of its own, with its own flags.
-            raise InputError("--preset 'appcache': seed 001's object cache is now its own "
-                             "verb; run 'offload appcache' (see 'offload appcache --help')")
-        renamed = f" ({preset} is now called {RENAMED[preset]})" if preset in RENAMED else ""
-        raise InputError(f"--preset {preset!r}: use toe-2009{renamed}")
     study(_pipeline().StudyConfig(
-        out_dir=out_dir, fileset=fileset_dir, classes=classes, modes=modes, budget=budget,
+        out_dir=out_dir, fileset=fileset_dir, classes=classes, modes=modes, preset=preset,
+        budget=budget,
         work=work, run_length=run_length, sweep_points=sweep_points, replicates=replicates,
         steal_repeats=steal_repeats, seed=seed, host_core=host_core, engine_core=engine_core,
         mix=mix, rate=rate, trace=trace,
@@ -185,6 +180,10 @@ def study(config: StudyConfig) -> None:
         out.print(bottom_line_table(list(rows.itertuples()),
                                     engine_named(the_plan, mode)))
     out.print(accuracy_table(tables))
+    from offloadlab.study import toe2009
+
+    if (seed := toe2009.compare(the_plan, tables)) is not None:
+        out.print(seed_table(seed))
     for text in tables.meta["notes"]:
         note(text)
     err.print(f"hypervisor: {tables.meta['steal']}", highlight=False)
@@ -235,6 +234,23 @@ def accuracy_table(tables) -> Table:
         t.add_row(a[1], a.mode, a.metric, a.source, f"{a.n}/{a.ks_m}", f"{a.mape:.1%}",
                   f"{a.floor:.1%} ({a.floor_source})", f"{a.ks_D:.3f}",
                   f"{a.ks_p:.3f}", f"[{style[a.status]}]{a.status}[/]")
+    return t
+
+
+def seed_table(seed: Comparison) -> Table:
+    """Seed 000's experiment: per class and offload mode, our
+    ratio mode / inline beside the seed's TOE / Non-TOE for each of its quantities."""
+    from offloadlab.study import toe2009
+
+    t = Table("class", "mode", *(f"{q.label} ×" for q in toe2009.QUANTITIES.values()),
+              title="Seed 000's experiment: offload / inline, ours (the seed's)",
+              caption=f"host profile {seed.host_profile}; from the saturation runs; "
+                      "the numbers beside the seed's Tables 4-1, 4-3 and 4-4 are in the "
+                      "report (–: the seed gives none)")
+    for row in seed.table.to_dict("records"):
+        t.add_row(row["class"], row["mode"],
+                  *(f"{_ratio(row[f'ratio_{q}'])} ({_ratio(row[f'seed_ratio_{q}'])})"
+                    for q in toe2009.QUANTITIES))
     return t
 
 

@@ -22,6 +22,7 @@ from offloadlab.report.section import Section
 from offloadlab.report.study import FIGURES, MAPE_CUT, write_figures
 from offloadlab.results import write_atomic, write_outputs
 from offloadlab.study_tables import StudyTables
+from offloadlab.workload.classes import MiB
 
 MISSING = "–"
 VERDICT_STYLES = ("helps", "hurts", "neutral")  # CSS classes of the same names
@@ -375,6 +376,10 @@ def _pct(value, signed: bool = False) -> str:
     return _fmt(value, lambda x: f"{'+' if signed and x > 0 else ''}{_digits(x * 100, 3)}%")
 
 
+def _mib(bytes_per_s) -> str:  # seed 000's "MB/s" is MiB/s
+    return _sig(_f(bytes_per_s) / MiB)
+
+
 def _int(value) -> str:
     return _fmt(value, lambda x: f"{x:.0f}")
 
@@ -386,7 +391,7 @@ def _change(ratio) -> str:
 # How a section's column reads (report.section.Section.columns); all but text are numbers.
 SHOWN: dict[str, Callable[[object], str]] = {
     "text": _text, "number": _sig, "ms": _ms, "us": _us, "share": _pct, "change": _change,
-    "count": _int}
+    "count": _int, "MiBps": _mib}
 
 
 def _shown(value, how: str) -> Cell:

@@ -26,7 +26,8 @@ class Section:
     none); its ``table``, None when it did not run (the section says so); ``columns``,
     the table's columns shown, in order, each with its header and how its values read
     (``text``; ``number``, 3 significant digits; ``ms`` and ``us`` from seconds;
-    ``share``, a fraction as %; ``change``, a ratio as a signed % change; ``count``);
+    ``share``, a fraction as %; ``change``, a ratio as a signed % change; ``count``;
+    ``MiBps``, bytes/s as MiB/s);
     the paper's claims checked; ``figures``, file name -> the figure (None: nothing
     drawn) and its caption, shown among the report's figures."""
 

@@ -30,7 +30,7 @@ from offloadlab.mode_traits import BASELINE, traits
 from offloadlab.report.html import write_report
 from offloadlab.report.section import Section
 from offloadlab.results import jsonable, write_outputs
-from offloadlab.study import compare, floors, plan
+from offloadlab.study import compare, floors, plan, toe2009
 from offloadlab.study import external as host_server
 from offloadlab.study import run as study_run
 from offloadlab.study import trace as study_trace
@@ -49,8 +49,9 @@ EXTERNAL_WORK = "det(0)"
 DEMO_CLASSES = "0,3"
 DEMO_MODES = "inline,engine"
 DEMO_BUDGET = "quick"
-# The classes studied when neither --classes nor --fileset chooses them.
-PRESET_CLASSES = (0, 1, 2, 3, 4)
+# The classes and modes studied when no flag chooses them: seed 000's.
+PRESET_CLASSES = toe2009.PRESET_CLASSES
+DEFAULT_MODES = toe2009.PRESET_MODES
 # Runs per policy in the handoff experiment (interleaved; the report shows medians).
 HANDOFF_REPEATS = 3
 
@@ -68,7 +69,9 @@ class StudyConfig:
     fileset: Path | None = None
     trace: Path | None = None
     classes: str | None = None
-    modes: str = "inline,engine"
+    modes: str | None = None  # None: DEFAULT_MODES
+    # A named study that fixes classes, modes and files (toe2009.NAME); None: the flags.
+    preset: str | None = None
     budget: str = "quick"
     work: str | None = None  # None: DEFAULT_WORK
     run_length: str | None = None
@@ -95,9 +98,9 @@ class StudyConfig:
     def __post_init__(self) -> None:
         # In the order the flags were checked before the pipeline had a home, so a
         # command with two bad flags names the same one it always did.
-        for check in (self.size_classes, self.mode_names, self.chosen_budget,
-                      self.work_dist, self.workload_source, self.external_server,
-                      self.engine):
+        for check in (self.study_preset, self.size_classes, self.mode_names,
+                      self.chosen_budget, self.work_dist, self.workload_source,
+                      self.external_server, self.engine):
             check()
         if self.rate is not None and not (math.isfinite(self.rate) and self.rate > 0):
             raise InputError(f"--rate {self.rate}: give the total requests/s to answer at, "
@@ -109,12 +112,41 @@ class StudyConfig:
         the quick budget."""
         return cls(out_dir, classes=DEMO_CLASSES, modes=DEMO_MODES, budget=DEMO_BUDGET)
 
+    def study_preset(self) -> None:
+        """--preset: a known name, given without the flags that choose what it fixes."""
+        if self.preset is None:
+            return
+        if self.preset != toe2009.NAME:
+            from offloadlab.workload.presets import RENAMED
+
+            if self.preset == "appcache":
+                # The object cache is an experiment of its own, with its own flags.
+                raise InputError("--preset 'appcache': seed 001's object cache is now its "
+                                 "own verb; run 'offload appcache' (see 'offload appcache "
+                                 "--help')")
+            renamed = (f" ({self.preset} is now called {RENAMED[self.preset]})"
+                       if self.preset in RENAMED else "")
+            raise InputError(f"--preset {self.preset!r}: use {toe2009.NAME}{renamed}")
+        given = [(flag, value) for flag, value in (
+            ("--classes", self.classes), ("--modes", self.modes),
+            ("--fileset", self.fileset), ("--trace", self.trace)) if value is not None]
+        if given:
+            flag, value = given[0]
+            raise InputError(f"--preset {self.preset} and {flag} {value}: give one; the "
+                             f"preset studies classes "
+                             f"{','.join(map(str, toe2009.PRESET_CLASSES))} of seed "
+                             f"000's file sets in {toe2009.PRESET_MODES} mode")
+
     def size_classes(self) -> tuple[int, ...] | None:
-        """--classes as numbers (None: every class the file set has)."""
+        """--classes as numbers, or the preset's (None: every class the file set has)."""
+        if self.preset is not None:
+            return toe2009.PRESET_CLASSES
         return None if self.classes is None else plan.parse_classes(self.classes)
 
     def mode_names(self) -> tuple[str, ...]:
-        return plan.parse_modes(self.modes)
+        """--modes, or the preset's, or DEFAULT_MODES."""
+        return plan.parse_modes(toe2009.PRESET_MODES if self.preset is not None
+                                else self.modes or DEFAULT_MODES)
 
     def chosen_budget(self) -> plan.Budget:
         return plan.with_budget_override(plan.budget(self.budget),
@@ -148,7 +180,8 @@ class StudyConfig:
         emulating(profile)
         kernel = [m for m in self.mode_names() if traits(m).engine_busy_from_kernel]
         if kernel:
-            raise InputError(f"--modes {self.modes!r}: {kernel[0]}'s engine is a kernel "
+            modes = ",".join(self.mode_names())
+            raise InputError(f"--modes {modes!r}: {kernel[0]}'s engine is a kernel "
                              "thread, which the server cannot slow to the emulated engine; "
                              "study it without --engine-profile/--engine-speed/"
                              "--engine-message-cost, or leave it out of --modes")
@@ -266,12 +299,14 @@ def run(prepared: Prepared, progress: study_run.Progress | None = None) -> Study
         meta |= {"host_server": host.describe(), "offload_side": host.offload_side,
                  "notes": host.notes(result)}
     tables = compare.tables(result, meta)
+    seed_experiment = toe2009.compare(prepared.plan, tables)
     write_outputs(config.out_dir, {
         **{f"scenario-{mode}.toml": scenario.dumps(sc)
            for mode, sc in result.fitted.scenarios.items()},
         "results.parquet": results_frame(tables, config.seed),
-        "summary.json": summary(tables, handoff_result, host, result)})
-    write_report(tables, config.out_dir, sections(handoff_result, host, result))
+        "summary.json": summary(tables, handoff_result, host, result, seed_experiment)})
+    write_report(tables, config.out_dir, sections(handoff_result, host, result,
+                                                  seed_experiment))
     return tables
 
 
@@ -292,11 +327,14 @@ def _hosting(prepared: Prepared):
 
 def sections(handoff_result: handoff.Result | None,
              host: host_server.HostServer | None = None,
-             result: compare.Study | None = None) -> list[Section]:
-    """The experiments' sections of the report: the handoff experiment's, which says so
-    when the study skipped it, and the user's server's threads when it was the host
-    (of the study's ``result``)."""
-    return [Section(handoff.TITLE, handoff.CAPTION) if handoff_result is None
+             result: compare.Study | None = None,
+             seed_experiment: toe2009.Comparison | None = None) -> list[Section]:
+    """The experiments' sections of the report: seed 000's tables beside ours when the
+    study ran on its file sets, the handoff experiment's, which says so when the study
+    skipped it, and the user's server's threads when it was the host (of the study's
+    ``result``)."""
+    return [*([] if seed_experiment is None else seed_experiment.sections()),
+            Section(handoff.TITLE, handoff.CAPTION) if handoff_result is None
             else handoff_result.section(),
             *([] if host is None else [host.section(result)])]
 
@@ -368,7 +406,8 @@ def results_frame(tables: StudyTables, seed: int):
 
 def summary(tables: StudyTables, handoff_result: handoff.Result | None,
             host: host_server.HostServer | None = None,
-            result: compare.Study | None = None) -> dict:
+            result: compare.Study | None = None,
+            seed_experiment: toe2009.Comparison | None = None) -> dict:
     return jsonable({
         "meta": tables.meta,
         "verdicts": tables.verdicts.to_dict("records"),
@@ -382,4 +421,6 @@ def summary(tables: StudyTables, handoff_result: handoff.Result | None,
             **handoff_result.summary(), "checks": [vars(c) for c in handoff_result.checks()]},
         # The user's server as the host alone: which, and its threads' CPU per request.
         "host_server": None if host is None else host.summary(result),
+        # Seed 000's Tables 4-1, 4-3 and 4-4 beside ours (None: not on its file sets).
+        "toe_2009": None if seed_experiment is None else seed_experiment.summary(),
     })
