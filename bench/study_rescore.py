@@ -28,9 +28,8 @@ import pandas as pd
 
 from offloadlab import model, scenario
 from offloadlab.calibrate import fit
-from offloadlab.model.verdict import MARGIN
 from offloadlab.study.compare import TARGETS
-from offloadlab.study.measure import BELOW_UTIL
+from offloadlab.study.measure import scorable
 
 METRICS = {"U_host": "U_cpu", "U_engine": "U_oe", "T": "T"}
 
@@ -63,7 +62,7 @@ def rescore(folder: Path) -> pd.DataFrame:
             busy = np.fmax(val.U_host, val.U_engine.fillna(0.0))
             if "core_busy" in val:
                 busy = np.fmax(busy, val.core_busy.fillna(0.0))
-            val = val[(busy < BELOW_UTIL) & (val.throughput >= (1 - MARGIN) * val.rate)]
+            val = val[scorable(busy, val.throughput, val.rate)]
             now = model.evaluate(alone, val.rate.to_numpy()).overall
             for metric, column in METRICS.items():
                 predicted = now[column] - (cls.d0_offload - d0 if metric == "T" else 0.0)

@@ -173,12 +173,18 @@ def _summed(cores) -> tuple[CoreTimes, ...]:
 
 
 def scored(points: Sequence[Measured]) -> np.ndarray:
-    """Which of a sweep's points a row is scored on: stable (the server kept up with the
-    offered rate within the verdicts' margin) and its busier core below
-    :data:`BELOW_UTIL` busy, everything on it counted (:func:`core_busy`)."""
-    busy = np.fmax([m.U_host for m in points], [core_busy(m) for m in points])
-    kept_up = np.array([m.run.throughput >= (1 - MARGIN) * m.run.rate for m in points])
-    return (busy < BELOW_UTIL) & kept_up
+    """Which of a sweep's points a row is scored on (:func:`scorable`), each point's
+    busier core with everything on it counted (:func:`core_busy`)."""
+    return scorable(np.array([core_busy(m) for m in points]),
+                    np.array([m.run.throughput for m in points]),
+                    np.array([m.run.rate for m in points]))
+
+
+def scorable(busy: np.ndarray, throughput: np.ndarray, rate: np.ndarray) -> np.ndarray:
+    """Points whose busier core was below :data:`BELOW_UTIL` busy and whose server kept
+    up with the offered rate within the verdicts' margin."""
+    return (np.asarray(busy) < BELOW_UTIL) & (np.asarray(throughput)
+                                              >= (1 - MARGIN) * np.asarray(rate))
 
 
 def core_busy(m: Measured) -> float:
