@@ -190,6 +190,40 @@ def test_an_engine_the_host_answers_wake_is_fitted_on_both_wakeups():
         assert fit.fit_wakeup(runs, "engine").cost == pytest.approx(cost, rel=1e-6), mode
 
 
+def test_the_engine_wakeup_fit_reads_back_the_models_own_cooled_wakeups():
+    # Runs made by the model itself: an engine woken by each request and each batch of
+    # the host's answers (answers_wake), its wake-ups cooled over 2 ms at the rate of
+    # those epochs. The fit must give back the model's D and c exactly; cooled at the
+    # request rate alone it found a longer cooling time and a smaller engine cost.
+    from conftest import klass, make_scenario
+
+    from offloadlab import model
+
+    cost, cooling = 60e-6, fit.COOLING_GRID[27]
+    costs = {"c0": "det(60us)", "c3": "det(150us)"}
+    sc = make_scenario([klass(c, 100.0, 1.0, app="det(40us)", host_proto="det(30us)",
+                              host_overhead="det(20us)", engine_overhead=e,
+                              engine_proto="det(0s)") for c, e in costs.items()],
+                       system_delay="sum", cpu_queue="mg1")
+    sc = replace(sc, engine=replace(sc.engine, wakeup=dist.Deterministic(cost),
+                                    cooling=cooling, answers_wake=True))
+    runs = []
+    for i, c in enumerate(costs):
+        alone = replace(sc, classes=(sc.classes[i],))
+        lam = np.array([300.0, 1500.0, 4000.0])
+        r = model.evaluate(alone, lam).overall
+        runs.append([fit.Run(c, "engine", x, x, 1000, u / x, 40e-6, e / x, 1e-3,
+                             _sizes(1e3, 10))
+                     for x, u, e in zip(lam, r["U_cpu"], r["U_oe"], strict=True)])
+    w = fit.fit_wakeup(runs, "engine")
+    assert (w.cost, w.cooling) == pytest.approx((cost, cooling), rel=1e-6)
+    # Each run's wake-up CPU per request is then the model's: what is left is the
+    # class's engine cost.
+    for per_class, engine in zip(runs, (60e-6, 150e-6), strict=True):
+        for run in per_class:
+            assert run.engine_s - w.per_run(run, "engine") == pytest.approx(engine, rel=1e-6)
+
+
 def test_the_wakeup_fit_leaves_the_applications_measured_work_alone():
     # The application burned more per request in the lighter runs (its own draws), so
     # total host CPU per request falls with load faster than wake-ups explain. Fitted
