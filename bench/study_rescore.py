@@ -4,8 +4,9 @@ A model change should be judged on the same measurements as the model it replace
 on a new study whose run-to-run spread (docs/study.md) is larger than most changes. This
 reads a study's output folder (``results.parquet``, ``summary.json`` and the exported
 ``scenario-<mode>.toml``), evaluates the current model on each exported scenario at the
-testbed's rates, refits d0 on the study's calibration runs as the study does (measured
-less model, inverse-variance weighted: ``fit.combine``), and prints per class, offload
+testbed's rates, chooses the shape of the other work on the engine's core and refits d0
+on the study's calibration runs as the study does (measured less model,
+inverse-variance weighted: ``fit.burst_scv``, ``fit.combine``), and prints per class, offload
 mode and metric the MAPE the study reported beside the current model's, on the points
 the study scores (below 80 % busy, the offered rate kept up). No server runs; a folder
 takes a few seconds.
@@ -26,7 +27,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from offloadlab import model, scenario
+from offloadlab import dist, model, scenario
 from offloadlab.calibrate import fit
 from offloadlab.study.compare import TARGETS
 from offloadlab.study.measure import scorable
@@ -34,9 +35,25 @@ from offloadlab.study.measure import scorable
 METRICS = {"U_host": "U_cpu", "U_engine": "U_oe", "T": "T"}
 
 
+def with_burst(sc: scenario.Scenario, scv: float) -> scenario.Scenario:
+    """``sc`` with its engine core's background per request of shape ``scv``."""
+    per_class = tuple((name, dist.with_moments(d.mean, d.mean**2 * (1 + scv)))
+                      for name, d in sc.engine.per_class)
+    return replace(sc, engine=replace(sc.engine, per_class=per_class))
+
+
+def gaps(sc: scenario.Scenario, cls, cal: pd.DataFrame) -> tuple[np.ndarray, np.ndarray]:
+    """The calibration runs' mean delays less the model's without d0 (class ``cls`` of
+    ``sc`` alone), and their half-widths: what the study fits d0 to."""
+    alone = replace(sc, classes=(replace(cls, offload=1.0),))
+    bare = model.evaluate(alone, cal.rate.to_numpy()).overall["T"] - cls.d0_offload
+    return cal["T"].to_numpy() - bare, (cal["T_hi"] - cal["T_lo"]).to_numpy() / 2
+
+
 def rescore(folder: Path) -> pd.DataFrame:
     points = pd.read_parquet(folder / "results.parquet")
-    reported = {(a["class"], a["mode"], a["metric"]): a["mape"]
+    # summary.json writes an infinite MAPE as "inf" and a missing one as null.
+    reported = {(a["class"], a["mode"], a["metric"]): float(a["mape"] or np.nan)
                 for a in json.loads((folder / "summary.json").read_text())["accuracy"]
                 if a["source"] == "model"}
     testbed = points[points.source == "testbed"]
@@ -45,17 +62,28 @@ def rescore(folder: Path) -> pd.DataFrame:
         path = folder / f"scenario-{mode}.toml"
         if not path.exists():
             continue
-        fitted = scenario.load(path)
+        kept = scenario.load(path)
+        runs_of = {cls.name: testbed[(testbed["class"] == cls.name) & (testbed["mode"] == mode)]
+                   for cls in kept.classes}
+        calibration = {c: runs[runs.use == "calibration"] for c, runs in runs_of.items()
+                       if not runs.empty}
+
+        def misfit(scv: float, kept=kept, calibration=calibration) -> float:
+            sc = with_burst(kept, scv)
+            return sum(fit.chi_square(*gaps(sc, cls, calibration[cls.name]))
+                       for cls in sc.classes if cls.name in calibration)
+
+        # The engine core's bursts chosen on the calibration runs, as the study does.
+        scv = fit.burst_scv(misfit)
+        fitted = with_burst(kept, scv)
+        print(f"{folder.parent.name}/{folder.name} {mode}: engine core's background "
+              f"scv {scv:g}", file=sys.stderr)
         for cls in fitted.classes:
-            runs = testbed[(testbed["class"] == cls.name) & (testbed["mode"] == mode)]
+            runs = runs_of[cls.name]
             if runs.empty:
                 continue
             alone = replace(fitted, classes=(replace(cls, offload=1.0),))
-            cal = runs[runs.use == "calibration"]
-            # The model's delay without d0, then d0 refitted as the study fits it.
-            bare = model.evaluate(alone, cal.rate.to_numpy()).overall["T"] - cls.d0_offload
-            d0, _ = fit.combine(cal["T"].to_numpy() - bare,
-                                (cal["T_hi"] - cal["T_lo"]).to_numpy() / 2)
+            d0, _ = fit.combine(*gaps(fitted, cls, calibration[cls.name]))
             val = runs[runs.use == "validation"]
             # As the study scores: the busier core, everything on it counted (kept
             # studies older than the core_busy column: the threads alone).

@@ -249,7 +249,8 @@ def _cost_model(classes, modes) -> pd.DataFrame:
                          "c_byte": 1.2e-9, "r2": 0.991, "classes": " ".join(classes),
                          "note": None if side != "engine" else "one packet per 1448 B segment",
                          "wakeup": 25e-6, "cooling": 300e-6, "counted_per_wakeup": 2.0,
-                         "wakeup_r2": 0.93, "background_share": 0.046 * (side == "engine")})
+                         "wakeup_r2": 0.93, "background_share": 0.046 * (side == "engine"),
+                         "background_scv": 2.0 * (side == "engine")})
     return pd.DataFrame(rows, columns=list(COLUMNS["cost_model"]))
 
 

@@ -224,6 +224,57 @@ def test_the_engine_wakeup_fit_reads_back_the_models_own_cooled_wakeups():
             assert run.engine_s - w.per_run(run, "engine") == pytest.approx(engine, rel=1e-6)
 
 
+def test_chi_square_counts_disagreement_in_standard_errors():
+    # Two estimates 20 apart, each with a 95% half-width of 10: each is 10 from their
+    # mean, 1.96 standard errors, so chi-square is 2 x 1.96^2.
+    assert fit.chi_square(np.array([0.0, 20.0]), np.array([10.0, 10.0])) == pytest.approx(
+        2 * fit.Z95**2)
+    assert fit.chi_square(np.array([5.0, 5.0]), np.array([1.0, 3.0])) == 0.0
+    # A model saturated at a served rate leaves an infinite gap: infinitely wrong.
+    assert fit.chi_square(np.array([1.0, -math.inf]), np.array([1.0, 1.0])) == math.inf
+    # Estimates without an interval carry no weight.
+    assert fit.chi_square(np.array([1.0, 9.0]), np.array([math.nan, math.nan])) == 0.0
+
+
+def test_the_engine_cores_bursts_are_read_back_from_the_delays_they_cause():
+    # The engine shares its core with other work of 80 us per request (c0) and 150 us
+    # (c3), preempting it in bursts of squared coefficient of variation 4. Delays made
+    # by the model itself at three rates per class, with d0s of 100 and 300 us; each
+    # candidate shape gets its own d0s, as the study fits them, and the true one
+    # explains the delays exactly.
+    from conftest import klass, make_scenario
+
+    from offloadlab import model
+
+    def shaped(scv: float):
+        sc = make_scenario([klass(c, 100.0, 1.0, app="det(40us)", host_proto="det(30us)",
+                                  host_overhead="det(20us)", engine_overhead=e,
+                                  engine_proto="det(0s)", d0_offload="0s")
+                            for c, e in (("c0", "det(60us)"), ("c3", "det(150us)"))],
+                           system_delay="sum", cpu_queue="mg1")
+        background = tuple((c, dist.with_moments(b, b**2 * (1 + scv)))
+                           for c, b in (("c0", 80e-6), ("c3", 150e-6)))
+        return replace(sc, engine=replace(sc.engine, per_class=background))
+
+    def delay(sc, i, rates):
+        alone = replace(sc, classes=(replace(sc.classes[i], offload=1.0),))
+        return model.evaluate(alone, rates).overall["T"]
+
+    rates = [np.array([500.0, 2000.0, 3500.0]), np.array([300.0, 1200.0, 2000.0])]
+    measured = [delay(shaped(4.0), i, r) + d0 for i, (r, d0) in
+                enumerate(zip(rates, (100e-6, 300e-6), strict=True))]
+    widths = np.full(3, 20e-6)
+
+    def misfit(scv: float) -> float:
+        return sum(fit.chi_square(measured[i] - delay(shaped(scv), i, rates[i]), widths)
+                   for i in range(2))
+
+    assert misfit(4.0) == pytest.approx(0.0, abs=1e-12)
+    assert fit.burst_scv(misfit) == 4.0
+    # Regular background (the grid's 0) is chosen when nothing tells the shapes apart.
+    assert fit.burst_scv(lambda scv: 1.0) == 0.0
+
+
 def test_the_wakeup_fit_leaves_the_applications_measured_work_alone():
     # The application burned more per request in the lighter runs (its own draws), so
     # total host CPU per request falls with load faster than wake-ups explain. Fitted

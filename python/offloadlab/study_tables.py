@@ -101,10 +101,12 @@ COLUMNS: dict[str, tuple[str, ...]] = {
     # request, per side (host_proto, host_overhead, engine), with the fit's R² over its
     # classes, and that side's queue's wake-up: its cost D after a long idle period, the
     # cooling time over which an idle queue gets there, the wake-ups the server counted
-    # per wake-up of the model, the R² of that fit, and the share of the queue's core
-    # other work holds at any rate.
+    # per wake-up of the model, the R² of that fit, the share of the queue's core other
+    # work holds at any rate, and the squared coefficient of variation of that work per
+    # request (the engine's core: the shape its calibration delays chose; else 0).
     "cost_model": ("mode", "side", "c0", "c_pkt", "c_byte", "r2", "classes", "note",
-                   "wakeup", "cooling", "counted_per_wakeup", "wakeup_r2", "background_share"),
+                   "wakeup", "cooling", "counted_per_wakeup", "wakeup_r2", "background_share",
+                   "background_scv"),
 }
 
 

@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import math
 import warnings
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 
 import numpy as np
@@ -86,6 +86,10 @@ SIDES = {"host": ("host_s", "host_wakeups", "host_background_s"),
 # wake-up costs D / (lam c): a tax on idle time (timer wake-ups of an idle thread), which
 # the top of the grid also covers.
 COOLING_GRID = (0.0, *np.geomspace(10e-6, 100e-3, 41))
+# Shapes tried for the other work on an engine's core (:func:`burst_scv`). The load
+# generator beside the engine answers many connections per turn of its own loop, so the
+# engine waits behind bursts of it, not behind one request's share at a time.
+BURST_SCV_GRID = (0.0, 0.5, 1.0, 2.0, 4.0, 8.0)
 
 
 @dataclass(frozen=True)
@@ -154,11 +158,13 @@ def _idle(run: Run, side: str, epochs: float = 1.0) -> float:
 @dataclass(frozen=True)
 class Background:
     """Other work on a queue's core: ``per_class`` CPU seconds per request of each class
-    (the part that grows with the rate) and ``share``, the part of the core it holds at
-    any rate (docs/model.md §15)."""
+    (the part that grows with the rate), ``share``, the part of the core it holds at
+    any rate (docs/model.md §15), and ``scv``, the squared coefficient of variation of
+    the per-request part (:func:`burst_scv`; 0: as regular as the requests)."""
 
     per_class: tuple[float, ...] = ()
     share: float = 0.0
+    scv: float = 0.0
 
 
 @dataclass(frozen=True)
@@ -316,10 +322,10 @@ def fit_wakeup(runs_by_class: Sequence[Sequence[Run]], side: str) -> Wakeup:
     """A queue's wake-up cost D and cooling time c, from CPU per request y (less the
     application's work, :func:`woken_part`) against the
     model's wake-ups per request x (:func:`woken`) over every class's runs: y = S_c +
-    D x / (1 + lam_e c) (:func:`warmth`), S_c one per class, by non-negative least squares at each c of
-    :data:`COOLING_GRID`, the c with the least squared error kept. So the fitted protocol
-    work per class, S_c, is never below 0: a D that would leave less than the
-    application's measured work is not a fit. Lighter runs wake the
+    D x / (1 + lam_e c) (:func:`warmth`), S_c one per class, by non-negative least
+    squares at each c of :data:`COOLING_GRID`, the c with the least squared error
+    kept. So the fitted protocol work per class, S_c, is never below 0: a D that would
+    leave less than the application's measured work is not a fit. Lighter runs wake the
     queue for more of their requests, and after longer idle periods; D and c are what
     their higher CPU per request says that costs. With too few runs, or no spread of
     wake-ups within a class, there is no wake-up cost."""
@@ -449,10 +455,33 @@ def combine(values: np.ndarray, half_widths: np.ndarray) -> tuple[float, float]:
     w = 1 / hw[ok] ** 2
     mean = float((w * v[ok]).sum() / w.sum())
     dof = int(ok.sum()) - 1
-    # Half-widths are 1.96 standard errors; chi-square counts in standard errors.
-    chi2 = Z95**2 * float((w * (v[ok] - mean) ** 2).sum())
-    scale = math.sqrt(max(1.0, chi2 / dof)) if dof else 1.0
+    scale = math.sqrt(max(1.0, chi_square(v[ok], hw[ok]) / dof)) if dof else 1.0
     return mean, scale / math.sqrt(w.sum())
+
+
+def chi_square(values: np.ndarray, half_widths: np.ndarray) -> float:
+    """How far estimates with 95% half-widths disagree about their :func:`combine`d
+    mean, in standard errors squared (the estimates with an interval; 0 if none has
+    one). An infinite estimate (a model saturated at a rate the testbed served) is an
+    infinite disagreement."""
+    v, hw = np.asarray(values, float), np.asarray(half_widths, float)
+    ok = ~np.isnan(v) & np.isfinite(hw) & (hw > 0)
+    if not np.isfinite(v[ok]).all():
+        return math.inf
+    if not ok.any():
+        return 0.0
+    w = 1 / hw[ok] ** 2
+    mean = (w * v[ok]).sum() / w.sum()
+    # Half-widths are 1.96 standard errors; chi-square counts in standard errors.
+    return Z95**2 * float((w * (v[ok] - mean) ** 2).sum())
+
+
+def burst_scv(misfit: Callable[[float], float]) -> float:
+    """The shape of other work on an engine's core that best explains the calibration
+    runs' delays: the squared coefficient of variation of its CPU per request, from
+    :data:`BURST_SCV_GRID`, whose ``misfit`` (the runs' :func:`chi_square` about the d0
+    each class's runs then give) is least; the smaller on a tie."""
+    return min(BURST_SCV_GRID, key=misfit)
 
 
 def ks(model: Sequence[float], measured: Sequence[float]) -> tuple[float, float]:

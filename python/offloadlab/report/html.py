@@ -289,10 +289,11 @@ def _cost_model(c: pd.DataFrame) -> str:
                      (_sig(d["r2"]), "num"), _text(d["classes"]), _text(d["note"]),
                      (_us(d["wakeup"]), "num"), (_us(d["cooling"]), "num"),
                      (_sig(d["counted_per_wakeup"]), "num"), (_sig(d["wakeup_r2"]), "num"),
-                     (_pct(d["background_share"]), "num")])
+                     (_pct(d["background_share"]), "num"),
+                     (_sig(d["background_scv"]), "num")])
     return _table(("mode", "side", "c0 (µs)", "c_pkt (µs/packet)", "c_byte (ns/byte)", "R²",
                    "classes", "note", "wake-up (µs)", "cooling (µs)", "counted per wake-up",
-                   "R² (wake-ups)", "core held by other work"), rows)
+                   "R² (wake-ups)", "core held by other work", "other work's SCV"), rows)
 
 
 def _figures(figures: dict[str, Path], captions: dict[str, str], out_dir: Path) -> str:

@@ -169,7 +169,7 @@ def tables(study: Study, meta: dict) -> StudyTables:
               "c_byte": m.c_byte, "r2": m.r2, "classes": ",".join(m.classes), "note": m.note,
               "wakeup": m.wakeup.cost, "cooling": m.wakeup.cooling,
               "counted_per_wakeup": m.wakeup.counted, "wakeup_r2": m.wakeup.r2,
-              "background_share": m.background.share}
+              "background_share": m.background.share, "background_scv": m.background.scv}
              for m in fitted.models], columns=list(COLUMNS["cost_model"])),
         meta={**meta, "steal": _steal_text(steal), "steal_counts": steal,
               "agreement": _agreement_text(agreed), "agreement_counts": agreed,

@@ -302,20 +302,44 @@ def calibrate(plan: Plan, calibration: dict, extended: bool = True) -> compare.F
         return {mode: build_scenario(plan, fits, models, mode, extended)
                 for mode in plan.offload_modes}
 
+    def gaps(fitted: compare.Fitted, c: str, mode: str) -> tuple[np.ndarray, np.ndarray]:
+        """What the model without d0 leaves of the calibration runs' mean delays, and
+        their 95% half-widths."""
+        runs = calibration[c, mode]
+        column = "T" if traits(mode).engine_thread else "T_noe"
+        rates = np.array([m.run.throughput for m in runs])
+        return (np.array([m.run.T for m in runs]) - _model_rows(fitted, c, mode, rates)[column],
+                np.array([(m.T_hi - m.T_lo) / 2 for m in runs]))
+
+    if extended:
+        for mode in plan.offload_modes:
+            # The engine's neighbour's bursts: the shape whose d0s best explain this
+            # mode's calibration delays, every class at once.
+            def misfit(scv: float, mode: str = mode, base: tuple = tuple(models)) -> float:
+                trial = _with_burst(base, mode, scv)
+                fitted = compare.Fitted(fits, trial,
+                                        {mode: build_scenario(plan, fits, trial, mode)})
+                return sum(fit.chi_square(*gaps(fitted, c, mode)) for c in names)
+
+            models = list(_with_burst(tuple(models), mode, fit.burst_scv(misfit)))
     fitted = compare.Fitted(fits, tuple(models), scenarios())
     # d0 is what the model without it leaves of the measured delay at the calibration
     # rates; the scenarios are then built again with it.
-    for (c, mode), runs in calibration.items():
-        column = "T" if traits(mode).engine_thread else "T_noe"
-        rates = np.array([m.run.throughput for m in runs])
-        gap = np.array([m.run.T for m in runs]) - _model_rows(fitted, c, mode, rates)[column]
-        d0, hw = fit.combine(gap, np.array([(m.T_hi - m.T_lo) / 2 for m in runs]))
+    for c, mode in calibration:
+        d0, hw = fit.combine(*gaps(fitted, c, mode))
         fits[c, mode] = replace(fits[c, mode], d0=d0, d0_hw=hw)
     if plan.mix is not None:
         shares = [plan.shares[c] for c in names]
         for mode in plan.modes:
             fits[MIX, mode] = fit.mixture([fits[c, mode] for c in names], shares, MIX)
     return compare.Fitted(fits, tuple(models), scenarios())
+
+
+def _with_burst(models: tuple[fit.CostModel, ...], mode: str, scv: float
+                ) -> tuple[fit.CostModel, ...]:
+    """``models`` with ``mode``'s engine-core background of shape ``scv``."""
+    return tuple(replace(m, background=replace(m.background, scv=scv))
+                 if (m.mode, m.side) == (mode, "engine") else m for m in models)
 
 
 def build_scenario(plan: Plan, fits: dict, models: list[fit.CostModel], mode: str,
@@ -348,8 +372,12 @@ def build_scenario(plan: Plan, fits: dict, models: list[fit.CostModel], mode: st
 
     def queue(side: str, fitted_mode: str, background: str, release: str = "request") -> Queue:
         w, other = queue_costs[fitted_mode, side]
+
+        def burst(b: float) -> dist.Dist:
+            return dist.with_moments(b, b**2 * (1 + other.scv))
+
         return Queue(wakeup=dist.Deterministic(w.cost), cooling=w.cooling, per_class=tuple(
-            (c, dist.Deterministic(getattr(fits[c, fitted_mode], background))) for c in names),
+            (c, burst(getattr(fits[c, fitted_mode], background))) for c in names),
             background_share=other.share, release=release if extended else "request",
             answers_wake=(extended and side == "engine"
                           and traits(fitted_mode).answers_wake_engine))
