@@ -116,7 +116,7 @@ def _saturation(classes, modes) -> pd.DataFrame:
                          "generator_bound": False,
                          "host_util": 0.97 if bottleneck == "host" else 0.4,
                          "conn_per_min": measured * 60 / 10, "connect_s": 180e-6 * (1 + i),
-                         "goodput_Bps": measured * SIZE[klass]})
+                         "goodput_Bps": measured * SIZE[klass], "model_elsewhere": model})
     frame = pd.DataFrame(rows, columns=list(COLUMNS["saturation"]))
     frame.loc[0, "connect_s"] = np.nan  # not measured
     return frame

@@ -128,6 +128,18 @@ def test_fit_class_splits_host_and_engine_demand():
     assert off.bottleneck == "host" and off.saturation == pytest.approx(1 / 108e-6)
 
 
+def test_a_fit_with_the_client_elsewhere_frees_the_engines_core_only():
+    # The engine's core also runs the load generator: 60 us per request and 10% of the
+    # core, so the engine (40 us) saturates at 0.9 / 100 us; without the generator at
+    # 1 / 40 us, and the host (50 us of which 10 us other work) is then the bottleneck.
+    f = fit.ClassFit("c0", "engine", EXa=30e-6, EXo=10e-6, EXc=40e-6, EXq=0.0,
+                     host_bg=10e-6, engine_bg=60e-6, engine_share=0.1)
+    assert f.bottleneck == "engine" and f.saturation == pytest.approx(0.9 / 100e-6)
+    away = f.client_elsewhere
+    assert away.capacities == pytest.approx({"host": 1 / 50e-6, "engine": 1 / 40e-6})
+    assert away.bottleneck == "host" and away.saturation == pytest.approx(1 / 50e-6)
+
+
 def test_combine_weighs_estimates_by_their_precision():
     d0, hw = fit.combine(np.array([100e-6, 300e-6]), np.array([10e-6, 30e-6]))
     # Weights 1/10² and 1/30²: 9:1.

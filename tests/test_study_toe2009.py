@@ -199,6 +199,29 @@ def test_the_report_shows_the_seeds_tables_beside_ours(study, tmp_path):
     assert "offload helps classes 2-4, more as files grow" in parts["saturation"]
 
 
+def test_a_generator_bound_row_gives_the_models_ratio_with_the_client_elsewhere(study):
+    _, found, tables, seed = study
+    # The synthetic testbed has no load generator on the engine's core: the model's
+    # saturation is the same with it elsewhere, and no run is generator-bound.
+    sat = tables.saturation.set_index(["class", "mode"])
+    assert (sat["model_elsewhere"] == sat["model"]).all()
+    assert not seed.table["generator_bound"].any()
+    t = seed.table.set_index("class")
+    assert t.loc["c4", "model_ratio_elsewhere"] == pytest.approx(
+        sat.loc[("c4", "engine"), "model"] / sat.loc[("c4", "inline"), "model"])
+    # c4's engine run bound by the generator, which held its core's capacity down:
+    # the row says so, and the terminal gives the model's ratio without it.
+    bound = tables.saturation.assign(
+        generator_bound=(tables.saturation["class"] == "c4")
+        & (tables.saturation["mode"] == "engine"))
+    row = toe2009.compare(found.plan, replace(tables, saturation=bound)).table.set_index(
+        "class")
+    assert row["generator_bound"].tolist() == [False, False, True]
+    console = Console(width=250, record=True)
+    console.print(seed_table(toe2009.compare(found.plan, replace(tables, saturation=bound))))
+    assert f"*model {row.loc['c4', 'model_ratio_elsewhere']:.2f}" in console.export_text()
+
+
 def test_the_terminal_shows_both_ratios_per_class(study):
     _, _, _, seed = study
     console = Console(width=200, record=True)

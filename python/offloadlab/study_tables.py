@@ -48,9 +48,11 @@ COLUMNS: dict[str, tuple[str, ...]] = {
     # generator's core (host thread under 80% busy, that core over 90%), not the server.
     # host_util: busy share of the host thread during the saturation run. The seed's
     # Tables 4-3 and 4-4: connections per minute, mean connection set-up, goodput (B/s).
+    # model_elsewhere: the model's saturation with the load generator on cores of its own
+    # (fit.ClassFit.client_elsewhere), what a generator-bound run could not measure.
     "saturation": ("class", "mode", "measured", "model", "bottleneck", "error", "seed_model",
                    "seed_error", "generator_bound", "host_util", "conn_per_min", "connect_s",
-                   "goodput_Bps"),
+                   "goodput_Bps", "model_elsewhere"),
     # One row per (class, mode, core) from the saturation run: shares of the core's wall
     # time (they add up to about 1). role: "host", "engine" or "shared".
     "cpu": ("class", "mode", "core", "role", "user", "system", "softirq", "irq", "idle"),

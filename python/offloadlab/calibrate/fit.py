@@ -289,6 +289,13 @@ class ClassFit:
         return min(self.capacities.values())
 
     @property
+    def client_elsewhere(self) -> ClassFit:
+        """This fit on a machine whose load generator has cores of its own: the engine's
+        core without its other work (the study gives the generator the engine's core,
+        docs/study.md). An upper bound: interrupt work counted there leaves too."""
+        return replace(self, engine_bg=0.0, engine_share=0.0)
+
+    @property
     def bottleneck(self) -> str:
         capacities = self.capacities
         return min(capacities, key=capacities.get)

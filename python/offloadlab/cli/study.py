@@ -246,11 +246,15 @@ def seed_table(seed: Comparison) -> Table:
               title="Seed 000's experiment: offload / inline, ours (the seed's)",
               caption=f"host profile {seed.host_profile}; from the saturation runs; "
                       "the numbers beside the seed's Tables 4-1, 4-3 and 4-4 are in the "
-                      "report (–: the seed gives none)")
+                      "report (–: the seed gives none; *: the load generator bounded a "
+                      "saturation run, and the model's ratio with it on cores of its own "
+                      "follows)")
     for row in seed.table.to_dict("records"):
-        t.add_row(row["class"], row["mode"],
-                  *(f"{_ratio(row[f'ratio_{q}'])} ({_ratio(row[f'seed_ratio_{q}'])})"
-                    for q in toe2009.QUANTITIES))
+        cells = [f"{_ratio(row[f'ratio_{q}'])} ({_ratio(row[f'seed_ratio_{q}'])})"
+                 for q in toe2009.QUANTITIES]
+        if row["generator_bound"]:
+            cells[0] += f" *model {_ratio(row['model_ratio_elsewhere'])}"
+        t.add_row(row["class"], row["mode"], *cells)
     return t
 
 

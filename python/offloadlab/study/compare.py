@@ -330,7 +330,8 @@ def _saturation_note(study: Study, r: dict) -> str:
             "of the saturation run, the cores " + ", ".join(f"{b:.0%}" for b in cores.values()))
     if r["generator_bound"]:
         text += (f". The load generator's core ({study.plan.engine_core}) was the bottleneck: "
-                 "this run measured the client's capacity, not the server's")
+                 "this run measured the client's capacity, not the server's; with the "
+                 f"client on cores of its own the model predicts {r['model_elsewhere']:,.0f}/s")
     return text
 
 
@@ -354,7 +355,8 @@ def _saturation(study: Study, cls: str, mode: str) -> dict:
             "bottleneck": f.bottleneck, "error": error(f.saturation), "seed_model": seed,
             "seed_error": error(seed), "generator_bound": _generator_bound(study, m),
             "host_util": m.U_host, "conn_per_min": m.connections_per_s * 60,
-            "connect_s": m.connect_s, "goodput_Bps": m.goodput_Bps}
+            "connect_s": m.connect_s, "goodput_Bps": m.goodput_Bps,
+            "model_elsewhere": f.client_elsewhere.saturation}
 
 
 def verdicts(study: Study) -> list[dict]:
