@@ -204,6 +204,20 @@ def test_a_read_mark_keeps_every_answer_correct(server, site):
         load.run(target, s, site, rcvlowat=-1)
 
 
+def test_discarded_bodies_are_still_counted_and_held_to_their_size(server, site):
+    # Bodies dropped in the kernel unread: the same bytes counted, every answer whole.
+    target, _ = server
+    s = stream.closed(site, 4, requests=60, keep_alive="20", seed=6)
+    plain = load.run(target, s, site, verify="length", records=True)
+    dropped = load.run(target, s, site, verify="length", records=True, discard=True)
+    for r in (plain, dropped):
+        assert (r["completed"], r["failed"]) == (240, 0)
+        assert (r.records["error"] == "").all()
+    assert dropped["body_bytes"] == plain["body_bytes"] > 0
+    with pytest.raises(InputError, match="checksummed"):
+        load.run(target, s, site, discard=True)  # verify defaults to checksum
+
+
 def test_bad_targets_and_streams_are_refused(site, testbed):
     s = stream.poisson(site, 10, count=5, seed=1)
     with pytest.raises(InputError, match="loopback"):

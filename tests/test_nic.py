@@ -17,6 +17,7 @@ from offloadlab.datacentre import config
 from offloadlab.errors import InputError
 from offloadlab.experiments import nic, protocol
 from offloadlab.model.protocol_costs import TABLE5
+from offloadlab.testbed import netns
 
 SIZES = (1024, 4096, 16384, 65536, 262144)
 
@@ -71,10 +72,10 @@ def test_a_short_run_over_the_veth_pair(tmp_path, testbed, as_root):
 
 
 def test_the_namespace_is_removed_when_a_run_fails(as_root):
-    with pytest.raises(RuntimeError), nic.veth_namespace() as (ns, _):
-        assert ns in namespaces()
+    with pytest.raises(RuntimeError), netns.veth() as ns:
+        assert ns.name in namespaces()
         raise RuntimeError("a run failed")
-    assert ns not in namespaces()
+    assert ns.name not in namespaces()
 
 
 def test_measured_costs_feed_the_data_centre_model(tmp_path):
@@ -106,9 +107,9 @@ def test_an_experiment_checks_its_sizes(tmp_path):
 
 def test_an_experiment_names_what_the_machine_lacks(tmp_path, monkeypatch):
     exp = nic.Experiment(root=tmp_path)
-    monkeypatch.setattr(nic.os, "geteuid", lambda: 1000)
+    monkeypatch.setattr(netns.os, "geteuid", lambda: 1000)
     with pytest.raises(InputError, match="needs root; run as root"):
         exp.check()
-    monkeypatch.setattr(nic.shutil, "which", lambda _: None)
+    monkeypatch.setattr(netns.shutil, "which", lambda _: None)
     with pytest.raises(InputError, match="apt-get install iproute2 ethtool"):
         exp.check()

@@ -6,8 +6,12 @@ testbed measures, the study must recover and predict. Also the checks of its set
 import itertools
 import json
 import math
+import os
 import platform
 import re
+import subprocess
+import sys
+import time
 from dataclasses import replace
 from pathlib import Path
 
@@ -127,17 +131,19 @@ def test_a_slower_engine_turns_the_large_class_verdict():
 
 
 class Disturbed:
-    """The synthetic testbed with a hypervisor: the runs whose turn in ``steal`` is
-    above 0 lose that share of their cores, and their delay reads five times."""
+    """The synthetic testbed with a hypervisor (or, ``by`` "foreign", other processes):
+    the runs whose turn in ``steal`` is above 0 lose that share of their cores, and their
+    delay reads five times."""
 
-    def __init__(self, steal: tuple[float, ...]):
+    def __init__(self, steal: tuple[float, ...], by: str = "steal"):
         self.testbed, self.steal, self.calls = SyntheticTestbed(COSTS), itertools.cycle(steal), 0
+        self.by = by
 
     def __call__(self, *args, **kwargs):
         self.calls += 1
         m, share = self.testbed(*args, **kwargs), next(self.steal)
         slowed = replace(m.run, T=5 * m.run.T) if share > 0 else m.run
-        return replace(m, run=slowed, steal=share)
+        return replace(m, run=slowed, **{self.by: share})
 
 
 def test_a_run_the_hypervisor_disturbed_is_made_again_and_the_clean_one_kept(study):
@@ -153,9 +159,11 @@ def test_a_run_the_hypervisor_disturbed_is_made_again_and_the_clean_one_kept(stu
         assert fitted.d0 == pytest.approx(clean.fitted.fits[key].d0, rel=1e-9)
     tables = compare.tables(found, {})
     runs = testbed.calls // 2
-    assert tables.meta["steal"] == (f"at most 0.0% of the cores' time stolen in a kept run; "
-                                    f"{runs} runs made again because more than 2% was")
-    assert tables.meta["steal_counts"] == {"worst": 0.0, "repeated": runs, "disturbed": 0,
+    assert tables.meta["steal"] == (f"at most 0.0% of the cores' time stolen and 0.0% used "
+                                    f"by other processes in a kept run; {runs} runs made "
+                                    f"again because more than 2% was")
+    assert tables.meta["steal_counts"] == {"worst": 0.0, "foreign": 0.0, "repeated": runs,
+                                           "disturbed": 0,
                                            "kept": len(kept) + sum(
                                                len(r) for r in found.calibration.values())
                                            + len(found.saturation)}
@@ -170,7 +178,8 @@ def test_no_steal_repeats_keeps_every_run_as_it_came_and_names_the_disturbed():
     kept = [m for runs in found.calibration.values() for m in runs]
     assert all(m.steal >= 0.2 and m.repeats == 0 for m in kept)
     notes = compare.tables(found, {}).meta["notes"]
-    assert "to the hypervisor even after 0 repeats (up to 30%)" in notes[0]
+    assert "to the hypervisor or to other processes even after 0 repeats (up to 30%)" \
+        in notes[0]
     with pytest.raises(InputError, match=r"--steal-repeats -1: give 0"):
         plan.with_budget_override(plan.budget("quick"), None, steal_repeats=-1)
 
@@ -197,8 +206,48 @@ def test_runs_still_disturbed_after_their_repeats_are_named_first():
     meta = compare.tables(found, {}).meta
     assert meta["steal_counts"]["disturbed"] == meta["steal_counts"]["kept"]
     notes = meta["notes"]
-    assert "lost more than 2% of their cores' time to the hypervisor even after 2 repeats " \
-           "(up to 20%)" in notes[0]
+    assert "lost more than 2% of their cores' time to the hypervisor or to other processes " \
+           "even after 2 repeats (up to 20%)" in notes[0]
+
+
+def test_a_run_other_processes_disturbed_is_made_again_and_the_clean_one_kept(study):
+    _, clean, _ = study
+    testbed = Disturbed((0.1, 0.0), by="foreign")
+    found = run.run(_plan(), measure=testbed)
+    kept = [m for runs in found.calibration.values() for m in runs]
+    assert all(m.foreign == 0 and m.repeats == 1 for m in kept)
+    for key, fitted in found.fitted.fits.items():
+        assert fitted.d0 == pytest.approx(clean.fitted.fits[key].d0, rel=1e-9)
+    assert compare.tables(found, {}).meta["steal_counts"]["repeated"] == testbed.calls // 2
+
+
+def test_other_processes_work_is_told_from_this_ones():
+    # One of the two cores' worth of another process's user time over 1 s of 2 cores.
+    before = measure.Foreign(machine_s=10.0, own_s=4.0, at=100.0, cores=2)
+    later = measure.Foreign(machine_s=11.5, own_s=4.5, at=101.0, cores=2)
+    assert before.share(later) == pytest.approx(0.5)
+    # This process's own work (server, load generator) is not another's.
+    assert before.share(replace(later, own_s=5.5)) == 0.0
+
+
+def test_a_process_spinning_beside_a_run_shows_and_this_one_does_not(testbed):
+    # Real /proc on a quiet machine (the serial tier): another process spinning shows;
+    # this process spinning does not.
+    spinner = subprocess.Popen([sys.executable, "-c", "while True: pass"])
+    try:
+        time.sleep(0.3)
+        start = measure.Foreign.now()
+        time.sleep(0.6)
+        busy = start.share(measure.Foreign.now())
+    finally:
+        spinner.kill()
+        spinner.wait()
+    start, deadline = measure.Foreign.now(), time.monotonic() + 0.6
+    while time.monotonic() < deadline:
+        pass
+    ours = start.share(measure.Foreign.now())
+    cores = len(os.sched_getaffinity(0))
+    assert busy > 0.6 / cores and ours < 0.3 / cores, (busy, ours)
 
 
 class Logged:

@@ -37,6 +37,8 @@ use crate::plan::Object;
 const MAX_HEAD: usize = 64 * 1024;
 /// Reads per readiness event before other connections get their turn.
 const MAX_READS: usize = 8;
+/// Most body bytes one discarding read asks the kernel to drop (`Options::discard`).
+const MAX_DISCARD: u64 = 1 << 20;
 
 /// What a slot needs besides itself: the run's read-only tables and the thread's
 /// receive buffer (bodies stream through it; only split heads are copied out).
@@ -48,6 +50,8 @@ pub(crate) struct Io<'a> {
     pub objects: &'a [Object],
     pub verify: Verify,
     pub head_request: bool,
+    /// `Options::discard`.
+    pub discard: bool,
     /// `Options::rcvlowat`.
     pub rcvlowat: u32,
     pub scratch: &'a mut [u8],
@@ -350,7 +354,21 @@ impl Slot {
     fn read(&mut self, io: &mut Io, now: u64) -> Step {
         for _ in 0..MAX_READS {
             let sock = self.sock.as_mut().expect("reading has a socket");
-            let n = match sock.read(io.scratch) {
+            // Past the head of a body of known length, a discarding run drops the
+            // body's bytes in the kernel instead of copying them here: no more than the
+            // body still owes, so nothing of a later response is lost.
+            let dropping = match self.body {
+                Body::Length(left) if io.discard && self.head_done && left > 0 => {
+                    Some(left.min(MAX_DISCARD) as usize)
+                }
+                _ => None,
+            };
+            let got = match dropping {
+                Some(len) => discard(sock, len),
+                None => sock.read(io.scratch),
+            };
+            let asked = dropping.unwrap_or(io.scratch.len());
+            let n = match got {
                 Ok(0) => return self.eof(io),
                 Ok(n) => n,
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
@@ -363,11 +381,15 @@ impl Slot {
             self.first_byte.get_or_insert(now);
             // A short read drained the socket, unless the peer's FIN (or an error) came
             // with the data: then no new edge will tell, so read on to find it.
-            let drained = n < io.scratch.len() && !self.peer_closed;
+            let drained = n < asked && !self.peer_closed;
             if drained {
                 self.readable = false;
             }
-            match self.consume(&io.scratch[..n], io.head_request) {
+            let taken = match dropping {
+                Some(_) => Ok(self.skip(n as u64)),
+                None => self.consume(&io.scratch[..n], io.head_request),
+            };
+            match taken {
                 Ok(false) if drained => {
                     // The rest may be shorter than the mark: keep it only when the body
                     // still owed is known to reach it.
@@ -448,6 +470,17 @@ impl Slot {
         }
     }
 
+    /// `n` body bytes the kernel dropped (a body of known length, `Options::discard`):
+    /// counted only; true when the body is complete.
+    fn skip(&mut self, n: u64) -> bool {
+        let Body::Length(left) = &mut self.body else {
+            unreachable!("only a body of known length is discarded")
+        };
+        *left -= n;
+        self.bytes += n;
+        *left == 0
+    }
+
     /// Body bytes: counted, hashed when checked; true when the body is complete.
     fn feed(&mut self, data: &[u8]) -> Result<bool, ErrorKind> {
         let (bytes, hasher) = (&mut self.bytes, &mut self.hasher);
@@ -499,5 +532,25 @@ impl Slot {
             Err(e) if e.kind() == io::ErrorKind::WouldBlock => self.readable = false,
             _ => self.close(),
         }
+    }
+}
+
+/// Drops up to `len` bytes waiting on `sock` without copying them: `recv` with
+/// `MSG_TRUNC` on a TCP socket discards the data (tcp(7)). How many it dropped.
+fn discard(sock: &TcpStream, len: usize) -> io::Result<usize> {
+    // SAFETY: with MSG_TRUNC on TCP the kernel writes nothing to the buffer, so none is
+    // given; the call only reads the descriptor.
+    let n = unsafe {
+        libc::recv(
+            sock.as_raw_fd(),
+            std::ptr::null_mut(),
+            len,
+            libc::MSG_TRUNC | libc::MSG_DONTWAIT,
+        )
+    };
+    if n < 0 {
+        Err(io::Error::last_os_error())
+    } else {
+        Ok(n as usize)
     }
 }

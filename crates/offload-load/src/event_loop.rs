@@ -509,6 +509,7 @@ fn io_of<'a>(sh: &'a Shared<'a>, registry: &'a mio::Registry, scratch: &'a mut [
         objects: &sh.plan.objects,
         verify: sh.options.verify,
         head_request: sh.options.method == Method::Head,
+        discard: sh.options.discard,
         rcvlowat: sh.options.rcvlowat,
         scratch,
     }

@@ -71,6 +71,13 @@ pub struct Options {
     /// an answer shorter than the mark (an error page on a kept connection) is read
     /// 10–20 ms late, by the tick.
     pub rcvlowat: u32,
+    /// Drop each response body of known length (`Content-Length`) in the kernel without
+    /// copying it (`recv` with `MSG_TRUNC`, tcp(7)): the generator then pays per packet
+    /// but not per byte, which matters where it shares a core with the server. Bodies
+    /// are still counted, so `Verify::Length` still holds every answer to its size;
+    /// their content is never seen, so `Verify::Checksum` is refused, and a chunked or
+    /// close-delimited body is read as before.
+    pub discard: bool,
     /// Pin the event-loop threads to these cores, round robin (empty: not pinned), so
     /// that on a small machine the generator stays off the cores being measured.
     pub cores: Vec<usize>,
@@ -96,6 +103,7 @@ impl Default for Options {
             repeat: false,
             busy_poll_s: 0.0,
             rcvlowat: 0,
+            discard: false,
             cores: Vec::new(),
             nice: 0,
         }
@@ -143,6 +151,13 @@ impl Options {
                 self.rcvlowat,
                 i32::MAX
             ));
+        }
+        if self.discard && self.verify == Verify::Checksum {
+            return Err(
+                "options.discard with verify = checksum: a body dropped unread \
+                        cannot be hashed; verify length (or none), or do not discard"
+                    .into(),
+            );
         }
         Ok(())
     }

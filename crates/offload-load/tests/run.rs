@@ -474,3 +474,81 @@ fn read_mark_leaves_every_kind_of_answer_correct() {
     );
     assert_eq!((r.completed, r.failed), (8, 0), "{:?}", r.errors);
 }
+
+/// Length-checked, with each body of known length dropped unread in the kernel.
+fn discarding() -> Options {
+    Options {
+        verify: Verify::Length,
+        discard: true,
+        ..options()
+    }
+}
+
+#[test]
+fn discarded_bodies_are_counted_and_held_to_their_size() {
+    // Bodies below and above the 64 KiB read buffer and past one discarding read (1 MiB),
+    // kept-alive connections (nothing of a later answer may be dropped) and one each.
+    let sizes = [10, 5000, 200_000, 3_000_000];
+    let objects = || sizes.iter().map(|&s| object(s)).collect::<Vec<_>>();
+    let server = Server::start(Behavior::Normal);
+    let r = go(
+        &server,
+        &closed_loop(objects(), 2, 12, 0.0, 4, false),
+        &discarding(),
+    );
+    assert_eq!((r.completed, r.failed), (24, 0), "{:?}", r.errors);
+    assert_eq!(r.body_bytes, 6 * sizes.iter().sum::<u64>());
+    let r = go(&server, &http10_plan(8, 5000), &discarding());
+    assert_eq!((r.completed, r.failed, r.body_bytes), (8, 0, 40_000));
+    // A body split across writes, and chunked ones, which are read as before.
+    let split = Server::start(Behavior::Split {
+        first: 2000,
+        gap_ms: 20,
+    });
+    let r = go(
+        &split,
+        &closed_loop(vec![object(3000)], 1, 3, 0.0, UNLIMITED, false),
+        &discarding(),
+    );
+    assert_eq!((r.completed, r.failed, r.body_bytes), (3, 0, 9000));
+    let chunked = Server::start(Behavior::Chunked);
+    let r = go(
+        &chunked,
+        &closed_loop(objects(), 1, 8, 0.0, 4, false),
+        &discarding(),
+    );
+    assert_eq!((r.completed, r.failed), (8, 0), "{:?}", r.errors);
+}
+
+#[test]
+fn discarding_still_catches_wrong_lengths_but_not_wrong_content() {
+    only_error(
+        &go(
+            &Server::start(Behavior::WrongLength),
+            &http10_plan(10, 3000),
+            &discarding(),
+        ),
+        ErrorKind::WrongLength,
+        10,
+    );
+    let r = go(
+        &Server::start(Behavior::ShortBody),
+        &http10_plan(10, 3000),
+        &discarding(),
+    );
+    only_error(&r, ErrorKind::ShortBody, 10);
+    assert_eq!(r.body_bytes, 10 * 1500);
+    // The content is never seen: a changed byte passes, as with any length check.
+    let r = go(
+        &Server::start(Behavior::WrongContent),
+        &http10_plan(10, 3000),
+        &discarding(),
+    );
+    assert_eq!((r.completed, r.failed), (10, 0));
+    // ... so a checksum cannot be asked for.
+    let both = Options {
+        verify: Verify::Checksum,
+        ..discarding()
+    };
+    assert!(both.check().unwrap_err().contains("discard"));
+}

@@ -84,7 +84,7 @@ fn sha256(hex: &str) -> PyResult<Option<[u8; 32]>> {
 #[pyo3(signature = (addr, host, allow_remote, objects, at_s, object, conn, keep_alive, client,
                     closed, threads, timeout_s, max_duration_s, method, verify, records,
                     busy_poll_s, repeat=false, cores=Vec::new(), nice=0, rcvlowat=0,
-                    control=None))]
+                    discard=false, control=None))]
 #[allow(clippy::too_many_arguments)]
 fn load<'py>(
     py: Python<'py>,
@@ -109,6 +109,7 @@ fn load<'py>(
     cores: Vec<usize>,
     nice: i32,
     rcvlowat: u32,
+    discard: bool,
     control: Option<&LoadControl>,
 ) -> PyResult<Bound<'py, PyDict>> {
     let addr: SocketAddr = addr
@@ -167,6 +168,7 @@ fn load<'py>(
         cores,
         nice,
         rcvlowat,
+        discard,
         ..Options::default()
     };
     options.check().map_err(value_error)?;

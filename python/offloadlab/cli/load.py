@@ -64,6 +64,11 @@ def load_cmd(
     method: Annotated[str, typer.Option(help="GET or HEAD.")] = "GET",
     verify: Annotated[str, typer.Option(
         help="Check each response: checksum (SHA-256), length or none.")] = "checksum",
+    discard: Annotated[bool, typer.Option(
+        "--discard", help="Drop each body of known length in the kernel unread (recv with "
+                          "MSG_TRUNC): no per-byte receive cost for the generator. Needs "
+                          "--verify length or none: sizes are still checked, content is "
+                          "never seen.")] = False,
     records: Annotated[Path | None, typer.Option(
         help="Write one record per request to this Parquet file.")] = None,
     allow_remote: Annotated[bool, typer.Option(
@@ -82,7 +87,8 @@ def load_cmd(
     manifest = fileset.read_manifest(objects)
     options = dict(threads=threads, timeout_s=flag_time("--timeout", timeout),
                    max_duration_s=flag_time("--max-duration", max_duration), method=method,
-                   verify=verify, records=records is not None, allow_remote=allow_remote)
+                   verify=verify, records=records is not None, allow_remote=allow_remote,
+                   discard=discard)
 
     if steps is not None:
         if records is not None:

@@ -113,6 +113,16 @@ def study_cmd(
         help="HOST:PORT where --server-cmd or --server-pid answers.")] = None,
     allow_remote: Annotated[bool, typer.Option(
         "--allow-remote", help="Allow a --target that is not loopback.")] = False,
+    host_profile: Annotated[str, typer.Option(
+        help="The host OffloadLab's server runs on: modern (loopback, sendfile, TSO/GSO "
+             "and checksum offload) or seed-era (bodies copied through user space, served "
+             "from a network namespace over a veth pair with TSO, GSO and transmit "
+             "checksum offload off; needs root, ip and ethtool).")] = "modern",
+    discard_bodies: Annotated[bool, typer.Option(
+        "--discard-bodies", help="The load generator drops response bodies unread in "
+                                 "every run (recv with MSG_TRUNC): on 2 cores it then takes "
+                                 "less of the engine's core. Lengths are still checked, "
+                                 "content never (docs/load.md).")] = False,
 ) -> None:
     """Calibrate the model on the testbed, predict with model and simulator, measure the
     rate sweep, and report whether offload helps, per class."""
@@ -125,7 +135,8 @@ def study_cmd(
         handoff_slowdown=_handoff_slowdown(handoff_slowdown) if with_handoff else None,
         server_cmd=server_cmd, server_pid=server_pid, target=target,
         allow_remote=allow_remote, engine_profile=engine_profile, engine_speed=engine_speed,
-        engine_message_cost=engine_message_cost))
+        engine_message_cost=engine_message_cost, discard_bodies=discard_bodies,
+        host_profile=host_profile))
 
 
 @app.command()

@@ -53,8 +53,14 @@ def run_cmd(
     timeout: Annotated[str, typer.Option(help="Per-request timeout.")] = "5s",
     json_out: Annotated[Path | None, typer.Option(
         "--json", help="Write every mode's results to this file (atomically).")] = None,
+    host_profile: Annotated[str, typer.Option(
+        help="modern (loopback, sendfile, TSO/GSO and checksum offload) or seed-era "
+             "(bodies copied, served from a network namespace over a veth pair with TSO, "
+             "GSO and transmit checksum offload off; needs root, ip and ethtool).")
+    ] = "modern",
 ) -> None:
     """Serve a file set in each mode in turn under the same load and compare them."""
+    from offloadlab.testbed import host_profile as profiles
     from offloadlab.testbed import modes as testbed_modes
     from offloadlab.testbed.server import ServerOptions
     from offloadlab.workload import fileset
@@ -62,11 +68,30 @@ def run_cmd(
     names = parse_modes(modes)
     if (shape.rate is None) == (shape.clients is None):
         raise InputError("give one of --rate R (open loop) or --clients N (closed loop)")
+    host = profiles.named(host_profile)
     options = ServerOptions(root=fileset_dir, seed=seed, **server_flags.options())
     testbed_modes.check_modes(options, names)
     manifest = fileset.read_manifest(fileset_dir)
     requests, load_options = shape.generate(manifest, seed)
     load_options |= dict(threads=threads, timeout_s=flag_time("--timeout", timeout))
+    with host.hosting() as namespace:
+        options = host.server(options, namespace and namespace.name)
+        runs, entries = _run_modes(options, names, requests, manifest, load_options)
+    if runs:
+        out.print(modes_table(runs, f"testbed on {fileset_dir} ({host.name} host): "
+                                     f"{shape.describe()}, {shape.duration} per mode"))
+    if json_out is not None:
+        write_json(json_out, {"fileset": str(fileset_dir), "host_profile": host.name,
+                              "stream": requests.describe(), "modes": entries})
+    if len(runs) < len(names):
+        raise typer.Exit(1)
+
+
+def _run_modes(options, names: list[str], requests, manifest, load_options: dict):
+    """Each mode in turn; a failed one is reported and the others still run. The runs,
+    and one JSON entry per mode."""
+    from offloadlab.testbed import modes as testbed_modes
+
     runs, entries = [], []
     for name in names:
         try:
@@ -81,14 +106,7 @@ def run_cmd(
         err.print(f"{name}: {run.stats.requests:,} requests served", highlight=False)
         runs.append(run)
         entries.append(run.to_json())
-    if runs:
-        out.print(modes_table(runs, f"testbed on {fileset_dir}: {shape.describe()}, "
-                                     f"{shape.duration} per mode"))
-    if json_out is not None:
-        write_json(json_out, {"fileset": str(fileset_dir), "stream": requests.describe(),
-                              "modes": entries})
-    if len(runs) < len(names):
-        raise typer.Exit(1)
+    return runs, entries
 
 
 def parse_modes(text: str) -> list[str]:

@@ -2,11 +2,9 @@
 
 Runs as ``offload datacentre nic`` (:mod:`offloadlab.cli.datacentre`).
 
-The testbed server runs in a private network namespace, reached over a veth pair; the
-load generator stays outside. A veth device offloads like a NIC: with checksum and
-segmentation offload on, the stack hands it 64 KiB segments and no checksums. Turned off
-with ethtool, the kernel segments at the MSS and checksums every byte itself. Three
-settings of the server's side:
+The testbed server runs in a private network namespace, reached over a veth pair
+(:mod:`offloadlab.testbed.netns`); the load generator stays outside. Three settings of
+the server's side:
 
 - ``offloaded``: checksum, TSO and GSO on (a modern NIC);
 - ``no segmentation``: checksum on, TSO and GSO off (one packet per MSS);
@@ -26,13 +24,12 @@ from __future__ import annotations
 import contextlib
 import json
 import os
-import shutil
 import socket
 import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -44,7 +41,7 @@ from offloadlab.documents import ServerStats
 from offloadlab.errors import RunError, require
 from offloadlab.model.protocol_costs import TABLE5, TSO_BYTES, ByteCosts
 from offloadlab.results import Check
-from offloadlab.testbed import load
+from offloadlab.testbed import load, netns
 from offloadlab.workload import fileset, stream
 from offloadlab.workload.specs import ExplicitSpec
 
@@ -55,9 +52,8 @@ SETTINGS = {
     "no offload": "tx off tso off gso off",
 }
 # The veth pair's addresses (a /30 of private space) and the server's port.
-HOST_IP, SERVER_IP, PORT = "10.231.0.1", "10.231.0.2", 8080
-MTU = 1500
-MSS = MTU - 52          # IPv4 and TCP headers with timestamps
+# The server's port in its namespace.
+PORT = 8080
 _START_S = 20.0
 
 
@@ -78,40 +74,12 @@ class Experiment:
                 "per-byte costs apart")
         require(self.run_s > 0 and self.repeats >= 1 and self.clients >= 1,
                 "run length > 0, repeats and clients >= 1")
-        missing = [c for c in ("ip", "ethtool") if shutil.which(c) is None]
-        require(not missing, f"{' and '.join(missing)} not found; install them "
-                             "(apt-get install iproute2 ethtool)")
-        require(os.geteuid() == 0, "creating a network namespace and setting a device's "
-                                   "offloads needs root; run as root (e.g. with sudo)")
+        netns.check()
 
     def describe(self) -> dict:
         return {"root": str(self.root), "sizes": list(self.sizes), "run_s": self.run_s,
                 "repeats": self.repeats, "clients": self.clients,
                 "files_per_size": self.files_per_size}
-
-
-@contextlib.contextmanager
-def veth_namespace() -> Iterator[tuple[str, str]]:
-    """A network namespace holding one end of a veth pair (the other end here), named
-    for this process, always removed afterwards; yields the namespace and its device."""
-    ns = f"offload-nic-{os.getpid()}"
-    host_dev, ns_dev = f"olh{os.getpid() % 100000}", f"olc{os.getpid() % 100000}"
-    commands = [
-        f"ip netns add {ns}",
-        f"ip link add {host_dev} type veth peer name {ns_dev} netns {ns}",
-        f"ip addr add {HOST_IP}/30 dev {host_dev}",
-        f"ip link set {host_dev} mtu {MTU} up",
-        f"ip -n {ns} addr add {SERVER_IP}/30 dev {ns_dev}",
-        f"ip -n {ns} link set {ns_dev} mtu {MTU} up",
-        f"ip -n {ns} link set lo up",
-    ]
-    try:
-        for command in commands:
-            _sh(command)
-        yield ns, ns_dev
-    finally:
-        # Deleting the namespace deletes its end of the pair, and so the pair.
-        subprocess.run(["ip", "netns", "del", ns], capture_output=True, timeout=30)
 
 
 @dataclass(frozen=True)
@@ -156,15 +124,15 @@ def run(exp: Experiment, progress: Callable[[str, int, int], None] | None = None
     manifest = _fileset(exp)
     rows = []
     total = len(SETTINGS) * len(exp.sizes) * exp.repeats
-    with veth_namespace() as (ns, device):
+    with netns.veth() as ns:
         for rep in range(exp.repeats):
             for setting, features in SETTINGS.items():
-                _sh(f"ip netns exec {ns} ethtool -K {device} {features}")
+                ns.set_offloads(features)
                 for size in exp.sizes:
                     if progress is not None:
                         progress(f"{setting}, {size:,} B", len(rows), total)
                     objects = manifest[manifest["size_bytes"] == size].reset_index(drop=True)
-                    host_s, rate = _one(exp, ns, objects)
+                    host_s, rate = _one(exp, ns.name, objects)
                     rows.append({"setting": setting, "size": size, "repeat": rep,
                                  "host_us": host_s * 1e6, "throughput": rate})
     if progress is not None:
@@ -214,7 +182,7 @@ def _columns(setting: str, size: np.ndarray) -> np.ndarray:
     ones = np.ones_like(size)
     return np.column_stack([
         ones, size, size * checksummed,
-        np.maximum(1, np.ceil(size / MSS)) * (not segmented),
+        np.maximum(1, np.ceil(size / netns.MSS)) * (not segmented),
         np.maximum(1, np.ceil(size / TSO_BYTES)) * segmented])
 
 
@@ -261,14 +229,14 @@ def _one(exp: Experiment, ns: str, objects: pd.DataFrame) -> tuple[float, float]
         stats = Path(tmp) / "stats.json"
         server = subprocess.Popen(
             ["ip", "netns", "exec", ns, sys.executable, "-m", "offloadlab", "serve",
-             str(exp.root), "--host", SERVER_IP, "--allow-remote", "--port", str(PORT),
+             str(exp.root), "--host", netns.SERVER_IP, "--allow-remote", "--port", str(PORT),
              "--host-core", "0", "--sendfile-above", str(2**62), "--stats", str(stats)],
             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
         try:
             _wait_listening(server)
             requests = stream.closed(objects, exp.clients, requests=500, keep_alive=100,
                                      seed=1)
-            result = load.run(f"{SERVER_IP}:{PORT}", requests, objects, allow_remote=True,
+            result = load.run(f"{netns.SERVER_IP}:{PORT}", requests, objects, allow_remote=True,
                               repeat=True, max_duration_s=exp.run_s, threads=1,
                               verify="length", cores=_generator_cores())
         finally:
@@ -297,14 +265,7 @@ def _wait_listening(server: subprocess.Popen) -> None:
     while time.monotonic() < deadline:
         if server.poll() is not None:
             raise RunError(f"the server in the namespace stopped: {server.stderr.read()}")
-        with contextlib.suppress(OSError), socket.create_connection((SERVER_IP, PORT), 0.2):
+        with contextlib.suppress(OSError), socket.create_connection((netns.SERVER_IP, PORT), 0.2):
             return
         time.sleep(0.1)
     raise RunError(f"the server in the namespace did not listen within {_START_S:g} s")
-
-
-def _sh(command: str) -> None:
-    done = subprocess.run(command.split(), capture_output=True, text=True, timeout=30)
-    if done.returncode != 0:
-        raise RunError(f"{command}: {done.stderr.strip() or done.returncode}")
-

@@ -179,18 +179,21 @@ def tables(study: Study, meta: dict) -> StudyTables:
 
 
 def _steal(kept: list[Measured]) -> dict:
-    """What the hypervisor took from the runs the study kept: the largest share of the
-    cores' time stolen in one, how many runs were made again for it, and how many kept
-    runs still lost more than :data:`STEAL_LIMIT` after their repeats."""
+    """What the hypervisor and other processes took from the runs the study kept: the
+    largest share of the cores' time stolen in one, and used by other processes, how
+    many runs were made again for either, and how many kept runs still lost more than
+    :data:`STEAL_LIMIT` after their repeats."""
     return {"worst": max((m.steal for m in kept), default=0.0),
+            "foreign": max((m.foreign for m in kept), default=0.0),
             "repeated": sum(m.repeats for m in kept),
-            "disturbed": sum(m.steal > STEAL_LIMIT for m in kept), "kept": len(kept)}
+            "disturbed": sum(m.disturbance > STEAL_LIMIT for m in kept), "kept": len(kept)}
 
 
 def _steal_text(steal: dict) -> str:
     n = steal["repeated"]
-    return (f"at most {steal['worst']:.1%} of the cores' time stolen in a kept run; "
-            f"{n} run{'s' * (n != 1)} made again because more than {STEAL_LIMIT:.0%} was")
+    return (f"at most {steal['worst']:.1%} of the cores' time stolen and "
+            f"{steal['foreign']:.1%} used by other processes in a kept run; {n} "
+            f"run{'s' * (n != 1)} made again because more than {STEAL_LIMIT:.0%} was")
 
 
 def _steal_note(steal: dict, repeats: int) -> list[str]:
@@ -199,10 +202,11 @@ def _steal_note(steal: dict, repeats: int) -> list[str]:
     if not steal["disturbed"]:
         return []
     return [f"{steal['disturbed']} of {steal['kept']} runs lost more than {STEAL_LIMIT:.0%} "
-            f"of their cores' time to the hypervisor even after {repeats} repeats "
-            f"(up to {steal['worst']:.0%}): requests wait out such stalls, so those runs' "
-            "delays read high and their capacities low. Run the study again on a quieter "
-            "machine."]
+            f"of their cores' time to the hypervisor or to other processes even after "
+            f"{repeats} repeats (up to {max(steal['worst'], steal['foreign']):.0%}): "
+            "requests wait out such stalls, so those runs' delays read high and their "
+            "capacities low. Run the study again on a quieter machine, with nothing else "
+            "running."]
 
 
 def _agreement_text(agreed: dict) -> str:

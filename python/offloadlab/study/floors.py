@@ -78,7 +78,7 @@ def store(study, file: Path | None = None) -> None:
     """Keep the single-run floors of a study with replicates in the floors file, in place
     of any stored for the same workload, class, mode, metric and run length, with the
     date and this machine's name. A study of single runs stores nothing."""
-    budget, workload = study.plan.budget, study.plan.floors_key
+    budget, workload = study.plan.budget, study.plan.floors_workload
     if budget.replicates < 2:
         return
     file = file or path()
@@ -134,5 +134,5 @@ def for_study(study, file: Path | None = None) -> dict[Key, tuple[float, str]]:
     if budget.replicates >= 2:
         return {key: (f, REPLICATES if math.isfinite(f) else UNMEASURED)
                 for key, f in own.items()}
-    kept = stored(budget.run_s, study.plan.floors_key, file)
+    kept = stored(budget.run_s, study.plan.floors_workload, file)
     return {key: kept.get(key, (math.nan, UNMEASURED)) for key in own}

@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import itertools
 import math
+import os
+import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 
@@ -25,6 +27,7 @@ from offloadlab.mode_traits import traits
 from offloadlab.model.verdict import MARGIN
 from offloadlab.study import judge
 from offloadlab.study.plan import ENGINE_WAIT, SATURATION_CLIENTS, ClassLoad, Plan
+from offloadlab.testbed import host_profile
 from offloadlab.testbed import modes as testbed_modes
 from offloadlab.testbed.load import LoadResult
 from offloadlab.testbed.server import ServerOptions, emulating
@@ -62,6 +65,14 @@ class Measured:
     cores: tuple[CoreTimes, ...]
     latency: np.ndarray      # per-request total times (a sample)
     steal: float = 0.0       # share of the cores' time the hypervisor took (steal_share)
+    # Share of the cores' time other processes spent in user mode (Foreign.share).
+    foreign: float = 0.0
+
+    @property
+    def disturbance(self) -> float:
+        """The larger share of the run's cores something else took: the hypervisor or
+        other processes."""
+        return max(self.steal, self.foreign)
     # Engine mode: mean time from the engine passing a request up to its answer coming
     # back (the stats' host_turnaround_s); nan in the other modes.
     host_trip: float = math.nan
@@ -69,12 +80,14 @@ class Measured:
 
 
 def options(plan: Plan, load: ClassLoad, mode: str) -> ServerOptions:
-    """The server of one run; an offload mode's engine emulates the plan's engine."""
+    """The server of one run, on the plan's host; an offload mode's engine emulates the
+    plan's engine."""
     emulated = (emulating(plan.engine) if plan.engine is not None
                 and traits(mode).engine_thread else {})
-    return ServerOptions(root=load.root, mode=mode, host_core=plan.host_core,
-                         engine_core=plan.engine_core, work=plan.work, seed=plan.seed,
-                         engine_wait=ENGINE_WAIT, **emulated)
+    server = ServerOptions(root=load.root, mode=mode, host_core=plan.host_core,
+                           engine_core=plan.engine_core, work=plan.work, seed=plan.seed,
+                           engine_wait=ENGINE_WAIT, **emulated)
+    return host_profile.named(plan.host_profile).server(server, plan.netns)
 
 
 def measure(plan: Plan, load: ClassLoad, mode: str, use: str, rate: float,
@@ -83,13 +96,52 @@ def measure(plan: Plan, load: ClassLoad, mode: str, use: str, rate: float,
     length (a traced load: a window of its trace played at ``rate``), or (``use`` =
     "saturation") closed-loop clients with zero think time (:func:`stream_of`)."""
     requests, extra, rate = stream_of(plan, load, use, rate, replicate)
+    before = Foreign.now()
     try:
         done = testbed_modes.run_mode(options(plan, load, mode), requests, load.manifest,
                                       progress=progress, timeout_s=TIMEOUT_S, records=True,
                                       cores=generator_cores(plan), **LOAD, **extra)
     except RunError as exc:
         raise failed(load, mode, use, rate, exc) from None
-    return _reduce(load, mode, use, rate, requests.frame["size_bytes"].to_numpy(), done)
+    m = _reduce(load, mode, use, rate, requests.frame["size_bytes"].to_numpy(), done)
+    return replace(m, foreign=before.share(Foreign.now()))
+
+
+@dataclass(frozen=True)
+class Foreign:
+    """A snapshot for telling how much of the machine other processes used while a run
+    went: the user-mode CPU seconds of the cores this process may use (``/proc/stat``'s
+    user and nice, which count every process) and of this process (``/proc/self/stat``'s
+    utime: the server's threads, the load generator's and Python's), and the time.
+    Kernel time is left out: the kernel's own threads work for the run's traffic too. A
+    test suite or a build beside a study took up to 31% of the host's core and made
+    calibration runs read 60% high (29 Nov 2026)."""
+
+    machine_s: float
+    own_s: float
+    at: float
+    cores: int
+
+    @classmethod
+    def now(cls) -> Foreign:
+        allowed = os.sched_getaffinity(0)
+        tick = os.sysconf("SC_CLK_TCK")
+        machine = 0
+        with open("/proc/stat") as f:
+            for line in f:
+                name, *fields = line.split()
+                if name.startswith("cpu") and name[3:].isdigit() and int(name[3:]) in allowed:
+                    machine += int(fields[0]) + int(fields[1])
+        with open("/proc/self/stat") as f:
+            # After the command name in brackets, utime is the 12th field.
+            own = int(f.read().rsplit(")", 1)[1].split()[11])
+        return cls(machine / tick, own / tick, time.monotonic(), len(allowed))
+
+    def share(self, later: Foreign) -> float:
+        """The share of the cores' time between the snapshots other processes used."""
+        wall = (later.at - self.at) * self.cores
+        other = (later.machine_s - self.machine_s) - (later.own_s - self.own_s)
+        return max(other, 0.0) / wall if wall > 0 else 0.0
 
 
 def stream_of(plan: Plan, load: ClassLoad, use: str, rate: float,
@@ -106,14 +158,15 @@ def stream_of(plan: Plan, load: ClassLoad, use: str, rate: float,
         requests = stream.closed(load.manifest, SATURATION_CLIENTS, think="det(0)",
                                  requests=1000, keep_alive=keep_alive,
                                  size_class=load.size_class, seed=seed)
-        return requests, {"repeat": True, "max_duration_s": plan.budget.saturation_s}, rate
+        return requests, {"repeat": True, "max_duration_s": plan.budget.saturation_s,
+                          "discard": plan.discard}, rate
     if load.trace is not None:
         requests = load.trace.window(rate, plan.budget.run_s, seed)
         # The run's rate is what its window offers: the trace's own swings move it off
         # the asked rate, and the model and the sweep's stop rule compare with it.
-        return requests, {}, len(requests) / plan.budget.run_s
+        return requests, {"discard": plan.discard}, len(requests) / plan.budget.run_s
     return stream.poisson(load.manifest, rate, duration_s=plan.budget.run_s,
-                          size_class=load.size_class, seed=seed), {}, rate
+                          size_class=load.size_class, seed=seed), {"discard": plan.discard}, rate
 
 
 def failed(load: ClassLoad, mode: str, use: str, rate: float, exc: RunError) -> RunError:
@@ -138,7 +191,8 @@ def mean_of(runs: Sequence[Measured]) -> Measured:
     rate); the delay's interval is Student's t interval of the mean over the replicates'
     delays (their spread is the machine's spells, which a run's own batch means do not
     see), and a single run keeps its own; the requests, sizes and latency samples of all
-    replicates together; errors and repeats summed; the worst steal; each core's times
+    replicates together; errors and repeats summed; the worst steal and foreign work;
+    each core's times
     summed."""
     if len(runs) == 1:
         return runs[0]
@@ -157,7 +211,8 @@ def mean_of(runs: Sequence[Measured]) -> Measured:
     return replace(first, run=run, T_lo=run.T - half, T_hi=run.T + half,
                    errors=sum(m.errors for m in runs),
                    latency=np.sort(np.concatenate([m.latency for m in runs])),
-                   steal=max(m.steal for m in runs), repeats=sum(m.repeats for m in runs),
+                   steal=max(m.steal for m in runs), foreign=max(m.foreign for m in runs),
+                   repeats=sum(m.repeats for m in runs),
                    cores=_summed(m.cores for m in runs),
                    **{f: mean(getattr(m, f) for m in runs) for f in _MEANS})
 

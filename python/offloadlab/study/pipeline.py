@@ -20,7 +20,7 @@ import shlex
 import sys
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from offloadlab import dist, engine_profile, scenario
@@ -36,7 +36,7 @@ from offloadlab.study import run as study_run
 from offloadlab.study import trace as study_trace
 from offloadlab.study.measure import measure
 from offloadlab.study_tables import StudyTables
-from offloadlab.testbed import cores, external, idle
+from offloadlab.testbed import cores, external, host_profile, idle, netns
 from offloadlab.testbed.server import emulating
 from offloadlab.units import parse_time
 
@@ -94,13 +94,17 @@ class StudyConfig:
     engine_profile: Path | None = None
     engine_speed: float | None = None
     engine_message_cost: str | None = None
+    # The load generator drops bodies unread in every run (measure.stream_of).
+    discard_bodies: bool = False
+    # The host OffloadLab's server runs on (testbed.host_profile).
+    host_profile: str = "modern"
 
     def __post_init__(self) -> None:
         # In the order the flags were checked before the pipeline had a home, so a
         # command with two bad flags names the same one it always did.
         for check in (self.study_preset, self.size_classes, self.mode_names,
                       self.chosen_budget, self.work_dist, self.workload_source,
-                      self.external_server, self.engine):
+                      self.external_server, self.engine, self.host):
             check()
         if self.rate is not None and not (math.isfinite(self.rate) and self.rate > 0):
             raise InputError(f"--rate {self.rate}: give the total requests/s to answer at, "
@@ -169,6 +173,18 @@ class StudyConfig:
                                          self.allow_remote)
         server.check()
         return server
+
+    def host(self) -> host_profile.HostProfile:
+        """The host profile, checked: another than today's needs what it makes (a
+        network namespace: root, ip, ethtool), and is OffloadLab's server's alone."""
+        profile = host_profile.named(self.host_profile)
+        if profile.offloads is not None:
+            if self.external_server() is not None:
+                raise InputError(f"--host-profile {profile.name} runs OffloadLab's server "
+                                 "on that host; your server (--server-cmd, --server-pid) "
+                                 "runs as you started it: leave one of them out")
+            netns.check()
+        return profile
 
     def engine(self) -> engine_profile.EngineProfile | None:
         """The engine to emulate (None: the testbed's own), checked that the testbed's
@@ -261,11 +277,15 @@ def prepare(config: StudyConfig, say: Say = lambda text: None) -> Prepared:
                      f"X_a is --work ({work}) and E[X_p] the rest of its CPU per request; "
                      f"the offload modes on OffloadLab's server with the same --work "
                      f"({host_server.OFFLOAD_SIDE})")
+    if config.discard_bodies:
+        workload += ("; the load generator drops response bodies unread (their lengths "
+                     "checked)")
     the_plan = plan.Plan(loads, names, config.chosen_budget(),
                          work if work.mean > 0 else None, host_core, engine_core,
                          config.seed, workload, shares, mixed if config.mix else None,
                          rate=_answer_rate(config, mixed), engine=config.engine(),
-                         floors_key=floors_key)
+                         floors_key=floors_key, discard=config.discard_bodies,
+                         host_profile=config.host_profile)
     prepared = Prepared(config, the_plan, started)
     if (experiment := prepared.handoff()) is not None:
         experiment.check()
@@ -285,8 +305,9 @@ def run(prepared: Prepared, progress: study_run.Progress | None = None) -> Study
     summary.json (each atomically, the summary last), then report.html and its
     figures. Returns the tables the report shows."""
     config = prepared.config
-    with _hosting(prepared) as host:
-        result = study_run.run(prepared.plan, progress,
+    with _hosting(prepared) as host, config.host().hosting() as namespace:
+        the_plan = replace(prepared.plan, netns=namespace and namespace.name)
+        result = study_run.run(the_plan, progress,
                                measure if host is None else host.measure)
     if host is None:
         # For the studies of single runs after it (quick, the demo); a user's server's
@@ -376,7 +397,9 @@ def _machine(the_plan: plan.Plan, work: dist.Dist) -> str:
     generator = ("unpinned" if the_plan.engine_core is None
                  else f"on the engine's core {the_plan.engine_core}")
     return (f"{platform.node()}: {n} cores ({platform.processor() or platform.machine()}),"
-            f" Linux {platform.release()}; host thread on core {the_plan.host_core}, engine "
+            f" Linux {platform.release()}; {the_plan.host_profile} host "
+            f"({host_profile.named(the_plan.host_profile).about}); host thread on core "
+            f"{the_plan.host_core}, engine "
             f"on core {the_plan.engine_core} (engine_wait {plan.ENGINE_WAIT}), load "
             f"generator {generator}; idle cores {idle.describe()}; application work "
             f"{work}{_emulated(the_plan.engine)}")

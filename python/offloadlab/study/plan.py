@@ -91,10 +91,10 @@ OPERATING_MIN_PAIRS = 3
 # runs' capacities differed by up to 17% on this shared 2-core machine (a process's or a
 # file set's first run, and noise), more than a rerun should.
 SATURATION_REPEATS = 3
-# A run in which the hypervisor took more than STEAL_LIMIT of the cores' time
-# (measure.steal_share) is made again, at most Budget.steal_repeats times, and the least
-# disturbed one kept. Undisturbed runs on the 2-core VM lost under 0.5%; the runs whose
-# delays jumped 4-10 times lost 9-14%.
+# A run in which the hypervisor, or other processes, took more than STEAL_LIMIT of the
+# cores' time (measure.steal_share, measure.Foreign) is made again, at most
+# Budget.steal_repeats times, and the least disturbed one kept. Undisturbed runs on the
+# 2-core VM lost under 0.5%; the runs whose delays jumped 4-10 times lost 9-14%.
 STEAL_LIMIT = 0.02
 # A sweep stops after the first point whose p99 passes 200 ms, whose errors pass 1%,
 # or whose throughput falls more than 10% below the offered rate.
@@ -151,6 +151,21 @@ class Plan:
     engine: EngineProfile | None = None
     # The workload whose stored floors a study of single runs reads (floors.py).
     floors_key: str = SEED_FILESETS
+    # The load generator drops response bodies unread (docs/load.md) in every run, so
+    # the fitted background (its work on the engine's core) is what saturation meets.
+    discard: bool = False
+    # The host the server runs on (testbed.host_profile), and the network namespace it
+    # serves from while the study runs (None: loopback; set by pipeline.run).
+    host_profile: str = "modern"
+    netns: str | None = None
+
+    @property
+    def floors_workload(self) -> str:
+        """What the stored floors of this study's workload are filed under: another host
+        repeats itself differently."""
+        if self.host_profile == "modern":
+            return self.floors_key
+        return f"{self.floors_key}, {self.host_profile} host"
 
     def load_seconds(self) -> float:
         """Seconds of load this plan runs (without server start-up)."""

@@ -221,14 +221,14 @@ def rounds(items: list, turns: Sequence, phase: str, run_s: float,
 
 
 def undisturbed(measure: Measure, most: int) -> Measure:
-    """``measure``, made again while the hypervisor took more than
-    :data:`~offloadlab.study.plan.STEAL_LIMIT` of the run's cores (at most ``most``
-    times); the least disturbed run counts and says how many it took."""
+    """``measure``, made again while the hypervisor, or other processes of the machine,
+    took more than :data:`~offloadlab.study.plan.STEAL_LIMIT` of the run's cores (at
+    most ``most`` times); the least disturbed run counts and says how many it took."""
     def again(*args, **kwargs) -> Measured:
         best, repeats = measure(*args, **kwargs), 0
-        while best.steal > STEAL_LIMIT and repeats < most:
+        while best.disturbance > STEAL_LIMIT and repeats < most:
             repeats += 1
-            best = min(best, measure(*args, **kwargs), key=lambda m: m.steal)
+            best = min(best, measure(*args, **kwargs), key=lambda m: m.disturbance)
         return replace(best, repeats=repeats)
     return again
 

@@ -26,15 +26,13 @@ from offloadlab.results import Check, jsonable
 from offloadlab.study import plan as study_plan
 from offloadlab.study import seed_tables
 from offloadlab.study_tables import StudyTables
+from offloadlab.testbed import host_profile
 from offloadlab.workload.classes import CLASSES, class_name
 
 NAME = "toe-2009"
 # What --preset toe-2009 studies: every class, with no offload and through the engine.
 PRESET_CLASSES = CLASSES
 PRESET_MODES = "inline,engine"
-# The host the numbers are from. Issue 48 part 1 adds a seed-era host (copies through
-# user space, no TSO/GSO or checksum offload); until then every study runs on today's.
-HOST_PROFILE = "modern"
 # Seed 000's shape (reference 000 §5.3; issue 48's targets): offload hurts or is neutral
 # up to this saturation ratio for classes 0-1 and helps above it for classes 2-4, more as
 # files grow; connection set-up with the engine is no slower than inline for classes 0-2.
@@ -144,9 +142,9 @@ class Comparison:
     def sections(self) -> list[Section]:
         """One section per table of the seed's, in its layout; the first says how ours
         ran and carries the checks of the seed's shape."""
-        setup = (f"Host profile: {self.host_profile} (today's host: sendfile, TSO/GSO and "
-                 "checksum offload on loopback; the seed-era profile is to come). Ours from "
-                 "the study's saturation runs on seed 000's file sets; the seed's from "
+        setup = (f"Host profile: {self.host_profile} "
+                 f"({host_profile.named(self.host_profile).about}; --host-profile). Ours "
+                 "from the study's saturation runs on seed 000's file sets; the seed's from "
                  "reference 000 §5.")
         return [Section(f"Seed 000's experiment: {title}", caption, setup if i == 0 else "",
                         self.table, _columns(q, unit, how), self.checks() if i == 0 else ())
@@ -173,7 +171,7 @@ def compare(the_plan: study_plan.Plan, tables: StudyTables) -> Comparison | None
         for mode in the_plan.modes:
             if traits(mode).engine_thread and (name, mode) in sat.index:
                 rows.append(_row(c, mode, sat.loc[(name, BASELINE)], sat.loc[(name, mode)]))
-    return Comparison(pd.DataFrame(rows, columns=list(COLUMNS)), HOST_PROFILE)
+    return Comparison(pd.DataFrame(rows, columns=list(COLUMNS)), the_plan.host_profile)
 
 
 def _row(c: int, mode: str, inline: pd.Series, offload: pd.Series) -> dict:

@@ -98,6 +98,7 @@ def run(target: str | Target, requests: Stream, objects, *, threads: int | None 
         verify: str = "checksum", records: bool = False, allow_remote: bool = False,
         busy_poll_s: float = 0.0, repeat: bool = False, cores: Sequence[int] = (),
         nice: int | None = None, beside_spinner: bool = False, rcvlowat: int = 0,
+        discard: bool = False,
         progress: Callable[[_core.LoadControl], None] | None = None) -> LoadResult:
     """Send ``requests`` to ``target`` and measure them.
 
@@ -115,7 +116,11 @@ def run(target: str | Target, requests: Stream, objects, *, threads: int | None 
     ``allow_remote``. ``rcvlowat`` (bytes, 0: off) has the kernel report an answer
     only once that many of its bytes, at most its object's size, are there: one wake-up
     and read per small answer, at the price of a first-byte time that reads as the time
-    those bytes were there (docs/load.md). ``progress(control)`` is called every 0.2 s.
+    those bytes were there (docs/load.md). ``discard`` drops each body of known length
+    in the kernel unread (``recv`` with ``MSG_TRUNC``): the generator's per-byte
+    receive cost goes, every answer is still held to its size, and its content is never
+    seen, so it needs ``verify`` "length" or "none". ``progress(control)`` is called
+    every 0.2 s.
     """
     target = parse_target(target) if isinstance(target, str) else target
     if method.upper() not in METHODS:
@@ -126,6 +131,9 @@ def run(target: str | Target, requests: Stream, objects, *, threads: int | None 
         raise InputError(f"timeout {timeout_s!r}: use a time > 0, e.g. 5s")
     if not (isinstance(rcvlowat, int) and 0 <= rcvlowat < 2**31):
         raise InputError(f"rcvlowat {rcvlowat!r}: give 0 (off) or a number of bytes, e.g. 4096")
+    if discard and verify == "checksum":
+        raise InputError("discard drops bodies unread, so they cannot be checksummed: "
+                         "give verify 'length' (every answer still held to its size)")
     allowed = os.sched_getaffinity(0)
     if any(c not in allowed for c in cores):
         raise InputError(f"cores {list(cores)}: this process may run on cores "
@@ -163,7 +171,7 @@ def run(target: str | Target, requests: Stream, objects, *, threads: int | None 
         threads=threads or os.cpu_count() or 1, timeout_s=float(timeout_s),
         max_duration_s=float(max_duration_s), method=method.upper(), verify=verify,
         records=records, busy_poll_s=float(busy_poll_s), repeat=repeat,
-        cores=[int(c) for c in cores], nice=nice, rcvlowat=rcvlowat)
+        cores=[int(c) for c in cores], nice=nice, rcvlowat=rcvlowat, discard=bool(discard))
     try:
         out = watched(_core.load, args, _core.LoadControl(), progress, _POLL_S)
     except ValueError as exc:  # the generator's own checks (e.g. a remote target)

@@ -78,6 +78,8 @@ def run_mode(options: ServerOptions, requests: Stream, manifest: pd.DataFrame,
     threads where one spins (``beside_spinner``, unless they say otherwise)."""
     load_options.setdefault("beside_spinner",
                             options.spins_on(load_options.get("cores", ())))
+    # A server in a namespace of the testbed's own is reached over its veth pair.
+    load_options.setdefault("allow_remote", options.netns is not None)
     with running(options) as server:
         result = load.run(server.url, requests, manifest, progress=progress, **load_options)
     assert server.final is not None  # set as the server stopped

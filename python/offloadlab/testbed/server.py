@@ -145,6 +145,9 @@ class ServerOptions:
     db: str | Path | None = None
     memory: tuple[str, ...] = ()
     uncached: bool = False
+    # Serve from this network namespace (a name under /var/run/netns, one this process
+    # made: testbed.netns), listening on ``host`` there.
+    netns: str | None = None
 
     def check(self) -> None:
         """Raise :class:`InputError` for the first field that cannot work."""
@@ -172,7 +175,8 @@ class ServerOptions:
     def address(self) -> str:
         """The IP address to listen on (a host name resolved); loopback unless allowed."""
         ip = _resolve(self.host)
-        require(ip.is_loopback or self.allow_remote,
+        # A namespace of the testbed's own is as private as loopback.
+        require(ip.is_loopback or self.allow_remote or self.netns is not None,
                 f"host {self.host!r} is not a loopback address, so other machines could "
                 "reach the server; use 127.0.0.1 or allow it (allow_remote, --allow-remote)")
         return str(ip)
@@ -471,8 +475,15 @@ def _resolve(host: str) -> ipaddress.IPv4Address | ipaddress.IPv6Address:
     return ipaddress.ip_address(info[0][4][0])
 
 
-def _serve_core(args: dict, control: _core.ServerControl) -> ServerStats:
-    """``_core.serve`` with its errors in OffloadLab's terms and its document read."""
+def _serve_core(args: dict, control: _core.ServerControl, netns: str | None = None
+                ) -> ServerStats:
+    """``_core.serve`` with its errors in OffloadLab's terms and its document read; in
+    network namespace ``netns`` when given (the calling thread moves there, and the
+    server's threads are born there: call it on a thread of its own)."""
+    if netns is not None:
+        from offloadlab.testbed.netns import enter
+
+        enter(netns)
     try:
         text = _core.serve(args, control)
     except ValueError as exc:  # arguments the checks above should have caught
@@ -488,8 +499,8 @@ def serve(options: ServerOptions, control: _core.ServerControl | None = None,
     return the final stats document. ``on_tick(control)`` is called every 0.1 s;
     ``control.port`` turns non-zero once the server listens."""
     args = options.core_args()
-    return watched(_serve_core, {"args": args}, control or _core.ServerControl(), on_tick,
-                   _POLL_S)
+    return watched(_serve_core, {"args": args, "netns": options.netns},
+                   control or _core.ServerControl(), on_tick, _POLL_S)
 
 
 @contextlib.contextmanager
@@ -562,7 +573,7 @@ def running(options: ServerOptions,
     args = options.core_args()
     control = _core.ServerControl()
     with idle.polled(), ThreadPoolExecutor(1, thread_name_prefix="offload-server") as pool:
-        future = pool.submit(_serve_core, args, control)
+        future = pool.submit(_serve_core, args, control, options.netns)
         try:
             port = _wait_listening(future, control, start_timeout_s)
             server = Running(args["host"], port, options.stats_endpoint, control)

@@ -70,6 +70,11 @@ pub struct Args {
     /// first BYTES were there, and a shorter (wrong) answer waits up to 20 ms.
     #[arg(long, default_value_t = 0, requires = "size")]
     pub rcvlowat: u32,
+    /// Drop response bodies in the kernel without copying them (recv with MSG_TRUNC):
+    /// the generator's per-byte receive cost goes, the length check (--size) stays;
+    /// the content is never read.
+    #[arg(long)]
+    pub discard: bool,
     /// Seed of the Poisson arrivals.
     #[arg(long, default_value_t = 1)]
     pub seed: u64,
@@ -124,6 +129,7 @@ impl Setup {
             threads: a.threads,
             busy_poll_s,
             rcvlowat: a.rcvlowat,
+            discard: a.discard,
             timeout_s,
             method: match a.method {
                 MethodArg::Get => Method::Get,

@@ -1,0 +1,101 @@
+"""A private network namespace for the testbed's server, reached over a veth pair.
+
+A veth device offloads like a NIC: with checksum and segmentation offload on, the stack
+hands it 64 KiB segments and no checksums; turned off with ethtool, the kernel segments
+at the MSS and checksums every byte itself. Loopback cannot be made to do that, so a
+server that must pay those costs (seed 003's Table 5, the seed-era host of
+``host_profile``) serves from a namespace of its own while the load generator stays
+outside. Traffic goes only between this machine and a namespace this process created
+and always removes.
+
+Needs root and the ``ip`` and ``ethtool`` commands (:func:`check` says which is
+missing and how to get them)."""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import os
+import shutil
+import subprocess
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+from offloadlab.errors import RunError, require
+
+# The veth pair's addresses (a /30 of private space).
+HOST_IP, SERVER_IP = "10.231.0.1", "10.231.0.2"
+MTU = 1500
+MSS = MTU - 52          # IPv4 and TCP headers with timestamps
+_CLONE_NEWNET = 0x40000000
+
+
+@dataclass(frozen=True)
+class Veth:
+    """A namespace (``name``, under /var/run/netns) and its end of the pair
+    (``device``), at :data:`SERVER_IP`."""
+
+    name: str
+    device: str
+
+    def set_offloads(self, features: str) -> None:
+        """``ethtool -K`` on the namespace's end, e.g. "tx off tso off gso off": what
+        the server's transmit path hands to the device."""
+        sh(f"ip netns exec {self.name} ethtool -K {self.device} {features}")
+
+
+def enter(name: str) -> None:
+    """Move the calling thread into network namespace ``name`` (``setns``); threads it
+    starts afterwards are born there. Only that thread moves: give it a thread of its
+    own that ends with the work."""
+    try:
+        fd = os.open(f"/var/run/netns/{name}", os.O_RDONLY)
+    except OSError as exc:
+        raise RunError(f"network namespace {name}: {exc.strerror}; the testbed makes its "
+                       "own (netns.veth)") from None
+    try:
+        if ctypes.CDLL(None, use_errno=True).setns(fd, _CLONE_NEWNET) != 0:
+            raise RunError(f"cannot enter network namespace {name}: "
+                           f"{os.strerror(ctypes.get_errno())}")
+    finally:
+        os.close(fd)
+
+
+def check() -> None:
+    """What a namespace needs, or an InputError naming what is missing."""
+    missing = [c for c in ("ip", "ethtool") if shutil.which(c) is None]
+    require(not missing, f"{' and '.join(missing)} not found; install them "
+                         "(apt-get install iproute2 ethtool)")
+    require(os.geteuid() == 0, "creating a network namespace and setting a device's "
+                               "offloads needs root; run as root (e.g. with sudo)")
+
+
+@contextlib.contextmanager
+def veth(tag: str = "nic") -> Iterator[Veth]:
+    """A network namespace holding one end of a veth pair (the other end here, at
+    :data:`HOST_IP`), named for ``tag`` and this process, always removed afterwards."""
+    ns = f"offload-{tag}-{os.getpid()}"
+    host_dev, ns_dev = f"olh{os.getpid() % 100000}", f"olc{os.getpid() % 100000}"
+    commands = [
+        f"ip netns add {ns}",
+        f"ip link add {host_dev} type veth peer name {ns_dev} netns {ns}",
+        f"ip addr add {HOST_IP}/30 dev {host_dev}",
+        f"ip link set {host_dev} mtu {MTU} up",
+        f"ip -n {ns} addr add {SERVER_IP}/30 dev {ns_dev}",
+        f"ip -n {ns} link set {ns_dev} mtu {MTU} up",
+        f"ip -n {ns} link set lo up",
+    ]
+    try:
+        for command in commands:
+            sh(command)
+        yield Veth(ns, ns_dev)
+    finally:
+        # Deleting the namespace deletes its end of the pair, and so the pair.
+        subprocess.run(["ip", "netns", "del", ns], capture_output=True, timeout=30)
+
+
+def sh(command: str) -> None:
+    """Run ``command`` (no shell); a failure is a RunError with its message."""
+    done = subprocess.run(command.split(), capture_output=True, text=True, timeout=30)
+    if done.returncode != 0:
+        raise RunError(f"{command}: {done.stderr.strip() or done.returncode}")
