@@ -25,13 +25,13 @@ About 3 minutes of load with the defaults.
 
 from __future__ import annotations
 
-import argparse
+import sys
 import tempfile
 import time
 from pathlib import Path
 
 import pandas as pd
-from testbed_noise import study_runs
+from testbed_noise import rounds_arguments, study_runs
 
 from offloadlab.mode_traits import BASELINE
 from offloadlab.study import measure
@@ -52,23 +52,14 @@ def run_on(plan, load, mode: str, use: str, rate: float, core: int) -> dict:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--classes", default="0,2")
-    parser.add_argument("--modes", default="inline,engine")
-    parser.add_argument("--share", type=float, default=0.3,
-                        help="the Poisson runs' rate, as a share of inline's capacity")
-    parser.add_argument("--rounds", type=int, default=3)
-    parser.add_argument("--budget", default="standard")
-    args = parser.parse_args()
-    if args.rounds < 1 or not 0 < args.share < 1:
-        parser.error("--rounds must be at least 1 and --share in (0, 1)")
+    args = rounds_arguments(__doc__, "0,2", 0.3)
     started = time.monotonic()
     rows, light = [], {}
     with tempfile.TemporaryDirectory() as tmp:
         plan, _, pairs = study_runs(Path(tmp), args.classes, args.modes, args.budget)
         cores = {"engine's": plan.engine_core, "host's": plan.host_core}
         if None in cores.values():
-            parser.error("the study found no two cores to pin to")
+            sys.exit("error: the study found no two cores to pin the generator to")
         for i in range(args.rounds):
             for load, mode in pairs:
                 for where, core in cores.items():

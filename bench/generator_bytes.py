@@ -33,7 +33,6 @@ files).
 
 from __future__ import annotations
 
-import argparse
 import dataclasses
 import tempfile
 import time
@@ -41,7 +40,7 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
-from testbed_noise import study_runs
+from testbed_noise import rounds_arguments, study_runs
 
 from offloadlab.mode_traits import BASELINE
 from offloadlab.study.measure import Measured, core_shares
@@ -55,16 +54,7 @@ def busy(m: Measured, core: int) -> float:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--classes", default="3,4")
-    parser.add_argument("--modes", default="inline,engine")
-    parser.add_argument("--share", type=float, default=0.5,
-                        help="the Poisson runs' rate, as a share of inline's capacity")
-    parser.add_argument("--rounds", type=int, default=3)
-    parser.add_argument("--budget", default="standard")
-    args = parser.parse_args()
-    if args.rounds < 1 or not 0 < args.share < 1:
-        parser.error("--rounds must be at least 1 and --share in (0, 1)")
+    args = rounds_arguments(__doc__, "3,4", 0.5)
     started = time.monotonic()
     rows = []
     with tempfile.TemporaryDirectory() as tmp:

@@ -105,6 +105,23 @@ def main() -> None:
                                  "testbed_noise_saturation.csv": saturation})
 
 
+def rounds_arguments(doc: str, classes: str, share: float) -> argparse.Namespace:
+    """The command line of a benchmark that runs classes and modes in interleaved rounds
+    with Poisson runs at a share of inline's capacity: --classes, --modes, --share,
+    --rounds and --budget, checked."""
+    parser = argparse.ArgumentParser(description=doc.split("\n\n")[0])
+    parser.add_argument("--classes", default=classes)
+    parser.add_argument("--modes", default="inline,engine")
+    parser.add_argument("--share", type=float, default=share,
+                        help="the Poisson runs' rate, as a share of inline's capacity")
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--budget", default="standard")
+    args = parser.parse_args()
+    if args.rounds < 1 or not 0 < args.share < 1:
+        parser.error("--rounds must be at least 1 and --share in (0, 1)")
+    return args
+
+
 def study_runs(folder: Path, classes: str, modes: str, budget: str):
     """The study's own plan for ``classes`` and ``modes`` (its file sets under
     ``folder``), its ``measure`` made again for the hypervisor as a study does, and the

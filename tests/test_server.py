@@ -231,8 +231,8 @@ def test_a_takeover_nobody_injected_invalidates_the_run(site, monkeypatch, testb
     from offloadlab.testbed import server as server_module
     real = server_module._serve_core
 
-    def taken_over(args, control):
-        stats = real(args, control)
+    def taken_over(args, control, netns=None):
+        stats = real(args, control, netns)
         engine = dataclasses.replace(stats.engine, failed=True, takeover_after_s=1.5,
                                      takeover_reason="no engine progress")
         return dataclasses.replace(stats, engine=engine)
