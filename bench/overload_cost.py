@@ -11,27 +11,29 @@ lengths) and, in ``--rounds`` rounds, runs each class in inline mode closed loop
 study's saturation run) and Poisson at each ``--shares`` of the measured capacity, every
 run through the study's ``measure`` (made again when the hypervisor took more than 2%).
 It prints per run the host thread's CPU per request, its protocol part (less the
-application's own account), its turns per request (``wakeups.host``: returns of the
-host's epoll wait with events, one per loop turn under load), the other work on the
+application's own account), its turns per request, the other work on the
 host's core per request, and the core's total; then per class, medians by share, and a
 fit over the open-loop runs up to ``--fit-below`` of capacity of
 
     protocol CPU per request = S + D * turns per request
 
 (least squares), its prediction of the protocol cost at the saturation runs' own turns,
-and the capacity that follows, beside the measured one. The host counts only the waits
-that may block, and it never blocks at saturation, so there the count reads 0 and the
-line's value is its limit, an upper bound on the capacity.
+and the capacity that follows, beside the measured one. Turns are the host loop's turns
+that found work, blocking or not (``wakeups.host_turns``), so they are counted under
+overload too, where the host never blocks and its wake-ups (``wakeups.host``, shown
+beside them) read 0.
 
     .venv/bin/python bench/overload_cost.py [--classes 0,3] [--shares 0.1,0.3,0.6,0.8,0.9]
         [--rounds 3] [--fit-below 0.95] [--budget standard]
 
-About 2 minutes of load with the defaults (102 s on 29 Nov 2026).
+About 2 minutes of load with the defaults (102 s on a quiet machine, 29 Nov 2026;
+335 s beside a build, when many runs were made again).
 """
 
 from __future__ import annotations
 
 import argparse
+import math
 import tempfile
 import time
 from pathlib import Path
@@ -47,9 +49,35 @@ def row(m, cls: str, share: float, i: int) -> dict:
     r = m.run
     return {"round": i, "class": cls, "share": share, "rate": r.rate,
             "throughput": r.throughput, "U_host": m.U_host, "host_us": r.host_s * 1e6,
-            "proto_us": (r.host_s - r.app_s) * 1e6, "turns": r.host_wakeups,
+            "proto_us": (r.host_s - r.app_s) * 1e6, "turns": r.host_turns,
+            "wakeups": r.host_wakeups,
             "other_us": r.host_background_s * 1e6,
             "core_us": (r.host_s + np.nan_to_num(r.host_background_s)) * 1e6}
+
+
+def gated_turns(lam: float, work: float, turn: float, phases: float) -> float:
+    """Turns per request of a loop that, each turn, pays ``turn`` seconds and serves
+    every event that came while the turn before ran (gated), and blocks when a turn
+    brings none; each request brings ``phases`` events of ``work / phases`` each, as a
+    Poisson stream of lam requests/s. The events a turn finds, n, form a branching
+    chain: the next turn finds Poisson(a + rho n) with a = phases lam turn and
+    rho = lam work, and after a turn that finds none the loop blocks until one comes
+    (n = 1). Its generating function, iterated along z_(k+1) = exp(rho (z_k - 1)) from
+    0, gives the share p0 of turns after which the loop blocks, and the chain's mean,
+    E[n] = (a + p0) / (1 - rho): one turn per E[n] events. Light load gives ``phases``
+    turns per request; heavy load (1 - rho) / (lam turn), fewer as the queue grows."""
+    a, rho = phases * lam * turn, lam * work
+    if rho >= 1:
+        return 0.0
+    z, q, tail = 0.0, 1.0, 0.0
+    while True:  # z -> 1 geometrically, at rate rho
+        q *= math.exp(a * (z - 1))
+        z = math.exp(rho * (z - 1))
+        tail += (z - 1) * q
+        if 1 - z < 1e-12:
+            break
+    p0 = q / (1 - tail)
+    return phases * (1 - rho) / (a + p0)
 
 
 def explain(runs: pd.DataFrame, fit_below: float) -> None:
@@ -57,7 +85,7 @@ def explain(runs: pd.DataFrame, fit_below: float) -> None:
     for cls, g in runs.groupby("class", sort=False):
         print(f"\nclass {cls}, {MODE}: medians by share of capacity (closed loop: 'sat')")
         med = g.groupby("share")[["throughput", "U_host", "host_us", "proto_us", "turns",
-                                  "other_us", "core_us"]].median()
+                                  "wakeups", "other_us", "core_us"]].median()
         med.index = [("sat" if s == 0 else f"{s:g}") for s in med.index]
         print(med.to_string(float_format=lambda x: f"{x:,.3f}"))
         light = g[(g.share > 0) & (g.share <= fit_below)]
@@ -72,8 +100,16 @@ def explain(runs: pd.DataFrame, fit_below: float) -> None:
         other = sat.other_us.median()
         print(f"fit over {len(light)} open-loop runs up to {fit_below:g} of capacity: "
               f"protocol = {S:.1f} us + {D:.1f} us x turns/request (R² {r2:.2f})")
-        # The host counts only waits that may block, and never blocks at saturation:
-        # there its count reads 0, the line's limit, not a measurement.
+        # The gated loop with that turn cost, the application's and the line's
+        # per-request work, and the lightest runs' turns per request as its phases.
+        phases = med.turns.iloc[1] if len(med) > 1 else math.nan
+        work = (g.host_us - g.proto_us).median() + S
+        print(f"  gated loop ({phases:.2f} events per request, {work:.1f} us of work each "
+              f"request, {D:.1f} us a turn): turns per request counted / predicted")
+        for share, m in g[g.share > 0].groupby("share"):
+            lam = m.throughput.median()
+            print(f"    {share:g} of capacity ({lam:,.0f}/s): {m.turns.median():.2f} / "
+                  f"{gated_turns(lam, work * 1e-6, D * 1e-6, phases):.2f}")
         print(f"  saturation runs: {turns:.3f} turns/request counted; protocol measured "
               f"{sat.proto_us.median():.1f} us, the line at that count {predicted:.1f} us")
         capacity, measured = 1e6 / (app + predicted + other), sat.throughput.median()

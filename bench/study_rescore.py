@@ -27,7 +27,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from offloadlab import dist, model, scenario
+from offloadlab import model, scenario
 from offloadlab.calibrate import fit
 from offloadlab.study.compare import TARGETS
 from offloadlab.study.measure import scorable
@@ -37,8 +37,7 @@ METRICS = {"U_host": "U_cpu", "U_engine": "U_oe", "T": "T"}
 
 def with_burst(sc: scenario.Scenario, scv: float) -> scenario.Scenario:
     """``sc`` with its engine core's background per request of shape ``scv``."""
-    per_class = tuple((name, dist.with_moments(d.mean, d.mean**2 * (1 + scv)))
-                      for name, d in sc.engine.per_class)
+    per_class = tuple((name, fit.burst(d.mean, scv)) for name, d in sc.engine.per_class)
     return replace(sc, engine=replace(sc.engine, per_class=per_class))
 
 
@@ -68,13 +67,13 @@ def rescore(folder: Path) -> pd.DataFrame:
         calibration = {c: runs[runs.use == "calibration"] for c, runs in runs_of.items()
                        if not runs.empty}
 
-        def misfit(scv: float, kept=kept, calibration=calibration) -> float:
+        def shaped(scv: float, kept=kept, calibration=calibration) -> list:
             sc = with_burst(kept, scv)
-            return sum(fit.chi_square(*gaps(sc, cls, calibration[cls.name]))
-                       for cls in sc.classes if cls.name in calibration)
+            return [gaps(sc, cls, calibration[cls.name])
+                    for cls in sc.classes if cls.name in calibration]
 
         # The engine core's bursts chosen on the calibration runs, as the study does.
-        scv = fit.burst_scv(misfit)
+        scv = fit.burst_scv(shaped)
         fitted = with_burst(kept, scv)
         print(f"{folder.parent.name}/{folder.name} {mode}: engine core's background "
               f"scv {scv:g}", file=sys.stderr)

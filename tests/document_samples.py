@@ -20,9 +20,9 @@ def stats_document(**sections) -> dict:
         "per_request": dict.fromkeys(
             ("host_cpu_s", "host_busy_cpu_s", "app_cpu_s", "db_s", "engine_cpu_s",
              "engine_busy_cpu_s", "commands", "batch_mean", "command_batch_others",
-             "event_batch_others", "host_wakeups",
+             "event_batch_others", "host_wakeups", "host_turns",
              "engine_wakeups", "engine_sq_work_s", "host_turnaround_s")),
-        "wakeups": {"host": 0, "engine": None},
+        "wakeups": {"host": 0, "engine": None, "host_turns": 0},
         "sqpoll": {"work_s": None, "total_s": None, "cpu_s": None},
         "cores": [core(0)],
         "handoff": None, "placement": None, "cache": None,

@@ -264,8 +264,7 @@ def test_the_engine_cores_bursts_are_read_back_from_the_delays_they_cause():
                                   engine_proto="det(0s)", d0_offload="0s")
                             for c, e in (("c0", "det(60us)"), ("c3", "det(150us)"))],
                            system_delay="sum", cpu_queue="mg1")
-        background = tuple((c, dist.with_moments(b, b**2 * (1 + scv)))
-                           for c, b in (("c0", 80e-6), ("c3", 150e-6)))
+        background = tuple((c, fit.burst(b, scv)) for c, b in (("c0", 80e-6), ("c3", 150e-6)))
         return replace(sc, engine=replace(sc.engine, per_class=background))
 
     def delay(sc, i, rates):
@@ -277,14 +276,13 @@ def test_the_engine_cores_bursts_are_read_back_from_the_delays_they_cause():
                 enumerate(zip(rates, (100e-6, 300e-6), strict=True))]
     widths = np.full(3, 20e-6)
 
-    def misfit(scv: float) -> float:
-        return sum(fit.chi_square(measured[i] - delay(shaped(scv), i, rates[i]), widths)
-                   for i in range(2))
+    def gaps(scv: float) -> list:
+        return [(measured[i] - delay(shaped(scv), i, rates[i]), widths) for i in range(2)]
 
-    assert misfit(4.0) == pytest.approx(0.0, abs=1e-12)
-    assert fit.burst_scv(misfit) == 4.0
+    assert sum(fit.chi_square(*g) for g in gaps(4.0)) == pytest.approx(0.0, abs=1e-12)
+    assert fit.burst_scv(gaps) == 4.0
     # Regular background (the grid's 0) is chosen when nothing tells the shapes apart.
-    assert fit.burst_scv(lambda scv: 1.0) == 0.0
+    assert fit.burst_scv(lambda scv: [(np.full(3, 1e-4), widths)]) == 0.0
 
 
 def test_the_wakeup_fit_leaves_the_applications_measured_work_alone():

@@ -160,6 +160,7 @@ class PerRequest:
     command_batch_others: float | None
     event_batch_others: float | None
     host_wakeups: float | None
+    host_turns: float | None
     engine_wakeups: float | None
     engine_sq_work_s: float | None
     # Engine and handoff modes: mean seconds from the engine passing a request up to its
@@ -171,6 +172,7 @@ class PerRequest:
 class Wakeups:
     host: int
     engine: int | None
+    host_turns: int
 
 
 @dataclass(frozen=True)

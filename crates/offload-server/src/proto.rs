@@ -172,7 +172,8 @@ pub struct Proto {
     /// (`Dispatch::answered`): placement's per-class accounts.
     pub account: bool,
     /// The host thread's loop: its blocking waits that return events are the host's
-    /// wake-ups (`stats::App::wakeups`). The engine counts its own (`engine_loop`).
+    /// wake-ups (`stats::App::wakeups`), and all its waits that do its turns
+    /// (`stats::App::turns`). The engine counts its own (`engine_loop`).
     pub counts_wakeups: bool,
     /// Accounting: when the work not yet charged began.
     mark: Instant,
@@ -261,8 +262,12 @@ impl Proto {
         }
         // A wait that may block (not a busy loop's zero-timeout poll) and returned
         // events, also ones ready at once: each is an epoll_wait and a turn begun.
-        if self.counts_wakeups && !timeout.is_zero() && !self.events.is_empty() {
-            self.stats.app.wakeups.fetch_add(1, Ordering::Relaxed);
+        // Every turn with events counts as a turn, blocking or not.
+        if self.counts_wakeups && !self.events.is_empty() {
+            self.stats.app.turns.fetch_add(1, Ordering::Relaxed);
+            if !timeout.is_zero() {
+                self.stats.app.wakeups.fetch_add(1, Ordering::Relaxed);
+            }
         }
         self.now = Instant::now();
         // Copied out so the handlers below can borrow `self`; the vector is reused.

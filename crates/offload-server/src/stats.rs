@@ -102,6 +102,9 @@ pub struct App {
     /// Host wake-ups: returns of the host loop's blocking wait with something to do (see
     /// `docs/testbed.md`), for the model's per-wake-up cost.
     pub wakeups: AtomicU64,
+    /// Host loop turns that found work, whether the wait blocked or only polled: under
+    /// overload the loop never blocks, and the turns per request still fall with load.
+    pub turns: AtomicU64,
     /// Database queries of dynamic pages, and the time spent in them (wall clock).
     pub db_queries: AtomicU64,
     pub db_ns: AtomicU64,
@@ -345,6 +348,7 @@ impl Stats {
         };
         let (host_s, engine_s) = (role_cpu("host"), role_cpu("engine"));
         let host_wakeups = relaxed(&self.app.wakeups);
+        let host_turns = relaxed(&self.app.turns);
         let turnarounds = relaxed(&self.socket.turnarounds);
         let traits = self.mode.traits();
         let engine_wakeups = traits
@@ -420,6 +424,7 @@ impl Stats {
                 command_batch_others: self.app.commands.others(),
                 event_batch_others: self.socket.events.others(),
                 host_wakeups: per_request(host_wakeups as f64),
+                host_turns: per_request(host_turns as f64),
                 engine_wakeups: engine_wakeups.and_then(|n| per_request(n as f64)),
                 engine_sq_work_s: sq.and_then(|t| per_request(t.work_s)),
                 host_turnaround_s: (turnarounds > 0).then(|| {
@@ -429,6 +434,7 @@ impl Stats {
             wakeups: Wakeups {
                 host: host_wakeups,
                 engine: engine_wakeups,
+                host_turns,
             },
             sqpoll: Sqpoll {
                 work_s: sq.map(|t| t.work_s),
@@ -565,6 +571,7 @@ struct PerRequest {
     command_batch_others: Option<f64>,
     event_batch_others: Option<f64>,
     host_wakeups: Option<f64>,
+    host_turns: Option<f64>,
     engine_wakeups: Option<f64>,
     engine_sq_work_s: Option<f64>,
     /// Mean seconds from the engine passing a request up to its answer coming back
@@ -577,6 +584,7 @@ struct Wakeups {
     host: u64,
     /// None without an engine thread of our own.
     engine: Option<u64>,
+    host_turns: u64,
 }
 
 /// The SQPOLL thread's times (uring mode, on kernels that report them).
@@ -759,15 +767,17 @@ mod tests {
         let stats = Stats::new(Mode::Engine, 8080);
         stats.app.requests.store(4, Ordering::Relaxed);
         stats.app.wakeups.store(2, Ordering::Relaxed);
+        stats.app.turns.store(3, Ordering::Relaxed);
         stats.socket.wakeups.store(6, Ordering::Relaxed);
         let doc = json_of(&stats);
-        assert_eq!(doc["wakeups"], json!({"host": 2, "engine": 6}));
+        assert_eq!(doc["wakeups"], json!({"host": 2, "engine": 6, "host_turns": 3}));
         assert_eq!(doc["per_request"]["host_wakeups"], 0.5);
+        assert_eq!(doc["per_request"]["host_turns"], 0.75);
         assert_eq!(doc["per_request"]["engine_wakeups"], 1.5);
         assert!(doc["sqpoll"]["work_s"].is_null() && doc["sqpoll"]["cpu_s"].is_null());
         // Inline has no engine thread to count.
         let doc = json_of(&Stats::new(Mode::Inline, 8080));
-        assert_eq!(doc["wakeups"], json!({"host": 0, "engine": null}));
+        assert_eq!(doc["wakeups"], json!({"host": 0, "engine": null, "host_turns": 0}));
         assert!(doc["per_request"]["engine_wakeups"].is_null());
     }
 

@@ -385,6 +385,9 @@ impl Uring<'_> {
         cqes.extend(self.ring.completion().map(|c| (c.user_data(), c.result())));
         self.now = Instant::now();
         self.stats.socket.events.add(cqes.len() as u64);
+        if !cqes.is_empty() {
+            add(&self.stats.app.turns, 1);
+        }
         for &(data, res) in &cqes {
             self.complete(data, res);
         }

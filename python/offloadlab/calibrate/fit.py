@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import math
 import warnings
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, replace
 
 import numpy as np
@@ -76,6 +76,9 @@ class Run:
     engine_wakeups: float = math.nan
     host_background_s: float = math.nan
     engine_background_s: float = math.nan
+    # Turns of the host's loop that found work per request, blocking or not (NaN where
+    # not measured): unlike its wake-ups, still counted under overload.
+    host_turns: float = math.nan
 
 
 # Each queue's fields in a Run: CPU per request, wake-ups counted per request, and other
@@ -165,6 +168,12 @@ class Background:
     per_class: tuple[float, ...] = ()
     share: float = 0.0
     scv: float = 0.0
+
+
+def burst(mean: float, scv: float) -> dist.Dist:
+    """Other work of ``mean`` CPU per request with squared coefficient of variation
+    ``scv`` (a lognormal, or a constant for 0)."""
+    return dist.with_moments(mean, mean**2 * (1 + scv))
 
 
 @dataclass(frozen=True)
@@ -483,12 +492,14 @@ def chi_square(values: np.ndarray, half_widths: np.ndarray) -> float:
     return Z95**2 * float((w * (v[ok] - mean) ** 2).sum())
 
 
-def burst_scv(misfit: Callable[[float], float]) -> float:
+def burst_scv(gaps: Callable[[float], Iterable[tuple[np.ndarray, np.ndarray]]]) -> float:
     """The shape of other work on an engine's core that best explains the calibration
     runs' delays: the squared coefficient of variation of its CPU per request, from
-    :data:`BURST_SCV_GRID`, whose ``misfit`` (the runs' :func:`chi_square` about the d0
-    each class's runs then give) is least; the smaller on a tie."""
-    return min(BURST_SCV_GRID, key=misfit)
+    :data:`BURST_SCV_GRID`, whose ``gaps`` (per class, the runs' delays less the
+    model's without d0, with the background in that shape, and their 95% half-widths)
+    disagree least about the d0 each class's runs then give (their :func:`chi_square`
+    summed over the classes); the smaller on a tie."""
+    return min(BURST_SCV_GRID, key=lambda scv: sum(chi_square(*g) for g in gaps(scv)))
 
 
 def ks(model: Sequence[float], measured: Sequence[float]) -> tuple[float, float]:

@@ -152,21 +152,23 @@ def stream_of(plan: Plan, load: ClassLoad, use: str, rate: float,
     for 2 s at 1,000/s is off by 2%) and its replicates' spread includes it."""
     # Another stream at every rate and replicate.
     seed = plan.seed + int(rate * 1000) % 100_000 + 100_000 * replicate
+    extra = {"discard": plan.discard}
     if use == "saturation":
         # A traced load's clients reuse connections as much as the trace's did.
         keep_alive = load.trace.keep_alive if load.trace is not None else False
         requests = stream.closed(load.manifest, SATURATION_CLIENTS, think="det(0)",
                                  requests=1000, keep_alive=keep_alive,
                                  size_class=load.size_class, seed=seed)
-        return requests, {"repeat": True, "max_duration_s": plan.budget.saturation_s,
-                          "discard": plan.discard}, rate
-    if load.trace is not None:
+        extra |= {"repeat": True, "max_duration_s": plan.budget.saturation_s}
+    elif load.trace is not None:
         requests = load.trace.window(rate, plan.budget.run_s, seed)
         # The run's rate is what its window offers: the trace's own swings move it off
         # the asked rate, and the model and the sweep's stop rule compare with it.
-        return requests, {"discard": plan.discard}, len(requests) / plan.budget.run_s
-    return stream.poisson(load.manifest, rate, duration_s=plan.budget.run_s,
-                          size_class=load.size_class, seed=seed), {"discard": plan.discard}, rate
+        rate = len(requests) / plan.budget.run_s
+    else:
+        requests = stream.poisson(load.manifest, rate, duration_s=plan.budget.run_s,
+                                  size_class=load.size_class, seed=seed)
+    return requests, extra, rate
 
 
 def failed(load: ClassLoad, mode: str, use: str, rate: float, exc: RunError) -> RunError:
@@ -180,7 +182,7 @@ BELOW_UTIL = 0.8
 # The values of a run that a point's replicates average: per request, per second, and
 # the p99 and error rate of each run.
 _RUN_MEANS = ("throughput", "host_s", "app_s", "engine_s", "T", "host_wakeups",
-              "engine_wakeups", "host_background_s", "engine_background_s")
+              "engine_wakeups", "host_background_s", "engine_background_s", "host_turns")
 _MEANS = ("U_host", "U_engine", "p99", "error_rate", "connections_per_s", "connect_s",
           "goodput_Bps", "host_trip")
 
@@ -297,7 +299,7 @@ def _reduce(load: ClassLoad, mode: str, use: str, rate: float, sizes: np.ndarray
                         else math.nan),
         host_background_s=background(server, "host"),
         engine_background_s=background(server, "engine") if offloaded else math.nan,
-        host_trip=_number(per.host_turnaround_s))
+        host_trip=_number(per.host_turnaround_s), host_turns=_number(per.host_turns))
 
 
 def reduced(load: ClassLoad, mode: str, use: str, rate: float, sizes: np.ndarray,

@@ -315,13 +315,13 @@ def calibrate(plan: Plan, calibration: dict, extended: bool = True) -> compare.F
         for mode in plan.offload_modes:
             # The engine's neighbour's bursts: the shape whose d0s best explain this
             # mode's calibration delays, every class at once.
-            def misfit(scv: float, mode: str = mode, base: tuple = tuple(models)) -> float:
+            def shaped(scv: float, mode: str = mode, base: tuple = tuple(models)) -> list:
                 trial = _with_burst(base, mode, scv)
                 fitted = compare.Fitted(fits, trial,
                                         {mode: build_scenario(plan, fits, trial, mode)})
-                return sum(fit.chi_square(*gaps(fitted, c, mode)) for c in names)
+                return [gaps(fitted, c, mode) for c in names]
 
-            models = list(_with_burst(tuple(models), mode, fit.burst_scv(misfit)))
+            models = list(_with_burst(tuple(models), mode, fit.burst_scv(shaped)))
     fitted = compare.Fitted(fits, tuple(models), scenarios())
     # d0 is what the model without it leaves of the measured delay at the calibration
     # rates; the scenarios are then built again with it.
@@ -372,12 +372,8 @@ def build_scenario(plan: Plan, fits: dict, models: list[fit.CostModel], mode: st
 
     def queue(side: str, fitted_mode: str, background: str, release: str = "request") -> Queue:
         w, other = queue_costs[fitted_mode, side]
-
-        def burst(b: float) -> dist.Dist:
-            return dist.with_moments(b, b**2 * (1 + other.scv))
-
         return Queue(wakeup=dist.Deterministic(w.cost), cooling=w.cooling, per_class=tuple(
-            (c, burst(getattr(fits[c, fitted_mode], background))) for c in names),
+            (c, fit.burst(getattr(fits[c, fitted_mode], background), other.scv)) for c in names),
             background_share=other.share, release=release if extended else "request",
             answers_wake=(extended and side == "engine"
                           and traits(fitted_mode).answers_wake_engine))
