@@ -152,8 +152,9 @@ def test_the_checks_hold_ours_to_the_seeds_shape(study):
 def test_summary_json_gives_the_rows_checks_and_host_profile(study):
     _, _, tables, seed = study
     part = pipeline.summary(tables, None, seed_experiment=seed)["toe_2009"]
-    assert set(part) == {"host_profile", "rows", "checks"}
-    assert part["host_profile"] == "modern"
+    assert set(part) == {"host_profile", "rows", "checks", "host_ladder"}
+    # The ladder runs with the preset only (tests/test_host_ladder.py).
+    assert part["host_profile"] == "modern" and part["host_ladder"] is None
     assert [set(row) for row in part["rows"]] == [set(toe2009.COLUMNS)] * 3
     # summary.json writes NaN as null.
     assert part["rows"][0]["seed_inline_saturation"] is None

@@ -98,6 +98,14 @@ def _watermarks(text: str | None) -> dict:
 
 SERVER = ServerFlags()  # the defaults, as a command's parameter default
 
+HOST_PROFILE_HELP = (
+    "The host OffloadLab's server runs on: modern (loopback, sendfile, TSO/GSO and "
+    "checksum offload), seed-era (bodies copied through user space, served from a network "
+    "namespace over a veth pair with TSO, GSO and transmit checksum offload off), or a "
+    "step between them that adds one mechanism at a time: checksum-offload, "
+    "segmentation-offload, sendfile (docs/testbed.md). All but modern need root, ip and "
+    "ethtool.")
+
 
 # Closed loop: requests drawn per client; a client cycles through them until --duration.
 _PER_CLIENT = 1000

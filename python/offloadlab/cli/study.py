@@ -11,6 +11,7 @@ from rich.progress import BarColumn, Progress, TextColumn, TimeRemainingColumn
 from rich.table import Table
 
 from offloadlab.cli.common import app, err, note, out, user_errors
+from offloadlab.cli.options import HOST_PROFILE_HELP
 from offloadlab.units import ms, us
 
 if TYPE_CHECKING:
@@ -113,11 +114,7 @@ def study_cmd(
         help="HOST:PORT where --server-cmd or --server-pid answers.")] = None,
     allow_remote: Annotated[bool, typer.Option(
         "--allow-remote", help="Allow a --target that is not loopback.")] = False,
-    host_profile: Annotated[str, typer.Option(
-        help="The host OffloadLab's server runs on: modern (loopback, sendfile, TSO/GSO "
-             "and checksum offload) or seed-era (bodies copied through user space, served "
-             "from a network namespace over a veth pair with TSO, GSO and transmit "
-             "checksum offload off; needs root, ip and ethtool).")] = "modern",
+    host_profile: Annotated[str, typer.Option(help=HOST_PROFILE_HELP)] = "modern",
     discard_bodies: Annotated[bool, typer.Option(
         "--discard-bodies", help="The load generator drops response bodies unread in "
                                  "every run (recv with MSG_TRUNC): on 2 cores it then takes "

@@ -14,7 +14,7 @@ from rich.table import Column, Table
 
 from offloadlab.cli.common import app, err, flag_time, out, user_errors
 from offloadlab.cli.load import load_progress
-from offloadlab.cli.options import SERVER, LoadFlags, ServerFlags, grouped
+from offloadlab.cli.options import HOST_PROFILE_HELP, SERVER, LoadFlags, ServerFlags, grouped
 from offloadlab.errors import InputError, RunError
 from offloadlab.results import write_json
 from offloadlab.units import ms, us
@@ -53,11 +53,7 @@ def run_cmd(
     timeout: Annotated[str, typer.Option(help="Per-request timeout.")] = "5s",
     json_out: Annotated[Path | None, typer.Option(
         "--json", help="Write every mode's results to this file (atomically).")] = None,
-    host_profile: Annotated[str, typer.Option(
-        help="modern (loopback, sendfile, TSO/GSO and checksum offload) or seed-era "
-             "(bodies copied, served from a network namespace over a veth pair with TSO, "
-             "GSO and transmit checksum offload off; needs root, ip and ethtool).")
-    ] = "modern",
+    host_profile: Annotated[str, typer.Option(help=HOST_PROFILE_HELP)] = "modern",
 ) -> None:
     """Serve a file set in each mode in turn under the same load and compare them."""
     from offloadlab.testbed import host_profile as profiles

@@ -339,10 +339,9 @@ def _saturation_note(study: Study, r: dict) -> str:
     return text
 
 
-def _generator_bound(study: Study, m: Measured) -> bool:
-    """The saturation run was limited by the load generator's core, not by the server:
-    the host thread had time to spare while the generator's core was full."""
-    core = study.plan.engine_core
+def generator_bound(m: Measured, core: int | None) -> bool:
+    """Saturation run ``m`` was limited by the load generator's ``core``, not by the
+    server: the host thread had time to spare while the generator's core was full."""
     return bool(m.U_host < 0.8 and core is not None and _core_busy(m, core) > 0.9)
 
 
@@ -357,8 +356,9 @@ def _saturation(study: Study, cls: str, mode: str) -> dict:
 
     return {"class": cls, "mode": mode, "measured": measured, "model": f.saturation,
             "bottleneck": f.bottleneck, "error": error(f.saturation), "seed_model": seed,
-            "seed_error": error(seed), "generator_bound": _generator_bound(study, m),
-            "host_util": m.U_host, "conn_per_min": m.connections_per_s * 60,
+            "seed_error": error(seed),
+            "generator_bound": generator_bound(m, study.plan.engine_core), "host_util": m.U_host,
+            "conn_per_min": m.connections_per_s * 60,
             "connect_s": m.connect_s, "goodput_Bps": m.goodput_Bps,
             "model_elsewhere": f.client_elsewhere.saturation}
 

@@ -30,7 +30,7 @@ from offloadlab.mode_traits import BASELINE, traits
 from offloadlab.report.html import write_report
 from offloadlab.report.section import Section
 from offloadlab.results import jsonable, write_outputs
-from offloadlab.study import compare, floors, plan, toe2009
+from offloadlab.study import compare, floors, host_ladder, plan, toe2009
 from offloadlab.study import external as host_server
 from offloadlab.study import run as study_run
 from offloadlab.study import trace as study_trace
@@ -232,11 +232,19 @@ class Prepared:
             repeats=HANDOFF_REPEATS, host_core=self.plan.host_core,
             engine_core=self.plan.engine_core, seed=self.plan.seed)
 
+    def climbs_ladder(self) -> bool:
+        """Seed 000's experiment (--preset toe-2009) on OffloadLab's server also measures
+        what each of today's host mechanisms takes off E[X_p] (study.host_ladder)."""
+        config = self.config
+        return (config.preset == toe2009.NAME and config.server_cmd is None
+                and config.server_pid is None)
+
     def load_seconds(self) -> float:
         """Seconds of load the study plans (without server start-up)."""
         experiment = self.handoff()
         runs = 0 if experiment is None else len(experiment.policies) * experiment.repeats
-        return self.plan.load_seconds() + runs * self.plan.budget.run_s
+        ladder = host_ladder.load_seconds(self.plan) if self.climbs_ladder() else 0.0
+        return self.plan.load_seconds() + runs * self.plan.budget.run_s + ladder
 
 
 def prepare(config: StudyConfig, say: Say = lambda text: None) -> Prepared:
@@ -313,6 +321,11 @@ def run(prepared: Prepared, progress: study_run.Progress | None = None) -> Study
         # For the studies of single runs after it (quick, the demo); a user's server's
         # floors are not our server's.
         floors.store(result)
+    # Seed 000's experiment on both hosts, and what each of today's host mechanisms
+    # takes off E[X_p]: each step from a namespace of its own, after the study's.
+    ladder = (host_ladder.run(prepared.plan, study_run.undisturbed(
+        measure, prepared.plan.budget.steal_repeats), progress=progress)
+        if prepared.climbs_ladder() else None)
     experiment = prepared.handoff()
     handoff_result = None if experiment is None else _run_handoff(experiment, progress)
     meta = _meta(prepared, experiment)
@@ -320,7 +333,7 @@ def run(prepared: Prepared, progress: study_run.Progress | None = None) -> Study
         meta |= {"host_server": host.describe(), "offload_side": host.offload_side,
                  "notes": host.notes(result)}
     tables = compare.tables(result, meta)
-    seed_experiment = toe2009.compare(prepared.plan, tables)
+    seed_experiment = toe2009.compare(prepared.plan, tables, ladder)
     write_outputs(config.out_dir, {
         **{f"scenario-{mode}.toml": scenario.dumps(sc)
            for mode, sc in result.fitted.scenarios.items()},

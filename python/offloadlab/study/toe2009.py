@@ -23,8 +23,8 @@ import pandas as pd
 from offloadlab.mode_traits import BASELINE, traits
 from offloadlab.report.section import Section
 from offloadlab.results import Check, jsonable
+from offloadlab.study import host_ladder, seed_tables
 from offloadlab.study import plan as study_plan
-from offloadlab.study import seed_tables
 from offloadlab.study_tables import StudyTables
 from offloadlab.testbed import host_profile
 from offloadlab.workload.classes import CLASSES, class_name
@@ -107,37 +107,24 @@ def on_seed_filesets(the_plan: study_plan.Plan) -> bool:
 
 @dataclass(frozen=True)
 class Comparison:
-    """Ours beside the seed's (``table``, :data:`COLUMNS`), measured on ``host_profile``."""
+    """Ours beside the seed's (``table``, :data:`COLUMNS`), measured on ``host_profile``,
+    and (the preset) what each of today's host mechanisms takes off E[X_p]."""
 
     table: pd.DataFrame
     host_profile: str
+    ladder: host_ladder.Ladder | None = None
 
     def checks(self) -> list[Check]:
-        """Seed 000's shape, checked on our saturation and set-up ratios per offload
-        mode, where the study ran the classes a claim is about."""
-        found = []
-        for mode, rows in self.table.groupby("mode", sort=False):
-            saturation = dict(zip(rows["class"], rows["ratio_saturation"], strict=True))
-            setup = dict(zip(rows["class"], rows["ratio_connect"], strict=True))
-            if small := _of(saturation, SMALL):
-                found.append(Check(
-                    f"{mode}: offload hurts or is neutral for classes 0-1 (saturation × at "
-                    f"most {NEUTRAL_RATIO:g})",
-                    all(r <= NEUTRAL_RATIO for r in small.values()), _listed(small)))
-            if large := _of(saturation, LARGE):
-                values = list(large.values())
-                found.append(Check(
-                    f"{mode}: offload helps classes 2-4, more as files grow (saturation × "
-                    f"above {NEUTRAL_RATIO:g}, rising with class)",
-                    all(r > NEUTRAL_RATIO for r in values)
-                    and all(a < b for a, b in itertools.pairwise(values)),
-                    _listed(large)))
-            if quick := _of(setup, SETUP):
-                found.append(Check(
-                    f"{mode}: connection set-up no slower than inline for classes 0-2 (the "
-                    "seed's: about 3 times faster)",
-                    all(r <= 1 for r in quick.values()), _listed(quick)))
-        return found
+        """Seed 000's shape, checked on the study's saturation and set-up ratios."""
+        return shape_checks(self.table)
+
+    def ladder_checks(self) -> list[Check]:
+        """Seed 000's shape on each host at the ends of the ladder."""
+        hosts = self.ladder.hosts if self.ladder is not None else None
+        if hosts is None:
+            return []
+        return [check for host, rows in hosts.groupby("host", sort=False)
+                for check in shape_checks(rows, f"{host} host, ")]
 
     def sections(self) -> list[Section]:
         """One section per table of the seed's, in its layout; the first says how ours
@@ -146,20 +133,24 @@ class Comparison:
                  f"({host_profile.named(self.host_profile).about}; --host-profile). Ours "
                  "from the study's saturation runs on seed 000's file sets; the seed's from "
                  "reference 000 §5.")
-        return [Section(f"Seed 000's experiment: {title}", caption, setup if i == 0 else "",
-                        self.table, _columns(q, unit, how), self.checks() if i == 0 else ())
-                for i, (title, q, unit, how, caption) in enumerate(_SECTIONS)]
+        return [*(Section(f"Seed 000's experiment: {title}", caption, setup if i == 0 else "",
+                          self.table, _columns(q, unit, how), self.checks() if i == 0 else ())
+                  for i, (title, q, unit, how, caption) in enumerate(_SECTIONS)),
+                *([] if self.ladder is None else self.ladder.sections(self.ladder_checks()))]
 
     def summary(self) -> dict:
         """summary.json's part: the host profile, the rows and the checks."""
         return jsonable({"host_profile": self.host_profile,
                          "rows": self.table.to_dict("records"),
-                         "checks": [vars(c) for c in self.checks()]})
+                         "checks": [vars(c) for c in self.checks() + self.ladder_checks()],
+                         "host_ladder": None if self.ladder is None else self.ladder.summary()})
 
 
-def compare(the_plan: study_plan.Plan, tables: StudyTables) -> Comparison | None:
+def compare(the_plan: study_plan.Plan, tables: StudyTables,
+            ladder: host_ladder.Ladder | None = None) -> Comparison | None:
     """Ours beside the seed's for every class the study ran on seed 000's file sets, in
-    each offload mode it ran; None for a study of other files."""
+    each offload mode it ran, with the host ``ladder`` if it ran; None for a study of
+    other files."""
     if not on_seed_filesets(the_plan):
         return None
     sat = tables.saturation.set_index(["class", "mode"])
@@ -171,7 +162,7 @@ def compare(the_plan: study_plan.Plan, tables: StudyTables) -> Comparison | None
         for mode in the_plan.modes:
             if traits(mode).engine_thread and (name, mode) in sat.index:
                 rows.append(_row(c, mode, sat.loc[(name, BASELINE)], sat.loc[(name, mode)]))
-    return Comparison(pd.DataFrame(rows, columns=list(COLUMNS)), the_plan.host_profile)
+    return Comparison(pd.DataFrame(rows, columns=list(COLUMNS)), the_plan.host_profile, ladder)
 
 
 def _row(c: int, mode: str, inline: pd.Series, offload: pd.Series) -> dict:
@@ -180,23 +171,47 @@ def _row(c: int, mode: str, inline: pd.Series, offload: pd.Series) -> dict:
         values = (float(inline[ours]), float(offload[ours]),
                   *((math.nan, math.nan) if seed is None else seed.get(c, (math.nan,) * 2)))
         row |= {f"{side}_{q}{suffix}": v for side, v in zip(VALUES, values, strict=True)}
-        row |= {f"ratio_{q}": _ratio(values[1], values[0]),
+        row |= {f"ratio_{q}": host_ladder.ratio(values[1], values[0]),
                 f"seed_ratio_{q}": (seed_tables.conn_per_min_ratio(c) if seed is None
-                                    else _ratio(values[3], values[2]))}
+                                    else host_ladder.ratio(values[3], values[2]))}
     return row | {"generator_bound": bool(inline["generator_bound"] or offload["generator_bound"]),
-                  "model_ratio_elsewhere": _ratio(float(offload["model_elsewhere"]),
-                                                  float(inline["model_elsewhere"]))}
-
-
-def _ratio(offload: float, inline: float) -> float:
-    """offload / inline; NaN where inline is not a positive number."""
-    return offload / inline if inline > 0 else math.nan
+                  "model_ratio_elsewhere": host_ladder.ratio(
+                      float(offload["model_elsewhere"]), float(inline["model_elsewhere"]))}
 
 
 def _of(ratios: dict[str, float], classes: tuple[int, ...]) -> dict[str, float]:
     """The finite ratios of ``classes``, in class order."""
     return {class_name(c): ratios[class_name(c)] for c in classes
             if math.isfinite(ratios.get(class_name(c), math.nan))}
+
+
+def shape_checks(table: pd.DataFrame, where: str = "") -> list[Check]:
+    """Seed 000's shape, checked on ``table``'s saturation and set-up ratios (columns
+    ``ratio_saturation``, ``ratio_connect``) per offload mode, where it has the classes
+    a claim is about; ``where`` starts each check's name."""
+    found = []
+    for mode, rows in table.groupby("mode", sort=False):
+        saturation = dict(zip(rows["class"], rows["ratio_saturation"], strict=True))
+        setup = dict(zip(rows["class"], rows["ratio_connect"], strict=True))
+        if small := _of(saturation, SMALL):
+            found.append(Check(
+                f"{where}{mode}: offload hurts or is neutral for classes 0-1 (saturation × "
+                f"at most {NEUTRAL_RATIO:g})",
+                all(r <= NEUTRAL_RATIO for r in small.values()), _listed(small)))
+        if large := _of(saturation, LARGE):
+            values = list(large.values())
+            found.append(Check(
+                f"{where}{mode}: offload helps classes 2-4, more as files grow (saturation × "
+                f"above {NEUTRAL_RATIO:g}, rising with class)",
+                all(r > NEUTRAL_RATIO for r in values)
+                and all(a < b for a, b in itertools.pairwise(values)),
+                _listed(large)))
+        if quick := _of(setup, SETUP):
+            found.append(Check(
+                f"{where}{mode}: connection set-up no slower than inline for classes 0-2 "
+                "(the seed's: about 3 times faster)",
+                all(r <= 1 for r in quick.values()), _listed(quick)))
+    return found
 
 
 def _listed(ratios: dict[str, float]) -> str:

@@ -9,6 +9,10 @@ seed 000's did (issue 48).
   software, as seed 000's Apache host on its 2009 NIC did. In engine mode those copies
   and checksums fall to the engine, which makes the socket calls.
 
+Between them, :data:`LADDER` climbs from seed-era to modern one mechanism at a time
+(``checksum-offload``, ``segmentation-offload``, ``sendfile``), so that what each takes
+off a request's protocol work can be measured (:mod:`offloadlab.study.host_ladder`).
+
 A profile changes the server's options (:meth:`HostProfile.server`) and, for the
 seed-era host, needs a namespace for the whole of a run or study
 (:meth:`HostProfile.hosting`): root, ``ip`` and ``ethtool``."""
@@ -30,12 +34,14 @@ NEVER_SENDFILE = 2**62
 @dataclass(frozen=True)
 class HostProfile:
     """``copy``: bodies through user space; ``offloads``: ethtool features of the
-    server's veth end (None: loopback, no namespace)."""
+    server's veth end (None: loopback, no namespace); ``adds``: the mechanism this
+    host has over the one before it on :data:`LADDER`."""
 
     name: str
     copy: bool
     offloads: str | None
     about: str
+    adds: str = ""
 
     def server(self, options: ServerOptions, namespace: str | None) -> ServerOptions:
         """``options`` on this host: bodies copied, and served from ``namespace`` (the
@@ -59,14 +65,28 @@ class HostProfile:
             yield ns
 
 
-PROFILES = {p.name: p for p in (
-    HostProfile("modern", copy=False, offloads=None,
-                about="today's host: loopback with TSO/GSO and checksum offload, bodies "
-                      "above 8000 bytes by sendfile"),
+# From seed 000's host to today's, each the one before with one mechanism more. TSO
+# needs transmit checksum offload, so checksums come first; veth passes its peer the
+# large segments TSO/GSO leave whole, as loopback does.
+LADDER = (
     HostProfile("seed-era", copy=True, offloads="tx off tso off gso off",
                 about="seed 000's host: every body copied through user space, sent over a "
                       "veth pair with TSO, GSO and transmit checksum offload off"),
-)}
+    HostProfile("checksum-offload", copy=True, offloads="tx on tso off gso off",
+                about="seed-era with transmit checksum offload: bodies copied, sent over "
+                      "a veth pair without TSO or GSO",
+                adds="transmit checksum offload"),
+    HostProfile("segmentation-offload", copy=True, offloads="tx on tso on gso on",
+                about="bodies copied, sent over a veth pair with TSO, GSO and transmit "
+                      "checksum offload", adds="TSO/GSO"),
+    HostProfile("sendfile", copy=False, offloads="tx on tso on gso on",
+                about="bodies above 8000 bytes by sendfile, sent over a veth pair with "
+                      "TSO, GSO and transmit checksum offload", adds="sendfile"),
+    HostProfile("modern", copy=False, offloads=None,
+                about="today's host: loopback with TSO/GSO and checksum offload, bodies "
+                      "above 8000 bytes by sendfile", adds="loopback in place of veth"),
+)
+PROFILES = {p.name: p for p in (LADDER[-1], *LADDER[:-1])}
 
 
 def named(name: str) -> HostProfile:
