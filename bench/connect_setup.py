@@ -17,6 +17,12 @@ generator core) the medians of the capacity and of the mean set-up time in both 
 If set-up follows the core the generator shares rather than the mode, it measures the
 client's wait for a core, not the server.
 
+It also prints how the set-up times are spread (median, 99th percentile, and the
+share of connections that took longer than ``SLOW_S``: a SYN the listener dropped is
+sent again only after the kernel's initial retransmission timeout, 1 s, so a few of
+those among thousands make a mean of milliseconds) beside the kernel's TCP counters
+over each run (/proc/net/netstat: ``LISTEN_COUNTERS``).
+
     .venv/bin/python bench/connect_setup.py [--classes 0,2] [--modes inline,engine]
         [--share 0.3] [--rounds 3] [--budget standard]
 
@@ -30,6 +36,7 @@ import tempfile
 import time
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 from testbed_noise import rounds_arguments, study_runs
 
@@ -37,17 +44,46 @@ from offloadlab.mode_traits import BASELINE
 from offloadlab.study import measure
 from offloadlab.testbed import modes as testbed_modes
 
+# Set-up slower than this waited for a retransmitted SYN (the first is sent again after
+# 1 s); the handshake on loopback otherwise takes tens of microseconds.
+SLOW_S = 0.5
+# The kernel's counters (TcpExt in /proc/net/netstat) of what makes a handshake wait:
+# the listener's accept queue full, SYNs dropped for any reason, SYNs sent again; and
+# connections whose TIME_WAIT was cut short (the table full) or whose port a new SYN
+# reused while it lasted (recycled, or refused by PAWS on an old timestamp).
+LISTEN_COUNTERS = ("ListenOverflows", "ListenDrops", "TCPSynRetrans", "TCPTimeWaitOverflow",
+                   "TWRecycled", "PAWSActive")
+
+
+def tcp_counters() -> dict[str, float]:
+    """The kernel's :data:`LISTEN_COUNTERS` in this network namespace (NaN for one
+    this kernel does not keep)."""
+    lines = [line.split() for line in Path("/proc/net/netstat").read_text().splitlines()
+             if line.startswith("TcpExt:")]
+    counters = dict(zip(lines[0][1:], lines[1][1:], strict=True))
+    return {n: float(counters.get(n, "nan")) for n in LISTEN_COUNTERS}
+
 
 def run_on(plan, load, mode: str, use: str, rate: float, core: int) -> dict:
     """One run as the study's ``measure`` makes it, the generator pinned to ``core``."""
     requests, extra, rate = measure.stream_of(plan, load, use, rate)
+    before = tcp_counters()
     done = testbed_modes.run_mode(measure.options(plan, load, mode), requests,
                                   load.manifest, timeout_s=measure.TIMEOUT_S, records=True,
                                   cores=[core], **measure.LOAD, **extra)
+    after = tcp_counters()
     report = done.load.parsed
     throughput = (measure.capacity(done.load.records) if use == "saturation"
                   else report.throughput)
+    setup = done.load.records["connect_s"].to_numpy(float)
+    setup = setup[np.isfinite(setup)]
+    slow = setup >= SLOW_S
     return {"throughput": throughput, "connect_ms": (report.connect_mean_s or 0.0) * 1e3,
+            "p50_ms": np.median(setup) * 1e3, "p99_ms": np.quantile(setup, 0.99) * 1e3,
+            "slow_per_10k": slow.mean() * 1e4,
+            # The mean without the retransmitted handshakes.
+            "fast_ms": setup[~slow].mean() * 1e3,
+            **{n: (after[n] - before[n]) / max(len(setup), 1) * 1e4 for n in LISTEN_COUNTERS},
             "failed": report.failed}
 
 
@@ -82,6 +118,13 @@ def main() -> None:
     print("\nmedians (set-up in ms; the Poisson runs at "
           f"{args.share:g} of inline's capacity):")
     print(med.to_string(float_format=lambda x: f"{x:,.3f}"))
+    spread = frame.groupby(["class", "mode", "generator on", "run"])[
+        ["connect_ms", "fast_ms", "p50_ms", "p99_ms", "slow_per_10k", *LISTEN_COUNTERS]
+    ].median()
+    print(f"\nset-up spread, medians over rounds (ms; slow: set-up over {SLOW_S:g} s, and "
+          "the kernel's counters, per 10,000 connections; fast_ms: the mean without the "
+          "slow ones):")
+    print(spread.to_string(float_format=lambda x: f"{x:,.3f}"))
     print(f"\nRun time: {time.monotonic() - started:.0f} s")
 
 
