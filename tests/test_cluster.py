@@ -164,7 +164,7 @@ def _local_dask(**worker_options):
     import distributed
 
     return distributed.LocalCluster(n_workers=1, threads_per_worker=1, processes=False,
-                                    protocol="tcp", host="127.0.0.1", dashboard_address=None,
+                                    protocol="tcp", host="127.0.0.1", dashboard_address=":0",
                                     **worker_options)
 
 

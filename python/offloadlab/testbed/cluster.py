@@ -32,7 +32,6 @@ project's version::
 
 from __future__ import annotations
 
-import contextlib
 import ipaddress
 import json
 import math
@@ -297,8 +296,6 @@ def _collect(client, futures: dict, deadline: float) -> dict[str, dict]:
     """Each worker's outcome: its result's fields, or ``lost`` with why. A worker that
     leaves the cluster is lost at once; one with no result by ``deadline`` (this
     process's clock) then."""
-    import distributed
-
     pending, outcomes = dict(futures), {}
     while pending:
         left = deadline - time.time()
@@ -306,9 +303,7 @@ def _collect(client, futures: dict, deadline: float) -> dict[str, dict]:
             for a in pending:
                 outcomes[a] = {"lost": f"no result {GRACE_S:g} s past the run's bound"}
             break
-        with contextlib.suppress(TimeoutError):
-            distributed.wait(list(pending.values()), timeout=min(_POLL_S, left),
-                             return_when="FIRST_COMPLETED")
+        time.sleep(min(_POLL_S, left))
         for a, future in [(a, f) for a, f in pending.items() if f.done()]:
             del pending[a]
             try:
