@@ -764,14 +764,19 @@ mod tests {
         let merged = merge_encoded(&encoded).unwrap();
         assert_eq!(merged.len(), 60_000);
         assert_eq!(buckets(&merged), buckets(&pooled));
-        assert_eq!(buckets(&decode(&encode(&merged)).unwrap()), buckets(&pooled));
+        assert_eq!(
+            buckets(&decode(&encode(&merged)).unwrap()),
+            buckets(&pooled)
+        );
     }
 
     #[test]
     fn a_text_that_is_no_encoded_histogram_is_refused_with_what_it_is_not() {
         assert!(decode("not base64!").unwrap_err().contains("not base64"));
         let not_hdr = BASE64.encode(b"just some bytes");
-        assert!(decode(&not_hdr).unwrap_err().contains("not an HdrHistogram"));
+        assert!(decode(&not_hdr)
+            .unwrap_err()
+            .contains("not an HdrHistogram"));
         assert!(merge_encoded(&["AAAA"]).is_err());
         let none: [&str; 0] = [];
         assert_eq!(merge_encoded(&none).unwrap().len(), 0);
