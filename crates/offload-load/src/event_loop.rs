@@ -58,6 +58,9 @@ pub fn run(
     let requests = RequestBytes::new(&plan.objects, options.method, target.host());
     // Latencies cannot exceed the run; the margin keeps the top bucket exact.
     let high_ns = ((options.max_duration_s + options.timeout_s + 1.0) * 1e9).min(1e15) as u64;
+    if let Some(at) = options.start_unix_s {
+        wait_until(at, control);
+    }
     let started_unix_s = unix_now();
     let start = Instant::now();
     let shared = Shared {
@@ -115,6 +118,18 @@ pub fn run(
         threads: prepared.per_thread.len(),
     };
     Ok(merge(tallies, facts))
+}
+
+/// Sleeps until wall-clock time `at` (Unix seconds), or until cancelled: in slices of at
+/// most 10 ms, as the loops check for cancellation, and to the instant at the end.
+fn wait_until(at: f64, control: &Control) {
+    loop {
+        let left = at - unix_now();
+        if left.is_nan() || left <= 0.0 || control.is_cancelled() {
+            return;
+        }
+        std::thread::sleep(Duration::from_secs_f64(left.min(0.010)));
+    }
 }
 
 fn unix_now() -> f64 {

@@ -88,6 +88,11 @@ pub struct Options {
     /// on this 2-core machine uring's mean delay at 5,500 req/s went from 1.2-1.5 ms at
     /// nice 0 to 0.36-0.40 ms at −20. Raising it needs root or CAP_SYS_NICE.
     pub nice: i32,
+    /// Start at this wall-clock time (seconds since the Unix epoch) instead of at once:
+    /// the run prepares its requests, then sleeps until then. Hosts that load one server
+    /// together agree on one start this way (`offload load --cluster`); a time already
+    /// past starts at once, and the report's `started_unix_s` says when it did.
+    pub start_unix_s: Option<f64>,
 }
 
 impl Default for Options {
@@ -106,6 +111,7 @@ impl Default for Options {
             discard: false,
             cores: Vec::new(),
             nice: 0,
+            start_unix_s: None,
         }
     }
 }
@@ -150,6 +156,11 @@ impl Options {
                 "options.rcvlowat = {}: give 0 (off) or at most {} bytes",
                 self.rcvlowat,
                 i32::MAX
+            ));
+        }
+        if let Some(t) = self.start_unix_s.filter(|t| !t.is_finite()) {
+            return Err(format!(
+                "options.start_unix_s = {t}: give a time in seconds since the Unix epoch"
             ));
         }
         if self.discard && self.verify == Verify::Checksum {

@@ -13,6 +13,9 @@
 
 use std::collections::BTreeMap;
 
+use base64::engine::general_purpose::STANDARD as BASE64;
+use base64::Engine as _;
+use hdrhistogram::serialization::{Deserializer, Serializer as _, V2Serializer};
 use hdrhistogram::Histogram;
 use serde::{Serialize, Serializer};
 
@@ -211,6 +214,10 @@ pub struct Report {
     pub offered_rate: f64,
     /// (n − 1) / (last − first actual start), over the requests started.
     pub achieved_rate: f64,
+    /// The first and the last actual start, from the start of the run; NaN when no
+    /// request started.
+    pub first_send_s: f64,
+    pub last_send_s: f64,
     /// Correct completions per second of `duration_s`.
     pub throughput: f64,
     /// Body bytes of correct completions per second of `duration_s`.
@@ -452,6 +459,11 @@ pub(crate) fn merge(tallies: Vec<Tally>, f: RunFacts) -> Report {
     } else {
         f64::NAN
     };
+    let (first_send_s, last_send_s) = if sent > 0 {
+        (first as f64 * 1e-9, last as f64 * 1e-9)
+    } else {
+        (f64::NAN, f64::NAN)
+    };
     Report {
         planned: f.planned,
         sent,
@@ -472,6 +484,8 @@ pub(crate) fn merge(tallies: Vec<Tally>, f: RunFacts) -> Report {
         },
         offered_rate: f.offered_rate,
         achieved_rate,
+        first_send_s,
+        last_send_s,
         throughput: per_s(completed),
         goodput_Bps: per_s(good_bytes),
         lag: Lag {
@@ -507,7 +521,7 @@ pub const QUANTILES: [(&str, f64); 5] = [
 /// A histogram in JSON: its mean and `QUANTILES` in seconds (NaN, which serde_json
 /// writes as null, when it is empty) and its count.
 #[derive(Debug, Serialize)]
-struct Quantiles {
+pub struct Quantiles {
     mean_s: f64,
     p50_s: f64,
     p90_s: f64,
@@ -518,20 +532,85 @@ struct Quantiles {
     count: u64,
 }
 
-/// Writes a histogram of `Latency` as its `Quantiles`, taken in `QUANTILES`' order (a
-/// test checks that the names agree).
-fn quantiles<S: Serializer>(h: &Histogram<u64>, s: S) -> Result<S::Ok, S::Error> {
-    let [p50_s, p90_s, p99_s, p99_9_s, max_s] = QUANTILES.map(|(_, q)| quantile_s(h, q));
-    Quantiles {
-        mean_s: mean_s(h),
-        p50_s,
-        p90_s,
-        p99_s,
-        p99_9_s,
-        max_s,
-        count: h.len(),
+impl Quantiles {
+    /// A nanosecond histogram's summary, taken in `QUANTILES`' order (a test checks
+    /// that the names agree).
+    pub fn of(h: &Histogram<u64>) -> Quantiles {
+        let [p50_s, p90_s, p99_s, p99_9_s, max_s] = QUANTILES.map(|(_, q)| quantile_s(h, q));
+        Quantiles {
+            mean_s: mean_s(h),
+            p50_s,
+            p90_s,
+            p99_s,
+            p99_9_s,
+            max_s,
+            count: h.len(),
+        }
     }
-    .serialize(s)
+}
+
+/// Writes a histogram of `Latency` as its `Quantiles`.
+fn quantiles<S: Serializer>(h: &Histogram<u64>, s: S) -> Result<S::Ok, S::Error> {
+    Quantiles::of(h).serialize(s)
+}
+
+/// A histogram in HdrHistogram's V2 encoding (no compression), as base64 text: how a
+/// run on one host hands its histograms to the host that adds them up (`merge_encoded`), so
+/// that the sum is exact, bucket by bucket, as no average of quantiles is.
+pub fn encode(h: &Histogram<u64>) -> String {
+    let mut bytes = Vec::new();
+    V2Serializer::new()
+        .serialize(h, &mut bytes)
+        .expect("a histogram of u64 counts encodes into memory");
+    BASE64.encode(bytes)
+}
+
+/// The histogram `encode` wrote.
+pub fn decode(text: &str) -> Result<Histogram<u64>, String> {
+    let bytes = BASE64
+        .decode(text)
+        .map_err(|e| format!("histogram: not base64 ({e})"))?;
+    Deserializer::new()
+        .deserialize(&mut bytes.as_slice())
+        .map_err(|e| format!("histogram: not an HdrHistogram V2 encoding ({e:?})"))
+}
+
+/// The sum of encoded histograms, bucket by bucket. The sum grows to hold the largest
+/// value of any of them (runs with longer bounds have more buckets).
+pub fn merge_encoded(texts: &[impl AsRef<str>]) -> Result<Histogram<u64>, String> {
+    let mut sum = Histogram::new(3).expect("3 significant digits");
+    for text in texts {
+        sum.add(decode(text.as_ref())?)
+            .map_err(|e| format!("histogram: cannot be added ({e:?})"))?;
+    }
+    Ok(sum)
+}
+
+/// The buckets that hold values: each bucket's highest value (ns) and its count.
+pub fn buckets(h: &Histogram<u64>) -> Vec<(u64, u64)> {
+    h.iter_recorded()
+        .map(|v| (v.value_iterated_to(), v.count_since_last_iteration()))
+        .collect()
+}
+
+/// What a run on one host hands the host that merges runs: its histograms, encoded,
+/// and the span of its actual starts (docs/load.md, "Across hosts").
+#[derive(Debug, Serialize)]
+pub struct Parts {
+    pub first_send_s: f64,
+    pub last_send_s: f64,
+    /// Send lag, nanoseconds.
+    pub lag: String,
+    pub classes: Vec<ClassParts>,
+}
+
+/// One size class's histograms, encoded.
+#[derive(Debug, Serialize)]
+pub struct ClassParts {
+    pub class: u8,
+    pub connect: String,
+    pub ttfb: String,
+    pub total: String,
 }
 
 /// The report's JSON document (`Report::document`). Python reads it into
@@ -569,6 +648,25 @@ pub struct Document<'a> {
 }
 
 impl Report {
+    /// The parts another host adds this run to others by (`merge_encoded`).
+    pub fn parts(&self) -> Parts {
+        Parts {
+            first_send_s: self.first_send_s,
+            last_send_s: self.last_send_s,
+            lag: encode(&self.lag.histogram),
+            classes: self
+                .classes
+                .iter()
+                .map(|c| ClassParts {
+                    class: c.class,
+                    connect: encode(&c.latency.connect),
+                    ttfb: encode(&c.latency.ttfb),
+                    total: encode(&c.latency.total),
+                })
+                .collect(),
+        }
+    }
+
     /// Connections established per minute of the run (seed 000's saturation measure);
     /// NaN for a run of no duration.
     pub fn connections_per_min(&self) -> f64 {
@@ -638,5 +736,49 @@ mod tests {
         assert_eq!(doc["total"]["count"], 1);
         assert!((doc["total"]["max_s"].as_f64().unwrap() - 2e-6).abs() < 1e-12);
         assert!(doc["ttfb"]["p99.9_s"].is_null() && doc["ttfb"]["mean_s"].is_null());
+    }
+
+    #[test]
+    fn encoded_histograms_add_up_to_the_pooled_histogram_bucket_for_bucket() {
+        // Three hosts' latencies, log-uniform from 1 µs to each host's bound; the bounds
+        // differ, as those of runs of different lengths do.
+        let highs = [1_000_000_000u64, 20_000_000_000, 60_000_000_000];
+        let mut pooled = Histogram::<u64>::new_with_bounds(1, highs[2], 3).unwrap();
+        let mut x = 12_345u64;
+        let encoded: Vec<String> = highs
+            .iter()
+            .map(|&high| {
+                let mut h = Histogram::<u64>::new_with_bounds(1, high, 3).unwrap();
+                for _ in 0..20_000 {
+                    x = x
+                        .wrapping_mul(6_364_136_223_846_793_005)
+                        .wrapping_add(1_442_695_040_888_963_407);
+                    let u = (x >> 11) as f64 / (1u64 << 53) as f64;
+                    let v = (1e3 * (high as f64 / 1e3).powf(u)) as u64;
+                    h.record(v).unwrap();
+                    pooled.record(v).unwrap();
+                }
+                encode(&h)
+            })
+            .collect();
+        let merged = merge_encoded(&encoded).unwrap();
+        assert_eq!(merged.len(), 60_000);
+        assert_eq!(buckets(&merged), buckets(&pooled));
+        assert_eq!(
+            buckets(&decode(&encode(&merged)).unwrap()),
+            buckets(&pooled)
+        );
+    }
+
+    #[test]
+    fn a_text_that_is_no_encoded_histogram_is_refused_with_what_it_is_not() {
+        assert!(decode("not base64!").unwrap_err().contains("not base64"));
+        let not_hdr = BASE64.encode(b"just some bytes");
+        assert!(decode(&not_hdr)
+            .unwrap_err()
+            .contains("not an HdrHistogram"));
+        assert!(merge_encoded(&["AAAA"]).is_err());
+        let none: [&str; 0] = [];
+        assert_eq!(merge_encoded(&none).unwrap().len(), 0);
     }
 }

@@ -5,6 +5,7 @@ use std::net::SocketAddr;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
+use offload_load::report::{self, Quantiles};
 use offload_load::{Method, Object, Options, Plan, Planned, Target, Verify};
 use pyo3::exceptions::PyKeyboardInterrupt;
 use pyo3::prelude::*;
@@ -78,13 +79,15 @@ fn sha256(hex: &str) -> PyResult<Option<[u8; 32]>> {
 
 /// Run a plan: the requests as parallel lists (intended time or think time, object
 /// index, connection id, keep-alive flag, client). With `repeat` (closed loop), clients
-/// start their requests over until `max_duration_s`. Returns a dict: "report" (the
-/// report's JSON text) and, with `records`, "records" (a dict of lists).
+/// start their requests over until `max_duration_s`; with `start_unix_s`, the run
+/// starts at that wall-clock time. Returns a dict: "report" (the report's JSON text),
+/// with `records` "records" (a dict of lists), and with `parts` "parts" (the JSON text
+/// of `Report::parts`, what `merge_histograms` adds up across hosts).
 #[pyfunction]
 #[pyo3(signature = (addr, host, allow_remote, objects, at_s, object, conn, keep_alive, client,
                     closed, threads, timeout_s, max_duration_s, method, verify, records,
                     busy_poll_s, repeat=false, cores=Vec::new(), nice=0, rcvlowat=0,
-                    discard=false, control=None))]
+                    discard=false, start_unix_s=None, parts=false, control=None))]
 #[allow(clippy::too_many_arguments)]
 fn load<'py>(
     py: Python<'py>,
@@ -110,6 +113,8 @@ fn load<'py>(
     nice: i32,
     rcvlowat: u32,
     discard: bool,
+    start_unix_s: Option<f64>,
+    parts: bool,
     control: Option<&LoadControl>,
 ) -> PyResult<Bound<'py, PyDict>> {
     let addr: SocketAddr = addr
@@ -169,6 +174,7 @@ fn load<'py>(
         nice,
         rcvlowat,
         discard,
+        start_unix_s,
         ..Options::default()
     };
     options.check().map_err(value_error)?;
@@ -185,6 +191,9 @@ fn load<'py>(
     };
     let out = PyDict::new(py);
     out.set_item("report", crate::json_text(&report.document()))?;
+    if parts {
+        out.set_item("parts", crate::json_text(&report.parts()))?;
+    }
     if let Some(r) = &report.records {
         let rec = PyDict::new(py);
         rec.set_item("request", &r.request)?;
@@ -205,6 +214,29 @@ fn load<'py>(
     Ok(out)
 }
 
+/// A sum of histograms and what the report says of it.
+#[derive(serde::Serialize)]
+struct Merged {
+    /// The sum, encoded as its parts were.
+    histogram: String,
+    #[serde(flatten)]
+    quantiles: Quantiles,
+    /// Each bucket that holds values: its highest value (ns) and its count.
+    buckets: Vec<(u64, u64)>,
+}
+
+/// The sum of histograms in the encoding of `load`'s parts, bucket by bucket, as the JSON
+/// text of `Merged`: the sum encoded, its quantiles as a report gives them, its buckets.
+#[pyfunction]
+fn merge_histograms(encoded: Vec<String>) -> PyResult<String> {
+    let sum = report::merge_encoded(encoded.as_slice()).map_err(value_error)?;
+    Ok(crate::json_text(&Merged {
+        histogram: report::encode(&sum),
+        quantiles: Quantiles::of(&sum),
+        buckets: report::buckets(&sum),
+    }))
+}
+
 /// Add the load generator's names to the module.
 /// The `offload-load` command on `argv` (program name first), with the GIL released;
 /// Ctrl-C stops the run early and its report is still printed. Returns the exit code.
@@ -217,6 +249,7 @@ pub(crate) fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(load_cli, m)?)?;
     m.add_class::<LoadControl>()?;
     m.add_function(wrap_pyfunction!(load, m)?)?;
+    m.add_function(wrap_pyfunction!(merge_histograms, m)?)?;
     let kinds: Vec<(u8, &str)> = offload_load::ErrorKind::ALL
         .iter()
         .map(|k| (k.code(), k.name()))

@@ -76,6 +76,12 @@ def load_cmd(
     as_json: Annotated[bool, typer.Option("--json", help="Print the report as JSON.")] = False,
     out_file: Annotated[Path | None, typer.Option(
         "--out", help="Also write the JSON report to this file (atomically).")] = None,
+    cluster: Annotated[str | None, typer.Option(
+        help="Send the load from the Dask workers of this scheduler (tcp://HOST:PORT) that "
+             "offer a `client` resource: one plan split among them, one start, one merged "
+             "report with a line per host.")] = None,
+    client_hosts: Annotated[int | None, typer.Option(
+        help="--cluster: use this many of the client workers (default: all).")] = None,
 ) -> None:
     """Send HTTP load to a server and measure it (no coordinated omission)."""
     from offloadlab.testbed import load
@@ -84,6 +90,10 @@ def load_cmd(
     sources = [x is not None for x in (stream_file, shape.rate, steps, shape.clients)]
     if sum(sources) != 1:
         raise InputError("give one of --stream FILE, --rate R, --steps A:B:C or --clients N")
+    if cluster is None and client_hosts is not None:
+        raise InputError("--client-hosts counts the workers of --cluster; give --cluster too")
+    if cluster is not None and steps is not None:
+        raise InputError("--steps runs from this host only; it does not go with --cluster")
     manifest = fileset.read_manifest(objects)
     options = dict(threads=threads, timeout_s=flag_time("--timeout", timeout),
                    max_duration_s=flag_time("--max-duration", max_duration), method=method,
@@ -106,8 +116,14 @@ def load_cmd(
     else:
         requests, closed = shape.generate(manifest, seed, options["max_duration_s"])
         options |= closed
-    with load_progress(len(requests)) as progress:
-        result = load.run(target, requests, manifest, progress=progress, **options)
+    if cluster is not None:
+        from offloadlab.testbed import cluster as across
+
+        result = across.run(cluster, target, requests, manifest, hosts=client_hosts,
+                            seed=seed, **options)
+    else:
+        with load_progress(len(requests)) as progress:
+            result = load.run(target, requests, manifest, progress=progress, **options)
     if records is not None:
         load.write_records(result, records)
         err.print(f"{len(result.records):,} request records written to {records}")
@@ -116,6 +132,8 @@ def load_cmd(
         print(json.dumps(doc, indent=2))
     else:
         out.print(report_table(result))
+        if cluster is not None:
+            out.print(hosts_table(doc["cluster"]))
     if out_file is not None:
         write_json(out_file, doc)
 
@@ -177,4 +195,27 @@ def report_table(result) -> Table:
         + f"throughput {r.throughput:,.1f} req/s, goodput {r.goodput_Bps / 1e6:,.2f} MB/s,"
         f" {r.connections:,} connections (mean connect {_ms(r.connect_mean_s)} ms, "
         f"{r.connections_per_min or 0:,.0f}/min); errors: {errors}")
+    return table
+
+
+def hosts_table(cluster: dict) -> Table:
+    """A run across hosts, host by host: its share, what it did, its clock and start."""
+    table = Table("host", "planned", "sent", "ok", "failed", "achieved/s", "lag mean ms",
+                  "lag p99 ms", "errors", "clock offset ms", "started late ms",
+                  title=f"{len(cluster['hosts'])} client hosts of {cluster['scheduler']}: "
+                        f"start skew {cluster['start_skew_s'] * 1e3:.2f} ms"
+                        + (f"; PARTIAL, lost {', '.join(cluster['lost'])}"
+                           if cluster["partial"] else ""))
+    for h in cluster["hosts"]:
+        offset = f"{h['clock_offset_s'] * 1e3:+.2f} ± {h['clock_uncertainty_s'] * 1e3:.2f}"
+        if h["lost"]:
+            table.add_row(h["name"], f"{h['planned']:,}", "", "", "", "", "", "",
+                          f"lost: {h['lost']}", offset, "")
+            continue
+        achieved = h["achieved_rate"]
+        table.add_row(h["name"], f"{h['planned']:,}", f"{h['sent']:,}", f"{h['completed']:,}",
+                      f"{h['failed']:,}", "" if achieved is None else f"{achieved:,.1f}",
+                      _ms(h["lag"]["mean_s"]), _ms(h["lag"]["p99_s"]),
+                      ", ".join(f"{k} {v:,}" for k, v in h["errors"].items()) or "none",
+                      offset, f"{h['started_late_s'] * 1e3:.2f}")
     return table

@@ -71,11 +71,13 @@ def parse_target(text: str) -> Target:
 class LoadResult:
     """One run: the generator's report (counts, errors by kind, rates, the send lag,
     latency quantiles in seconds, overall and per size class) as it came, and, if asked,
-    one record per request. ``parsed`` is the report to read."""
+    one record per request and the ``parts`` that add this run to others exactly
+    (:mod:`offloadlab.testbed.cluster`). ``parsed`` is the report to read."""
 
     target: str
     report: dict
     records: pd.DataFrame | None = None
+    parts: dict | None = None
 
     def __getitem__(self, key: str):
         return self.report[key]
@@ -98,7 +100,7 @@ def run(target: str | Target, requests: Stream, objects, *, threads: int | None 
         verify: str = "checksum", records: bool = False, allow_remote: bool = False,
         busy_poll_s: float = 0.0, repeat: bool = False, cores: Sequence[int] = (),
         nice: int | None = None, beside_spinner: bool = False, rcvlowat: int = 0,
-        discard: bool = False,
+        discard: bool = False, start_unix_s: float | None = None, parts: bool = False,
         progress: Callable[[_core.LoadControl], None] | None = None) -> LoadResult:
     """Send ``requests`` to ``target`` and measure them.
 
@@ -119,8 +121,10 @@ def run(target: str | Target, requests: Stream, objects, *, threads: int | None 
     those bytes were there (docs/load.md). ``discard`` drops each body of known length
     in the kernel unread (``recv`` with ``MSG_TRUNC``): the generator's per-byte
     receive cost goes, every answer is still held to its size, and its content is never
-    seen, so it needs ``verify`` "length" or "none". ``progress(control)`` is called
-    every 0.2 s.
+    seen, so it needs ``verify`` "length" or "none". ``start_unix_s`` (wall clock) has
+    the generator prepare, then wait for that time to start, as hosts that load one
+    server together do; ``parts`` keeps what adds this run to others' exactly (encoded
+    histograms, the span of actual starts). ``progress(control)`` is called every 0.2 s.
     """
     target = parse_target(target) if isinstance(target, str) else target
     if method.upper() not in METHODS:
@@ -155,7 +159,7 @@ def run(target: str | Target, requests: Stream, objects, *, threads: int | None 
         raise InputError("repeat applies to closed-loop streams (clients with think times)")
     times = frame["think_s" if closed else "time_s"].to_numpy(float)
     if max_duration_s is None:
-        max_duration_s = _default_bound(requests, times, timeout_s)
+        max_duration_s = default_bound(requests, timeout_s)
     targets, index = _targets(manifest, frame, index)
     args = dict(
         addr=target.addr, host=target.host, allow_remote=allow_remote,
@@ -171,7 +175,8 @@ def run(target: str | Target, requests: Stream, objects, *, threads: int | None 
         threads=threads or os.cpu_count() or 1, timeout_s=float(timeout_s),
         max_duration_s=float(max_duration_s), method=method.upper(), verify=verify,
         records=records, busy_poll_s=float(busy_poll_s), repeat=repeat,
-        cores=[int(c) for c in cores], nice=nice, rcvlowat=rcvlowat, discard=bool(discard))
+        cores=[int(c) for c in cores], nice=nice, rcvlowat=rcvlowat, discard=bool(discard),
+        start_unix_s=start_unix_s, parts=parts)
     try:
         out = watched(_core.load, args, _core.LoadControl(), progress, _POLL_S)
     except ValueError as exc:  # the generator's own checks (e.g. a remote target)
@@ -183,7 +188,8 @@ def run(target: str | Target, requests: Stream, objects, *, threads: int | None 
         table["class"] = targets["class"].to_numpy()[table["object"]]
         table["error"] = table["error"].map(lambda e: ERROR_NAMES.get(e, "unfinished")
                                             if e else "")
-    return LoadResult(target.addr, json.loads(out["report"]), table)
+    return LoadResult(target.addr, json.loads(out["report"]), table,
+                      json.loads(out["parts"]) if parts else None)
 
 
 def _targets(manifest: pd.DataFrame, frame: pd.DataFrame,
@@ -204,9 +210,11 @@ def _targets(manifest: pd.DataFrame, frame: pd.DataFrame,
     return pd.concat([manifest, pages], ignore_index=True), index
 
 
-def _default_bound(requests: Stream, times: np.ndarray, timeout_s: float) -> float:
+def default_bound(requests: Stream, timeout_s: float) -> float:
+    """A run's bound when none is given: an open loop's span, or a closed loop's stated
+    duration (600 s if none), plus twice the timeout."""
     if requests.kind == "open":
-        return float(times.max(initial=0.0)) + 2 * timeout_s
+        return float(requests.frame["time_s"].to_numpy(float).max(initial=0.0)) + 2 * timeout_s
     stated = requests.meta.get("duration_s")
     return float(stated) + 2 * timeout_s if stated else 600.0
 

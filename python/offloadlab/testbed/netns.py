@@ -8,6 +8,9 @@ server that must pay those costs (seed 003's Table 5, the seed-era host of
 outside. Traffic goes only between this machine and a namespace this process created
 and always removes.
 
+A test cluster's hosts (:mod:`offloadlab.testbed.testcluster`) are namespaces on a
+private bridge instead (:func:`bridge`), at addresses this module assigns.
+
 Needs root and the ``ip`` and ``ethtool`` commands (:func:`check` says which is
 missing and how to get them)."""
 
@@ -18,13 +21,16 @@ import ctypes
 import os
 import shutil
 import subprocess
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 
 from offloadlab.errors import RunError, require
 
 # The veth pair's addresses (a /30 of private space).
 HOST_IP, SERVER_IP = "10.231.0.1", "10.231.0.2"
+# The bridge's /24: this machine at .1, the namespaces from .10 up.
+BRIDGE_NET = "10.232.0"
+BRIDGE_IP = f"{BRIDGE_NET}.1"
 MTU = 1500
 MSS = MTU - 52          # IPv4 and TCP headers with timestamps
 _CLONE_NEWNET = 0x40000000
@@ -61,9 +67,17 @@ def enter(name: str) -> None:
         os.close(fd)
 
 
-def check() -> None:
-    """What a namespace needs, or an InputError naming what is missing."""
-    missing = [c for c in ("ip", "ethtool") if shutil.which(c) is None]
+@dataclass(frozen=True)
+class Host:
+    """A namespace on the bridge: its ``name`` under /var/run/netns and its ``ip``."""
+
+    name: str
+    ip: str
+
+
+def check(commands: Sequence[str] = ("ip", "ethtool")) -> None:
+    """What a namespace needs (``commands``), or an InputError naming what is missing."""
+    missing = [c for c in commands if shutil.which(c) is None]
     require(not missing, f"{' and '.join(missing)} not found; install them "
                          "(apt-get install iproute2 ethtool)")
     require(os.geteuid() == 0, "creating a network namespace and setting a device's "
@@ -92,6 +106,35 @@ def veth(tag: str = "nic") -> Iterator[Veth]:
     finally:
         # Deleting the namespace deletes its end of the pair, and so the pair.
         subprocess.run(["ip", "netns", "del", ns], capture_output=True, timeout=30)
+
+
+@contextlib.contextmanager
+def bridge(names: Sequence[str]) -> Iterator[list[Host]]:
+    """A private bridge, this machine at :data:`BRIDGE_IP`, and one namespace per name,
+    each on a veth to the bridge at the next address from ``BRIDGE_NET.10``; all named
+    for this process and always removed afterwards. Stop what runs in the namespaces
+    first: a namespace lasts, with its veth, while a process is in it."""
+    tag = os.getpid() % 100000
+    device = f"olbr{tag}"
+    hosts = [Host(f"offload-{n}-{os.getpid()}", f"{BRIDGE_NET}.{10 + i}")
+             for i, n in enumerate(names)]
+    try:
+        sh(f"ip link add {device} type bridge")
+        sh(f"ip addr add {BRIDGE_IP}/24 dev {device}")
+        sh(f"ip link set {device} up")
+        for i, host in enumerate(hosts):
+            port = f"olb{tag}p{i}"
+            sh(f"ip netns add {host.name}")
+            sh(f"ip link add {port} type veth peer name eth0 netns {host.name}")
+            sh(f"ip link set {port} master {device} up")
+            sh(f"ip -n {host.name} addr add {host.ip}/24 dev eth0")
+            sh(f"ip -n {host.name} link set eth0 up")
+            sh(f"ip -n {host.name} link set lo up")
+        yield hosts
+    finally:
+        for host in hosts:  # takes its end of the veth, and so the pair, along
+            subprocess.run(["ip", "netns", "del", host.name], capture_output=True, timeout=30)
+        subprocess.run(["ip", "link", "del", device], capture_output=True, timeout=30)
 
 
 def sh(command: str) -> None:
