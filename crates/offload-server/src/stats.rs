@@ -770,14 +770,20 @@ mod tests {
         stats.app.turns.store(3, Ordering::Relaxed);
         stats.socket.wakeups.store(6, Ordering::Relaxed);
         let doc = json_of(&stats);
-        assert_eq!(doc["wakeups"], json!({"host": 2, "engine": 6, "host_turns": 3}));
+        assert_eq!(
+            doc["wakeups"],
+            json!({"host": 2, "engine": 6, "host_turns": 3})
+        );
         assert_eq!(doc["per_request"]["host_wakeups"], 0.5);
         assert_eq!(doc["per_request"]["host_turns"], 0.75);
         assert_eq!(doc["per_request"]["engine_wakeups"], 1.5);
         assert!(doc["sqpoll"]["work_s"].is_null() && doc["sqpoll"]["cpu_s"].is_null());
         // Inline has no engine thread to count.
         let doc = json_of(&Stats::new(Mode::Inline, 8080));
-        assert_eq!(doc["wakeups"], json!({"host": 0, "engine": null, "host_turns": 0}));
+        assert_eq!(
+            doc["wakeups"],
+            json!({"host": 0, "engine": null, "host_turns": 0})
+        );
         assert!(doc["per_request"]["engine_wakeups"].is_null());
     }
 
