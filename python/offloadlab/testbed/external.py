@@ -37,6 +37,7 @@ from pathlib import Path
 
 from offloadlab.documents import CoreTimes
 from offloadlab.errors import InputError, RunError
+from offloadlab.testbed import processes
 from offloadlab.testbed.load import Target, parse_target
 
 START_TIMEOUT_S = 15.0
@@ -181,15 +182,7 @@ def running(server: ExternalServer, root: Path, core: int | None = None) -> Iter
 
 def stop(process: subprocess.Popen) -> None:
     """SIGTERM to the process's group, SIGKILL to what is left after the grace period."""
-    group = process.pid  # start_new_session: the leader's PID is the group's
-    with contextlib.suppress(ProcessLookupError):
-        os.killpg(group, signal.SIGTERM)
-    with contextlib.suppress(subprocess.TimeoutExpired):
-        process.wait(STOP_GRACE_S)
-    # Also the leader's children that outlived it.
-    with contextlib.suppress(ProcessLookupError):
-        os.killpg(group, signal.SIGKILL)
-    process.wait()
+    processes.stop(process, grace_s=STOP_GRACE_S, group=True)
 
 
 @contextlib.contextmanager

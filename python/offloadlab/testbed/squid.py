@@ -21,7 +21,6 @@ import itertools
 import os
 import pwd
 import shutil
-import signal
 import socket
 import subprocess
 import tempfile
@@ -31,13 +30,12 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from offloadlab.errors import RunError, require
-from offloadlab.testbed import external
+from offloadlab.testbed import external, processes
 
 # Our cache policies as Squid's memory replacement policies: Squid has no plain LFU, and
 # its heap LFUDA is LFU with aging, the nearest (Debian builds both lru and heap).
 POLICIES = {"lru": "lru", "lfu": "heap LFUDA", "gdsf": "heap GDSF"}
 START_TIMEOUT_S = 15.0
-STOP_TIMEOUT_S = 10.0
 # The unprivileged user Debian's package runs Squid as; Squid drops to it when started
 # as root.
 USER = "proxy"
@@ -256,7 +254,7 @@ def running(options: SquidOptions,
         yield proxy
     finally:
         if proxy is not None:
-            _stop(proxy.process)
+            processes.stop(proxy.process)
             proxy.log = proxy._read_log()
         shutil.rmtree(folder, ignore_errors=True)
         # A killed Squid leaves its shared-memory segments behind.
@@ -299,14 +297,3 @@ def _said(folder: Path, lines: int = 5) -> str:
             text += path.read_text(errors="replace")
     tail = [line for line in text.splitlines() if line.strip()][-lines:]
     return " | ".join(tail) or "it wrote nothing"
-
-
-def _stop(process: subprocess.Popen) -> None:
-    """SIGTERM (a clean shutdown, which flushes the logs), then SIGKILL if it lingers."""
-    if process.poll() is None:
-        process.send_signal(signal.SIGTERM)
-        try:
-            process.wait(STOP_TIMEOUT_S)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait()

@@ -31,10 +31,10 @@ from pathlib import Path
 
 from offloadlab.errors import InputError, RunError
 from offloadlab.testbed import netns
+from offloadlab.testbed.processes import stop
 
 CLIENTS = 3
 START_S = 60.0    # scheduler and workers up (4 interpreters importing Dask on 2 cores)
-STOP_S = 10.0
 SERVER_PORT = 8080
 
 
@@ -88,18 +88,8 @@ def _started(processes: contextlib.ExitStack, command: list[str], log: Path
     """``command`` running, its output to ``log``; stopped when ``processes`` closes."""
     with log.open("w") as out:
         process = subprocess.Popen(command, stdout=out, stderr=subprocess.STDOUT)
-    processes.callback(_stop, process)
+    processes.callback(stop, process)
     return process
-
-
-def _stop(process: subprocess.Popen) -> None:
-    if process.poll() is None:
-        process.send_signal(signal.SIGTERM)
-        try:
-            process.wait(STOP_S)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait(STOP_S)
 
 
 def _address(scheduler_file: Path) -> str:
@@ -141,12 +131,7 @@ def serving(cluster: Cluster, root: str | Path, *options: str) -> Iterator[str]:
             time.sleep(0.1)
         yield f"{ip}:{SERVER_PORT}"
     finally:
-        server.send_signal(signal.SIGINT)
-        try:
-            server.wait(STOP_S)
-        except subprocess.TimeoutExpired:
-            server.kill()
-            server.wait(STOP_S)
+        stop(server, signal.SIGINT)
 
 
 def _listening(ip: str) -> bool:
