@@ -196,6 +196,26 @@ def test_each_client_workers_clock_offset_is_measured_by_round_trips(local_dask)
     assert 0 <= w.uncertainty_s < 0.5 and abs(w.offset_s) <= w.uncertainty_s + 1e-3
 
 
+def test_ctrl_c_stops_every_hosts_generator_before_it_returns(local_dask, served_set,
+                                                             monkeypatch, testbed):
+    # A minute of load to a closed port; Ctrl-C a second after the start.
+    requests = stream.poisson(served_set, 5, duration_s=60, seed=2)
+    running = []
+
+    def interrupted(client, futures, deadline):
+        time.sleep(cluster.LEAD_S + 1.0)
+        running.extend(cluster._RUNNING)  # the one worker runs here, in this process
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(cluster, "_collect", interrupted)
+    started = time.monotonic()
+    with pytest.raises(KeyboardInterrupt):
+        cluster.run(local_dask.scheduler.address, "127.0.0.1:9", requests, served_set,
+                    threads=1, timeout_s=0.5)
+    assert len(running) == 1 and not cluster._RUNNING  # sending, then stopped
+    assert time.monotonic() - started < cluster.LEAD_S + 1.0 + cluster.STOP_S + 1.0
+
+
 def test_no_worker_with_the_client_resource_is_bad_input(served_set):
     with _local_dask() as lc:
         res = runner.invoke(app, _load_args(served_set, lc.scheduler_address))

@@ -19,7 +19,6 @@ import inspect
 import math
 import multiprocessing
 import os
-import re
 from collections.abc import Callable, Iterable
 from concurrent.futures import ProcessPoolExecutor, as_completed
 from concurrent.futures.process import BrokenProcessPool
@@ -32,7 +31,7 @@ from rich import box
 from rich.markup import escape
 from rich.table import Table
 
-from offloadlab import __version__, model, scenario
+from offloadlab import __version__, dask_scheduler, model, scenario
 from offloadlab.errors import InputError
 from offloadlab.inputs import load_toml, read_toml
 from offloadlab.results import write_atomic
@@ -455,18 +454,11 @@ def _run_local(grid: Grid, workers: int, progress: Progress | None) -> list[pd.D
 
 def _run_dask(grid: Grid, address: str, progress: Progress | None,
               timeout: float) -> list[pd.DataFrame]:
-    if not re.fullmatch(r"(tcp|tls)://[^\s/]+:\d{1,5}", address):
-        raise InputError(f"--cluster '{address}': write the Dask scheduler's address as "
-                         "tcp://HOST:PORT, e.g. tcp://10.0.0.5:8786")
-    import distributed  # only for --cluster: it takes a second to import
+    client = dask_scheduler.connect(
+        address, timeout, f"workers with `dask worker {address}`, or leave out --cluster "
+        "to use local processes", unreachable=SweepError)
+    import distributed
 
-    try:
-        client = distributed.Client(address, timeout=timeout, set_as_default=False)
-    except OSError as exc:  # includes TimeoutError
-        raise SweepError(f"--cluster {address}: no Dask scheduler answered within "
-                         f"{timeout:g} s ({exc}). Start one with `dask scheduler` and "
-                         f"workers with `dask worker {address}`, or leave out --cluster to "
-                         "use local processes") from None
     with client:
         try:
             client.wait_for_workers(1, timeout=timeout)

@@ -32,10 +32,10 @@ project's version::
 
 from __future__ import annotations
 
+import asyncio
 import ipaddress
 import json
 import math
-import re
 import time
 from collections.abc import Collection
 from dataclasses import dataclass
@@ -44,7 +44,7 @@ import numpy as np
 import pandas as pd
 
 import offloadlab
-from offloadlab import _core
+from offloadlab import _core, dask_scheduler
 from offloadlab.errors import InputError, RunError
 from offloadlab.testbed import load
 from offloadlab.workload import fileset
@@ -59,6 +59,10 @@ CALL_TIMEOUT_S = 10.0     # each call on the scheduler or a worker
 LEAD_S = 2.0
 GRACE_S = 5.0             # past the run's bound, a host without a result is lost
 CLOCK_ROUNDS = 8
+STOP_S = 2.0              # after Ctrl-C, how long to wait for the hosts' generators to stop
+# On a worker: the runs whose generator is running, and those the driver has stopped.
+_RUNNING: set[str] = set()
+_STOPPED: set[str] = set()
 _POLL_S = 0.25
 _KINDS = ("total", "ttfb", "connect")
 
@@ -149,19 +153,26 @@ def run(address: str, target: str | load.Target, requests: Stream, objects, *,
         run_options["max_duration_s"] = load.default_bound(
             requests, run_options.get("timeout_s", 5.0))
     manifest = objects if isinstance(objects, pd.DataFrame) else fileset.read_manifest(objects)
-    with _connect(address, connect_timeout_s or CONNECT_TIMEOUT_S) as client:
+    with dask_scheduler.connect(
+            address, connect_timeout_s or CONNECT_TIMEOUT_S,
+            f"client hosts with `dask worker {address} --resources {RESOURCE}=1`") as client:
         workers = _workers(client, address, hosts)
         shares = split(requests, len(workers), seed)
         streams = [share(requests, rows, i, len(workers)) for i, rows in enumerate(shares)]
         planned, driver_offset = _start(client)
-        futures = {
-            w.address: client.submit(
-                _run_share, target, part, manifest, planned - w.offset_s, run_options,
-                key=f"offload-load-{w.name}-{time.time_ns()}", workers=[w.address],
-                allow_other_workers=False, resources={RESOURCE: 1}, pure=False)
-            for w, part in zip(workers, streams, strict=True)}
-        deadline = planned - driver_offset + run_options["max_duration_s"] + GRACE_S
-        outcomes = _collect(client, futures, deadline)
+        run_id = f"offload-load-{time.time_ns()}"
+        try:
+            futures = {
+                w.address: client.submit(
+                    _run_share, target, part, manifest, planned - w.offset_s, run_options,
+                    run_id, key=f"{run_id}-{w.name}", workers=[w.address],
+                    allow_other_workers=False, resources={RESOURCE: 1}, pure=False)
+                for w, part in zip(workers, streams, strict=True)}
+            deadline = planned - driver_offset + run_options["max_duration_s"] + GRACE_S
+            outcomes = _collect(client, futures, deadline)
+        except BaseException:  # Ctrl-C, or a share refused: no generator runs on
+            _stop(client, run_id, [w.address for w in workers])
+            raise
     runs = [HostRun(w, rows, **outcomes[w.address])
             for w, rows in zip(workers, shares, strict=True)]
     done = [r for r in runs if not r.lost]
@@ -184,21 +195,6 @@ def _allowed(target: load.Target, allow: bool | Collection[str]) -> bool:
         return True
     raise InputError(f"target {target.addr} is not loopback: give --allow-remote to load "
                      "it from the client hosts")
-
-
-def _connect(address: str, timeout_s: float):
-    if not re.fullmatch(r"(tcp|tls)://[^\s/]+:\d{1,5}", address):
-        raise InputError(f"--cluster '{address}': write the Dask scheduler's address as "
-                         "tcp://HOST:PORT, e.g. tcp://10.0.0.5:8786")
-    import distributed  # only for --cluster: it takes a second to import
-
-    try:
-        return distributed.Client(address, timeout=timeout_s, set_as_default=False)
-    except OSError as exc:  # includes TimeoutError
-        raise InputError(f"--cluster {address}: no Dask scheduler answered within "
-                         f"{timeout_s:g} s ({exc}); start one with `dask scheduler` and "
-                         f"client hosts with `dask worker {address} --resources "
-                         f"{RESOURCE}=1`") from None
 
 
 def _workers(client, address: str, wanted: int | None) -> list[Worker]:
@@ -281,15 +277,46 @@ def _start(client) -> tuple[float, float]:
 
 
 def _run_share(target: load.Target, requests: Stream, manifest: pd.DataFrame,
-               start_unix_s: float, options: dict) -> dict:
+               start_unix_s: float, options: dict, run_id: str) -> dict:
     """On a worker: its share of the load, from ``start_unix_s`` on its own clock; or
-    ``refused``, the generator's word on bad input (every host's, as they share it)."""
+    ``refused``, the generator's word on bad input (every host's, as they share it).
+    The generator stops within :data:`load._POLL_S` once the driver stops ``run_id``."""
+    def stop_if_told(_control) -> None:
+        if run_id in _STOPPED:
+            raise RunError(f"{run_id}: stopped by the driver")
+
+    _RUNNING.add(run_id)
     try:
         result = load.run(target, requests, manifest, start_unix_s=start_unix_s,
-                          parts=True, **options)
+                          parts=True, progress=stop_if_told, **options)
     except InputError as exc:
         return {"refused": str(exc)}
+    finally:
+        _RUNNING.discard(run_id)
+        _STOPPED.discard(run_id)
     return {"report": result.report, "parts": result.parts, "records": result.records}
+
+
+def _stop(client, run_id: str, workers: list[str]) -> dict[str, bool]:
+    """Tell each of ``workers`` to stop its generator of ``run_id``; per worker, whether
+    none runs any more. A worker that does not answer in time is left to the run's
+    bound (``max_duration_s``), which stops its generator anyway."""
+    try:
+        return client.run(_stopped, run_id, workers=workers, on_error="return",
+                          callback_timeout=STOP_S + CALL_TIMEOUT_S)
+    except Exception:  # the run is ending anyway; its bound is the fallback
+        return {}
+
+
+async def _stopped(run_id: str) -> bool:
+    """On a worker: mark ``run_id`` stopped (a share that has yet to start then stops at
+    its first tick), and wait, without blocking the worker's event loop, until its
+    generator has returned; False if it still runs after :data:`STOP_S`."""
+    _STOPPED.add(run_id)
+    deadline = time.monotonic() + STOP_S
+    while run_id in _RUNNING and time.monotonic() < deadline:
+        await asyncio.sleep(0.02)
+    return run_id not in _RUNNING
 
 
 def _collect(client, futures: dict, deadline: float) -> dict[str, dict]:
