@@ -12,8 +12,10 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from rich.console import Console
 from synthetic_testbed import Costs, SyntheticTestbed, manifest
 
+from offloadlab.cli.study import ladder_table
 from offloadlab.errors import InputError
 from offloadlab.study import (
     compare,
@@ -134,6 +136,22 @@ def test_the_ladder_measures_every_class_on_every_step_and_reads_what_each_takes
             seed_tables.CONNECT_S[c][1] / seed_tables.CONNECT_S[c][0])
         assert seed_era.seed_ratio_saturation == pytest.approx(
             seed_tables.conn_per_min_ratio(c))
+
+
+def test_the_terminal_shows_each_steps_e_xp_and_what_it_took_off(no_namespaces):
+    ladder = host_ladder.run(_plan(), Ladder(), rounds=1)
+    console = Console(width=250, record=True)
+    console.print(ladder_table(ladder.table))
+    lines = console.export_text().splitlines()
+    assert all(step.name in "".join(lines) for step in host_profile.LADDER)
+    row = next(line for line in lines if line.strip("│ ").startswith("c4"))
+    table = ladder.table.set_index(["class", "profile"])
+    for step in host_profile.LADDER:
+        cell = table.loc[("c4", step.name)]
+        assert f"{cell.EXp_s * 1e6:.3g}" in row
+    # segmentation-offload took 60 of c4's seed-era 300 µs over today's host.
+    share = table.loc[("c4", "segmentation-offload")].removed_share
+    assert f"({-share:+.0%})" in row and share > 0
 
 
 def test_a_machine_without_namespaces_gets_the_reason_not_a_failed_study(monkeypatch):

@@ -307,7 +307,7 @@ def nginx_study(tmp_path_factory, testbed, nginx_binary, monkeypatch_module):
         out, classes="0,3", modes="inline,engine", run_length="1s", sweep_points=3,
         replicates=1, steal_repeats=0, mix=False, handoff_slowdown=None,
         server_cmd=f"{nginx_binary} -c {conf} -p {folder}", target=f"127.0.0.1:{port}")
-    tables = pipeline.run(pipeline.prepare(config))
+    tables = pipeline.run(pipeline.prepare(config)).tables
     return out, tables, {c: cpu / n for c, (cpu, n) in seen.items()}
 
 

@@ -178,7 +178,7 @@ def study(config: StudyConfig) -> None:
                 tasks[phase] = bar.add_task(phase, total=total)
             bar.update(tasks[phase], completed=done, total=total)
 
-        tables = pipeline.run(prepared, progress)
+        tables, seed = pipeline.run(prepared, progress)
     out.print(tables.meta["agreement"], markup=False, highlight=False)
     out.print(verdict_table(tables))
     from offloadlab.report.tables import bottom_line_table
@@ -188,10 +188,13 @@ def study(config: StudyConfig) -> None:
         out.print(bottom_line_table(list(rows.itertuples()),
                                     engine_named(the_plan, mode)))
     out.print(accuracy_table(tables))
-    from offloadlab.study import toe2009
-
-    if (seed := toe2009.compare(the_plan, tables)) is not None:
+    if seed is not None:
         out.print(seed_table(seed))
+        if seed.ladder is not None:
+            if seed.ladder.table is None:
+                note(f"host ladder: {seed.ladder.reason}")
+            else:
+                out.print(ladder_table(seed.ladder.table))
     for text in tables.meta["notes"]:
         note(text)
     err.print(f"hypervisor: {tables.meta['steal']}", highlight=False)
@@ -263,6 +266,23 @@ def seed_table(seed: Comparison) -> Table:
         if row["generator_bound"]:
             cells[0] += f" *model {_ratio(row['model_ratio_elsewhere'])}"
         t.add_row(row["class"], row["mode"], *cells)
+    return t
+
+
+def ladder_table(steps) -> Table:
+    """The host ladder (study.host_ladder's table): per class, E[X_p] on each step, and
+    how much the step's mechanism changed it as a share of the seed-era host's."""
+    adds = dict(zip(steps["profile"], steps["adds"], strict=True))
+    t = Table("class", *adds, title="What today's host takes off E[X_p]",
+              caption="inline at saturation, from seed 000's host to today's, each step "
+                      "adding one mechanism (" + "; ".join(
+                          f"{step}: {mechanism}" for step, mechanism in adds.items()
+                          if mechanism) + "); E[X_p] in µs, and the step's change as a "
+                      "share of the seed-era host's; medians of the rounds")
+    for name, rows in steps.groupby("class", sort=False):
+        t.add_row(name, *(us(r.EXp_s) + ("" if r.removed_share != r.removed_share
+                                         else f" ({-r.removed_share:+.0%})")
+                          for r in rows.itertuples()))
     return t
 
 

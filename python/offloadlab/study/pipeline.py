@@ -22,6 +22,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 from pathlib import Path
+from typing import NamedTuple
 
 from offloadlab import dist, engine_profile, scenario
 from offloadlab.errors import InputError, for_flag
@@ -308,10 +309,18 @@ def _answer_rate(config: StudyConfig, mixed: plan.ClassLoad | None) -> float | N
     return mixed.trace.rate
 
 
-def run(prepared: Prepared, progress: study_run.Progress | None = None) -> StudyTables:
+class Studied(NamedTuple):
+    """What a study shows: its tables, and seed 000's experiment beside them (with the
+    host ladder when it ran) when it ran on seed 000's file sets."""
+
+    tables: StudyTables
+    seed_experiment: toe2009.Comparison | None
+
+
+def run(prepared: Prepared, progress: study_run.Progress | None = None) -> Studied:
     """Run the study and write its folder: the fitted scenarios, results.parquet and
     summary.json (each atomically, the summary last), then report.html and its
-    figures. Returns the tables the report shows."""
+    figures. Returns what the report shows."""
     config = prepared.config
     with _hosting(prepared) as host, config.host().hosting() as namespace:
         the_plan = replace(prepared.plan, netns=namespace and namespace.name)
@@ -341,7 +350,7 @@ def run(prepared: Prepared, progress: study_run.Progress | None = None) -> Study
         "summary.json": summary(tables, handoff_result, host, result, seed_experiment)})
     write_report(tables, config.out_dir, sections(handoff_result, host, result,
                                                   seed_experiment))
-    return tables
+    return Studied(tables, seed_experiment)
 
 
 @contextlib.contextmanager
