@@ -104,7 +104,10 @@ def veth(tag: str = "nic") -> Iterator[Veth]:
             sh(command)
         yield Veth(ns, ns_dev)
     finally:
-        # Deleting the namespace deletes its end of the pair, and so the pair.
+        # Deleting one end deletes the pair, at once. Deleting the namespace would too,
+        # but the kernel destroys a namespace later, in the background, so the next
+        # pair of the same name (the host ladder's next step) could find this one.
+        subprocess.run(["ip", "link", "del", host_dev], capture_output=True, timeout=30)
         subprocess.run(["ip", "netns", "del", ns], capture_output=True, timeout=30)
 
 
