@@ -647,6 +647,56 @@ def test_background_work_gives_the_preemptive_priority_queue():
     assert math.isinf(T_full) and full.core[0] >= 1
 
 
+def _background_after_idle(lam, b_mean, b_scv, T_rate, trials=200_000, seed=5):
+    """Monte Carlo of the work V(T) of an M/G/1 queue of gamma jobs started empty and
+    run for T ~ exp(T_rate): the background a request finds that ends an idle period."""
+    rng = np.random.default_rng(seed)
+    shape, scale = 1 / b_scv, b_mean * b_scv
+    horizon = rng.exponential(1 / T_rate, trials)
+    work, clock = np.zeros(trials), np.zeros(trials)
+    live = np.ones(trials, bool)
+    while live.any():
+        gap = rng.exponential(1 / lam, trials)
+        arrives = live & (clock + gap < horizon)
+        # Drain the work until the arrival (or the horizon), then add the job.
+        step = np.where(arrives, gap, horizon - clock)
+        work = np.where(live, np.maximum(work - step, 0.0), work)
+        work = np.where(arrives, work + rng.gamma(shape, scale, trials), work)
+        clock = np.where(arrives, clock + gap, clock)
+        live = arrives
+    return work
+
+
+@pytest.mark.parametrize(("scv", "rate"), [(1.0, 2000.0), (8.0, 5000.0), (8.0, 500.0)])
+def test_the_wait_for_background_that_ends_an_idle_period_is_its_work_from_empty(scv, rate):
+    # The queue's idle period began with its core free of background: a request that
+    # ends it finds the work background left after exp(rate) from empty, and waits for
+    # the busy period it starts (mean V / (1 - sigma)). A request arriving at any moment
+    # finds more, lam E[B^2] / (2 (1 - sigma)^2).
+    from offloadlab.model.tandem import Extra, idle_wait
+    lam, b1 = rate, 65e-6
+    b2 = (1 + scv) * b1**2
+    v = _background_after_idle(lam, b1, scv, rate)
+    sigma = lam * b1
+    expected = v.mean() / (1 - sigma)
+    sem = v.std() / math.sqrt(len(v)) / (1 - sigma)
+    found = float(idle_wait(np.array([rate]), np.array([[lam]]), Extra(b1=b1, b2=b2))[0])
+    assert found == pytest.approx(expected, abs=4 * sem + 1e-3 * expected)
+    assert found < lam * b2 / (2 * (1 - sigma) ** 2)
+
+
+def test_with_background_and_no_wakeup_the_priority_queue_is_exact_for_any_job_shape():
+    # The wait for background is taken from a gamma of the jobs' moments; the second
+    # moment is set so that without a wake-up cost the mean delay is still the
+    # preemptive-resume priority queue's, whatever the jobs' shape.
+    lam, s1, s2 = 500.0, 1e-3, 2e-6
+    for b1, b2 in ((3e-4, 9e-8), (3e-4, 1.8e-7), (1e-4, 9e-8)):  # det, exp, SCV 8
+        _, sojourn = _station(lam, s1, s2, b1=b1, b2=b2)
+        sigma, rho = lam * b1, lam * s1
+        assert sojourn == pytest.approx(s1 / (1 - sigma) + (lam * b2 + lam * s2)
+                                        / (2 * (1 - sigma) * (1 - sigma - rho)), rel=1e-9)
+
+
 def test_a_steady_share_of_the_core_runs_the_queue_slower():
     # A share c of the core held at every rate leaves the queue 1 - c of it: M/M/1 served
     # at (1 - c) / E[S], T = 1 / ((1 - c) mu - lam). With background jobs too, it is the

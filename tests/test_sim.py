@@ -412,6 +412,32 @@ def test_the_models_wakeup_and_background_closed_forms_match_the_simulator(name,
         assert r["wakeups_noe"][0] == pytest.approx(idle, abs=r["wakeups_noe_hw"][0])
 
 
+def test_wakeups_beside_bursty_background_match_the_simulator():
+    # A load generator's bursts on the queue's core (as uring mode's fit gives its
+    # engine core: lognormal, SCV 8). A request that ends an idle period finds less of
+    # them than one arriving at any moment, since the idle period began with the core
+    # free of them (tandem.idle_wait). Taking any moment's wait, the model counted too
+    # few wake-ups: U 5.7% and 12.7% under the simulator at 3,000 and 5,000/s (1.1% and
+    # 0.7% now, the gamma in place of the lognormal for the jobs' transform). With
+    # exponential jobs, where that transform is exact, U falls in the simulator's 95%
+    # interval. The delay is inside the interval either way (heavy-tailed jobs make it
+    # wide).
+    for background, tolerance in (("lognormal(mean=65us, sigma=1.4823)", 0.02),
+                                  ("exp(mean=65us)", None)):
+        costs = {"wakeup": "det(60us)", "background": background}
+        light = [klass(c["name"], c["rate"], 0.0, app="exp(mean=20us)",
+                       host_proto="exp(mean=20us)") for c in TWO_CLASSES]
+        sc = with_tables(light, host_alone=costs, options={"cpu_queue": "mg1"})
+        for rate in (1000.0, 3000.0, 5000.0):
+            m = model.evaluate(sc, [rate]).overall
+            r = sim.run(sc, rates=[rate], requests=300_000, seed=3).overall
+            if tolerance is None:
+                assert abs(m["U_noe"][0] - r["U_noe"][0]) <= r["U_noe_hw"][0], rate
+            else:
+                assert m["U_noe"][0] == pytest.approx(r["U_noe"][0], rel=tolerance), rate
+            assert abs(m["T_noe"][0] - r["T_noe"][0]) <= r["T_noe_hw"][0], (background, rate)
+
+
 def test_an_engine_woken_by_arrivals_and_answers_matches_the_simulator():
     # Engine mode's engine (docs/model.md §17): each offloaded request wakes it as it is
     # read, and each round of answers the host hands back wakes it again. The simulator

@@ -32,6 +32,7 @@ from scipy import optimize, stats
 
 from offloadlab import dist, units
 from offloadlab.mode_traits import traits
+from offloadlab.model import tandem
 
 # TCP/IP headers with timestamps (IPv4 20 + TCP 20 + options 12): MSS = MTU - 52.
 _HEADERS = 52
@@ -148,14 +149,16 @@ def warmth(run: Run, side: str, cooling: float) -> float:
 
 
 def _idle(run: Run, side: str, epochs: float = 1.0) -> float:
-    """P0 per epoch (docs/model.md §15): 1 - U / (1 - sigma) over 1 + lam_e E[I], the
-    wait for background found busy at each of the ``epochs`` per request."""
+    """P0 per epoch (docs/model.md §15): 1 - U / (1 - sigma) over 1 + lam_e E[I], E[I]
+    the wait for background of an epoch that ends an idle period, as the model takes it
+    (``tandem.idle_wait``)."""
     cpu, _, bg = SIDES[side]
     lam = run.throughput
     b = getattr(run, bg) if math.isfinite(getattr(run, bg)) else 0.0
-    sigma = min(lam * b, 0.99)
-    wait = lam * b**2 / (2 * (1 - sigma) ** 2)
-    return max(1 - getattr(run, cpu) * lam / (1 - sigma), 0.0) / (1 + lam * epochs * wait)
+    b = min(b, 0.99 / lam) if lam > 0 else 0.0
+    wait = float(tandem.idle_wait(np.array(lam * epochs), np.array([lam]),
+                                  tandem.Extra(b1=b, b2=b**2)))
+    return max(1 - getattr(run, cpu) * lam / (1 - lam * b), 0.0) / (1 + lam * epochs * wait)
 
 
 @dataclass(frozen=True)

@@ -206,10 +206,8 @@ def station(lam: np.ndarray, load1: np.ndarray, load2: np.ndarray, all_lam: np.n
 
     The request that finds the queue idle has an exceptional first service
     S0 = I + C(D + S) (Welch, 1964): C(x) stretches x by the background that arrives
-    meanwhile (mean x / (1 - sigma)), and I is the wait for the background found
-    busy, of mean i1 = sum_c lam_c E[B_c^2] / (2 (1 - sigma)^2). Taking E[I^2] = 2 i1^2
-    makes the result exact in both known limits: Welch's queue for B = 0 and the
-    preemptive-resume priority queue for D = 0.
+    meanwhile (mean x / (1 - sigma)), and I is its wait for the background it finds
+    (:func:`idle_wait`: the queue's idle period began with the core free of background).
 
     The ``share`` of the core that other work holds at every rate joins sigma as
     background of vanishing grain (no second moment): the queue's work, the wake-ups and
@@ -235,11 +233,12 @@ def station(lam: np.ndarray, load1: np.ndarray, load2: np.ndarray, all_lam: np.n
         rho = load1 * k
         # sum_c lam_c E[C(S_c)^2]: the stretched services' second moments.
         load2_c = load2 * k**2 + load1 * bg2 * k**3
-        i1 = bg2 / 2 * k**2
+        i1 = idle_wait(lam_ep, all_lam, x)
         e1 = i1 + d1 * k  # E[S0] - E[C(S)]
         m1 = np.where(lam > 0, load1 / np.where(lam > 0, lam, 1), 0.0)
+        i2 = priority_m2(i1, bg2 / 2 * k**2, lam_ep, rho, m1 * k)
         # E[S0^2] - E[C(S)^2], with S of the mean request.
-        e2 = (2 * i1**2 + 2 * i1 * (d1 + m1) * k + (d2 + 2 * d1 * m1) * k**2
+        e2 = (i2 + 2 * i1 * (d1 + m1) * k + (d2 + 2 * d1 * m1) * k**2
               + d1 * bg2 * k**3)
         # P0, the share of epochs that find it idle: wake-ups per epoch.
         idle = np.where(open_, (1 - rho) / (1 + lam_ep * e1), 0.0)
@@ -253,6 +252,78 @@ def station(lam: np.ndarray, load1: np.ndarray, load2: np.ndarray, all_lam: np.n
     return Station(U=U, core=np.where(open_, U + sigma, np.maximum(load1 + sigma, 1.0)), W=W,
                    wait=wait, stretch=k, wakeups=idle * epochs,
                    wake_cost=np.broadcast_to(d1, np.shape(U)), ahead=behind)
+
+
+def idle_wait(lam: np.ndarray, all_lam: np.ndarray, x: Extra) -> np.ndarray:
+    """E[I]: how long a request that finds the queue idle waits for the background work
+    on its core (docs/model.md, section 15).
+
+    The idle period began when the queue's last request was served, so with the core
+    free of background (it preempts the queue), and lasted T ~ exp(``lam``). In wall
+    time (the core at 1 - share of its speed) the background is an M/G/1 queue of its
+    own, fed ``all_lam`` jobs of B_c; its work after T from empty has mean
+    E[V] = pi0 - (1 - sigma_b) / lam (Takacs), pi0 = 1 / (lam + lam_b (1 - beta)) being
+    the mean time it was idle in T and beta its busy period's Laplace-Stieltjes
+    transform at lam. The wait is the busy period V starts, of mean V / (1 - sigma_b).
+    It is shorter than what a request arriving at any moment finds,
+    lam_b E[B^2] / (2 (1 - sigma_b)^2), which it tends to as the idle periods grow
+    (lam -> 0), and is that at lam = 0. Only beta needs more of B than its moments:
+    each class's B is taken as the gamma of its mean and variance (deterministic when
+    the variance is 0)."""
+    b1 = np.broadcast_to(x.b1, np.shape(all_lam)[-1:])
+    b2 = np.broadcast_to(x.b2, np.shape(all_lam)[-1:])
+    lam = np.asarray(lam, float)
+    if not (b1 > 0).any():
+        return np.zeros_like(lam)
+    wall = 1 / (1 - x.share)
+    b1, b2 = b1 * wall, b2 * wall**2
+    lam_b = np.sum(all_lam, -1)
+    sigma_b = np.sum(all_lam * b1, -1)
+    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+        var = np.maximum(b2 - b1**2, 0.0)
+        gamma = var > 1e-9 * b1**2
+        theta = np.where(gamma, var / np.where(b1 > 0, b1, 1), 0.0)
+        shape = np.where(gamma, b1**2 / np.where(gamma, var, 1), 0.0)
+        weight = np.where(lam_b[..., None] > 0, all_lam / lam_b[..., None], 0.0)
+
+        def lst(z):
+            """E[e^(-z B)] and its derivative in z, over the classes' mix."""
+            z = z[..., None]
+            g = np.where(gamma, (1 + z * theta) ** -shape, np.exp(-z * b1))
+            dg = np.where(gamma, -shape * theta * (1 + z * theta) ** (-shape - 1), -b1 * g)
+            return (weight * g).sum(-1), (weight * dg).sum(-1)
+
+        # beta = L(lam + lam_b (1 - beta)) by Newton's method from 0, which approaches
+        # the root from below: beta - L(...) is increasing and concave in beta.
+        beta = np.zeros(np.broadcast_shapes(lam.shape, lam_b.shape))
+        for _ in range(50):
+            g, dg = lst(lam + lam_b * (1 - beta))
+            step = (beta - g) / (1 + lam_b * dg)
+            beta = beta - step
+            if np.nanmax(np.abs(step), initial=0.0) < 1e-13:
+                break
+        free = np.where(sigma_b < 1, 1 - sigma_b, np.nan)
+        rate = np.where(lam > 0, lam, 1.0)
+        found = np.maximum(1 / (rate + lam_b * (1 - beta)) - free / rate, 0.0) / free
+        anytime = np.sum(all_lam * b2, -1) / (2 * free**2)
+        return np.where(sigma_b < 1, np.where(lam > 0, found, anytime), np.inf)
+
+
+def priority_m2(i1: np.ndarray, anytime: np.ndarray, lam: np.ndarray, rho: np.ndarray,
+                c1: np.ndarray) -> np.ndarray:
+    """E[I^2] for a wait for background of mean ``i1`` such that, with no wake-up cost,
+    the queue is exactly the preemptive-resume priority queue, whatever the shape of the
+    background's jobs. Welch's queue with first service I + C(S) (``c1`` = E[C(S)], own
+    load ``rho``, ``lam`` epochs/s) has a mean wait that depends on I only through
+    lam (E[I^2] + 2 E[I] c1) / (2 (1 + lam E[I])) + (1 - rho) E[I] / (1 + lam E[I]);
+    with E[I] = ``anytime`` (what a request arriving at any moment finds) and
+    E[I^2] = 2 E[I]^2 that is the priority queue's, and this keeps it."""
+    with np.errstate(divide="ignore", invalid="ignore"):
+        target = (lam * (2 * anytime**2 + 2 * anytime * c1) / 2 + (1 - rho) * anytime) / (
+            1 + lam * anytime)
+        m2 = (2 * (target * (1 + lam * i1) - (1 - rho) * i1) / np.where(lam > 0, lam, 1)
+              - 2 * i1 * c1)
+    return np.where(lam > 0, np.maximum(m2, i1**2), 2 * i1**2)
 
 
 def weighted(w: np.ndarray, x: np.ndarray) -> np.ndarray:
