@@ -490,7 +490,7 @@ def test_an_engine_fed_rounds_of_answers_waits_for_the_round_mates_ahead():
 
 def test_with_both_a_wakeup_and_background_the_model_is_within_1pct_of_the_simulator():
     # Measured with three pairs of costs at 100-600/s (own load 0.08-0.47, background
-    # up to 0.3): T within 0.3% and U within 0.4% (docs/model.md §15).
+    # up to 0.3): T within 0.41% and U within 0.13% (docs/model.md §15).
     # Released in rounds as well: T within 0.5% at 300-600/s (docs/model.md §16).
     both = {"wakeup": "exp(mean=300us)", "background": "exp(mean=500us)"}
     for release in ("request", "round"):
