@@ -63,11 +63,7 @@ def calibrated(the_plan, measure_one) -> compare.Fitted:
         pairs, range(SATURATION_REPEATS), "saturation", 0.0,
         lambda load, mode, _: measure_one(the_plan, load, mode, "saturation", 0.0),
         tick).items()}
-    calibration = study_run.rounds(
-        pairs, the_plan.budget.calibration, "calibration", 0.0,
-        lambda load, mode, share: measure_one(
-            the_plan, load, mode, "calibration",
-            share * saturation[load.name, mode].run.throughput), tick)
+    calibration = study_run.calibration_runs(the_plan, saturation, measure_one, tick)
     return study_run.calibrate(the_plan, calibration)
 
 

@@ -265,22 +265,29 @@ class Logged:
 
 def test_saturation_and_calibration_run_their_pairs_in_interleaved_rounds():
     testbed = Logged()
-    the_plan = _plan()
+    the_plan = _plan_with(replicates=2)
     found = run.run(the_plan, measure=testbed)
     pairs = [(load.name, mode) for load in the_plan.classes for mode in the_plan.modes]
     loads = [(load.name, mode) for load in the_plan.loads for mode in the_plan.modes]
     saturation = [(c, m) for use, c, m, _ in testbed.log if use == "saturation"]
     assert saturation == loads * plan.SATURATION_REPEATS
-    calibration = [(c, m, rate) for use, c, m, rate in testbed.log if use == "calibration"]
+    calibration = [(c, m, rate, k) for (use, c, m, rate), k
+                   in zip(testbed.log, testbed.replicates, strict=True) if use == "calibration"]
     shares = the_plan.budget.calibration
-    assert [(c, m) for c, m, _ in calibration] == pairs * len(shares)
-    for i, (c, m, rate) in enumerate(calibration):
+    # A round of every pair per share, the whole ladder once per replicate, each
+    # replicate on arrivals of its own.
+    turns = [(k, share) for k in range(2) for share in shares]
+    assert the_plan.budget.calibration_turns == turns
+    assert [(c, m) for c, m, _, _ in calibration] == pairs * len(turns)
+    for i, (c, m, rate, k) in enumerate(calibration):
+        replicate, share = turns[i // len(pairs)]
         capacity = found.saturation[c, m].run.throughput
-        assert rate == pytest.approx(shares[i // len(pairs)] * capacity, rel=1e-12)
-    # Each pair keeps its calibration runs in share order, and every phase came before
+        assert rate == pytest.approx(share * capacity, rel=1e-12) and k == replicate
+    # Each pair keeps its calibration runs in turn order, and every phase came before
     # the sweep.
     for runs in found.calibration.values():
-        assert [r.run.rate for r in runs] == sorted(r.run.rate for r in runs)
+        ladder = [r.run.rate for r in runs[:len(shares)]]
+        assert ladder == sorted(ladder) and [r.run.rate for r in runs] == ladder * 2
     uses = [use for use, *_ in testbed.log]
     assert uses == sorted(uses, key=["saturation", "calibration", "validation"].index)
 
@@ -501,7 +508,8 @@ def test_the_standard_budget_plans_the_full_scope_within_40_minutes():
     per_pair = plan.SATURATION_REPEATS * standard.saturation_s
     sweep = standard.replicates * (len(standard.sweep) + 1)
     # A class's operating point: one sweep run, its other replicates the 24 pairs.
-    expected = (12 * (per_pair + standard.run_s * (len(standard.calibration) + sweep - 2))
+    calibration = standard.replicates * len(standard.calibration)
+    expected = (12 * (per_pair + standard.run_s * (calibration + sweep - 2))
                 + 3 * (per_pair + standard.run_s * sweep)
                 + 4 * 2 * 2 * standard.operating_pairs * standard.run_s)
     assert full == pytest.approx(expected) and full <= 40 * 60

@@ -61,8 +61,9 @@ def study_cmd(
              "lightest to the heaviest (a quicker look; each accuracy row then rests on "
              "fewer points).")] = None,
     replicates: Annotated[int | None, typer.Option(
-        help="Measure every sweep point this many times, in interleaved rounds; the "
-             "points' means are scored and their spread is each row's floor (default: "
+        help="Measure every calibration and sweep point this many times, in interleaved "
+             "rounds; the fit sees every calibration run, the sweep points' means are "
+             "scored and their spread is each row's floor (default: "
              "the budget's, 1 quick, 3 standard and thorough).")] = None,
     steal_repeats: Annotated[int | None, typer.Option(
         help="Make a run again, at most this many times, while the hypervisor took more "

@@ -4,6 +4,7 @@ before any server starts."""
 
 from __future__ import annotations
 
+import itertools
 import json
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -26,7 +27,8 @@ class Budget:
     rates are fractions of the calibrated model's saturation rate of each class and
     mode; calibration runs at fractions of the capacity measured with zero think time,
     the first light enough that its delay is nearly all fixed path time (d0). Every
-    sweep point is measured ``replicates`` times, in interleaved rounds; at each class's
+    calibration and sweep point is measured ``replicates`` times, in interleaved rounds;
+    at each class's
     operating rate, inline and each offload mode run in pairs until the delay ratio's
     interval decides the verdict, at most ``operating_pairs`` pairs. A run the
     hypervisor disturbed is made again at most ``steal_repeats`` times."""
@@ -40,6 +42,13 @@ class Budget:
     replicates: int
     operating_pairs: int
     steal_repeats: int = 2
+
+    @property
+    def calibration_turns(self) -> list[tuple[int, float]]:
+        """The calibration's rounds, (replicate, share): every share in turn, the whole
+        ladder ``replicates`` times. One run's engine CPU per request strayed 23% under to
+        41% over its sweep (6-7 Dec 2026), and the fit rests on a few such runs."""
+        return list(itertools.product(range(self.replicates), self.calibration))
 
     def sweep_runs(self, paired: bool) -> int:
         """Runs of one load's sweep in one mode: every rate and the operating rate (at
@@ -59,7 +68,8 @@ class Budget:
         inline. The mix is measured but not calibrated on, and has no verdict to pair
         for."""
         saturation = SATURATION_REPEATS * self.saturation_s
-        per_class = saturation + self.run_s * (len(self.calibration) + self.sweep_runs(True))
+        calibration = len(self.calibration_turns)
+        per_class = saturation + self.run_s * (calibration + self.sweep_runs(True))
         per_mix = saturation + self.run_s * self.sweep_runs(False)
         return (modes * (classes * per_class + mix * per_mix)
                 + self.operating_seconds(classes * (modes - 1)))
@@ -70,8 +80,8 @@ class Budget:
 # (CV 6.1% both), and 2 s runs about as much as 5 s runs (CV of T 11-17% against
 # 10-17%), so the standard and thorough budgets measure short runs in interleaved
 # replicates, and spend most of their time on the pairs that decide the verdicts. The
-# standard budget plans 30.5 minutes of load for the full scope (classes 0-3; inline,
-# engine and uring; the mix; 846 runs): 37-38 with each run's start-up (0.3-0.5 s in the
+# standard budget plans 32.9 minutes of load for the full scope (classes 0-3; inline,
+# engine and uring; the mix; 918 runs): 38-41 with each run's start-up (0.3-0.5 s in the
 # full studies of 27-28 Nov) when every sweep and verdict runs to its cap. The quick
 # budget keeps single runs and the three pairs an interval needs: the demo's 3.7 minutes.
 BUDGETS = {b.name: b for b in (

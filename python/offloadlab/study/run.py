@@ -58,7 +58,6 @@ def run(plan: Plan, progress: Progress | None = None,
     makes one run (:func:`offloadlab.study.measure.measure` on the testbed)."""
     tick = progress or (lambda phase, done, total: None)
     measure = undisturbed(measure, plan.budget.steal_repeats)
-    classes = [(load, mode) for load in plan.classes for mode in plan.modes]
     pairs = [(load, mode) for load in plan.loads for mode in plan.modes]
     budget = plan.budget
 
@@ -80,12 +79,7 @@ def run(plan: Plan, progress: Progress | None = None,
                 "held up. Run the study again, on a quieter machine if it happens again")
         saturation[name, mode] = replace(median, repeats=sum(m.repeats for m in runs))
 
-    def calibration_run(load: ClassLoad, mode: str, share: float) -> Measured:
-        rate = share * saturation[load.name, mode].run.throughput
-        return measure(plan, load, mode, "calibration", rate)
-
-    calibration = rounds(classes, budget.calibration, "calibration", budget.run_s,
-                         calibration_run, tick)
+    calibration = calibration_runs(plan, saturation, measure, tick)
     fitted = calibrate(plan, calibration)
     seed = calibrate(plan, calibration, extended=False)
 
@@ -111,6 +105,21 @@ def run(plan: Plan, progress: Progress | None = None,
     return compare.Study(plan, fitted, saturation, calibration, sweeps, predictions, seed,
                          replicates, {(load.name, mode): runs.get((load.name, mode), [])
                                       for load in plan.classes for mode in plan.offload_modes})
+
+
+def calibration_runs(plan: Plan, saturation: dict[tuple[str, str], Measured],
+                     measure: Measure, tick: Progress) -> dict:
+    """Poisson runs of every class and mode at the budget's shares of its measured
+    capacity (``saturation``), in rounds (:attr:`Budget.calibration_turns`); replicate
+    ``k`` draws its own arrivals. Returns each class and mode's runs in turn order."""
+    def one(load: ClassLoad, mode: str, turn: tuple[int, float]) -> Measured:
+        k, share = turn
+        rate = share * saturation[load.name, mode].run.throughput
+        return measure(plan, load, mode, "calibration", rate, replicate=k)
+
+    classes = [(load, mode) for load in plan.classes for mode in plan.modes]
+    return rounds(classes, plan.budget.calibration_turns, "calibration", plan.budget.run_s,
+                  one, tick)
 
 
 def sweep(plan: Plan, fitted: compare.Fitted, operating: dict[str, float], measure: Measure,
