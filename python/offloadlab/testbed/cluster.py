@@ -33,6 +33,7 @@ project's version::
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import ipaddress
 import json
 import math
@@ -170,8 +171,8 @@ def run(address: str, target: str | load.Target, requests: Stream, objects, *,
                 for w, part in zip(workers, streams, strict=True)}
             deadline = planned - driver_offset + run_options["max_duration_s"] + GRACE_S
             outcomes = _collect(client, futures, deadline)
-        except BaseException:  # Ctrl-C, or a share refused: no generator runs on
-            _stop(client, run_id, [w.address for w in workers])
+        except BaseException:  # Ctrl-C, or a share refused: stop every host's generator
+            _stop(client, run_id, [w.address for w in workers])  # before returning
             raise
     runs = [HostRun(w, rows, **outcomes[w.address])
             for w, rows in zip(workers, shares, strict=True)]
@@ -297,15 +298,13 @@ def _run_share(target: load.Target, requests: Stream, manifest: pd.DataFrame,
     return {"report": result.report, "parts": result.parts, "records": result.records}
 
 
-def _stop(client, run_id: str, workers: list[str]) -> dict[str, bool]:
-    """Tell each of ``workers`` to stop its generator of ``run_id``; per worker, whether
-    none runs any more. A worker that does not answer in time is left to the run's
-    bound (``max_duration_s``), which stops its generator anyway."""
-    try:
-        return client.run(_stopped, run_id, workers=workers, on_error="return",
-                          callback_timeout=STOP_S + CALL_TIMEOUT_S)
-    except Exception:  # the run is ending anyway; its bound is the fallback
-        return {}
+def _stop(client, run_id: str, workers: list[str]) -> None:
+    """Tell each of ``workers`` to stop its generator of ``run_id``, and wait until they
+    have (at most :data:`STOP_S`). A worker that does not answer in time is left to the
+    run's bound (``max_duration_s``), which stops its generator anyway."""
+    with contextlib.suppress(Exception):  # the run is ending anyway; its bound is the fallback
+        client.run(_stopped, run_id, workers=workers, on_error="return",
+                   callback_timeout=STOP_S + CALL_TIMEOUT_S)
 
 
 async def _stopped(run_id: str) -> bool:
