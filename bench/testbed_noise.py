@@ -19,7 +19,10 @@ prints:
   of the series gives one such row; printed are the median row MAPE and the share of
   windows within the target. It is a floor: the study calibrates at other rates than
   it scores, which adds the fit's extrapolation to this;
-- ``oracle``: the row MAPE of the runs' own median, a model no calibration can beat.
+- ``oracle``: the row MAPE of the runs' own median, a model no calibration can beat;
+- for each offload mode's engine thread, what its CPU per request moves with from run
+  to run: its wake-ups per request, counted by the server, and the other work on its
+  core per request (the load generator's, on this 2-core machine).
 
 Before that it measures each (class, mode)'s capacity ``--saturations`` times, and
 prints how far apart two of the study's capacity measurements (the median of three
@@ -93,11 +96,14 @@ def main() -> None:
                 rows.append({"round": i, "class": load.name, "mode": mode,
                              "rate": rates[load.name, mode], "U_host": m.U_host,
                              "U_engine": m.U_engine, "T": m.run.T, "steal": m.steal,
-                             "repeats": m.repeats})
+                             "repeats": m.repeats, "engine_s": m.run.engine_s,
+                             "engine_wakeups": m.run.engine_wakeups,
+                             "engine_background_s": m.run.engine_background_s})
             print(f"round {i + 1}/{args.runs} done ({time.monotonic() - started:.0f} s)",
                   flush=True)
     frame, saturation = pd.DataFrame(rows), pd.DataFrame(saturation)
     report(frame)
+    report_engine(frame)
     report_saturation(saturation)
     print(f"Run time: {time.monotonic() - started:.0f} s")
     if args.out:
@@ -168,6 +174,35 @@ def report(frame: pd.DataFrame) -> None:
           "study's rows; "
           f"runs made again for stolen time: {int(frame['repeats'].sum())}, most stolen in "
           f"a kept run: {frame['steal'].max():.1%}")
+
+
+def report_engine(frame: pd.DataFrame) -> None:
+    """The engine thread's CPU per request beside what it may move with: a thread that
+    sleeps less because its work took longer shows a negative correlation with its
+    wake-ups; work on its core that slows with it, a positive one with the background."""
+    engine = frame[np.isfinite(frame["engine_s"])]
+    if engine.empty:
+        return
+    print("\nengine thread, run to run: CPU per request against its wake-ups per request "
+          "and the other work on its core per request")
+    print(f"{'class':5} {'mode':6} {'CPU':>8} {'CV':>6} {'wake-ups':>8} {'CV':>6} "
+          f"{'corr':>6} {'other':>8} {'CV':>6} {'corr':>6}")
+    for (cls, mode), runs in engine.groupby(["class", "mode"], sort=False):
+        cpu, woke, other = (runs[k].to_numpy(float) for k in
+                            ("engine_s", "engine_wakeups", "engine_background_s"))
+
+        # uring's SQPOLL thread spins instead of sleeping: no wake-ups are counted.
+        print(f"{cls:5} {mode:6} {cpu.mean() * 1e6:6.1f}us {_cv(cpu)} {woke.mean():8.3f} "
+              f"{_cv(woke)} {_corr(cpu, woke)} {other.mean() * 1e6:6.1f}us {_cv(other)} "
+              f"{_corr(cpu, other)}")
+
+
+def _cv(x: np.ndarray) -> str:
+    return f"{x.std(ddof=1) / x.mean():6.1%}" if np.isfinite(x).all() else f"{'-':>6}"
+
+
+def _corr(x: np.ndarray, y: np.ndarray) -> str:
+    return f"{np.corrcoef(x, y)[0, 1]:6.2f}" if np.isfinite(y).all() else f"{'-':>6}"
 
 
 def report_saturation(saturation: pd.DataFrame) -> None:
