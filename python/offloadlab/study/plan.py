@@ -28,9 +28,8 @@ class Budget:
     mode; calibration runs at fractions of the capacity measured with zero think time,
     the first light enough that its delay is nearly all fixed path time (d0). Every
     calibration and sweep point is measured ``replicates`` times, in interleaved rounds;
-    at each class's
-    operating rate, inline and each offload mode run in pairs until the delay ratio's
-    interval decides the verdict, at most ``operating_pairs`` pairs. A run the
+    at each class's operating rate, inline and each offload mode run in pairs until the
+    delay ratio's interval decides the verdict, at most ``operating_pairs`` pairs. A run the
     hypervisor disturbed is made again at most ``steal_repeats`` times."""
 
     name: str

@@ -3,7 +3,8 @@
 Phases, each reported to ``progress(phase, done, total)`` in seconds of planned load:
 
 1. saturation: closed-loop runs per class and mode (capacity, Tables 4-3/4-4 analogs);
-2. calibration: Poisson runs at fractions of that capacity, then the fit
+2. calibration: Poisson runs at fractions of that capacity, each fraction as many times
+   as the budget replicates its points, then the fit
    (:mod:`offloadlab.calibrate.fit`) and one fitted scenario per offload mode;
 3. measure: the Poisson sweep at fractions of the model's saturation rate, stopping
    after a point whose p99 or error rate passes its bound;
