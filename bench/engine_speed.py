@@ -63,7 +63,8 @@ def calibrated(the_plan, measure_one) -> compare.Fitted:
         pairs, range(SATURATION_REPEATS), "saturation", 0.0,
         lambda load, mode, _: measure_one(the_plan, load, mode, "saturation", 0.0),
         tick).items()}
-    calibration = study_run.calibration_runs(the_plan, saturation, measure_one, tick)
+    calibration = study_run.calibration_runs(the_plan, saturation, measure_one, tick,
+                                              range(the_plan.budget.replicates))
     return study_run.calibrate(the_plan, calibration)
 
 

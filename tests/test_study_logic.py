@@ -283,13 +283,35 @@ def test_saturation_and_calibration_run_their_pairs_in_interleaved_rounds():
         replicate, share = turns[i // len(pairs)]
         capacity = found.saturation[c, m].run.throughput
         assert rate == pytest.approx(share * capacity, rel=1e-12) and k == replicate
-    # Each pair keeps its calibration runs in turn order, and every phase came before
-    # the sweep.
+    # Each pair keeps its calibration runs in turn order, every one of them.
     for runs in found.calibration.values():
         ladder = [r.run.rate for r in runs[:len(shares)]]
         assert ladder == sorted(ladder) and [r.run.rate for r in runs] == ladder * 2
-    uses = [use for use, *_ in testbed.log]
-    assert uses == sorted(uses, key=["saturation", "calibration", "validation"].index)
+
+
+def test_each_calibration_replicate_runs_just_before_the_sweep_s_round_of_the_same_replicate():
+    testbed = Logged()
+    the_plan = _plan_with(replicates=3)
+    found = run.run(the_plan, measure=testbed)
+    phases = [(use, k) for (use, *_), k in zip(testbed.log, testbed.replicates, strict=True)]
+    blocks = [key for key, _ in itertools.groupby(phases)]
+    # Saturation; then per replicate its calibration ladder, then the sweep's round of
+    # it; then the verdicts' pairs, on arrivals of their own.
+    assert blocks[:7] == [("saturation", 0), ("calibration", 0), ("validation", 0),
+                          ("calibration", 1), ("validation", 1), ("calibration", 2),
+                          ("validation", 2)]
+    assert {use for use, _ in blocks[7:]} == {"validation"}
+    assert min(k for _, k in blocks[7:]) >= the_plan.budget.replicates
+    # The final fit saw every calibration run: refitted from them, it is the study's.
+    assert all(len(runs) == 3 * len(the_plan.budget.calibration)
+               for runs in found.calibration.values())
+    operating = run.operating_rates(found.fitted)
+    again = run.calibrate(the_plan, found.calibration, rate=operating[plan.MIX])
+    for key, f in found.fitted.fits.items():
+        assert again.fits[key].host == pytest.approx(f.host, rel=1e-12), key
+    # Its scenarios keep the rates the first fit set, where the pairs were measured.
+    for (c, _), pairs in found.operating.items():
+        assert pairs and {m.run.rate for pair in pairs for m in pair} == {operating[c]}
 
 
 def test_the_steal_share_is_of_every_core_s_whole_time():

@@ -1,14 +1,16 @@
-"""``offload study`` end to end: measure capacity, calibrate, predict, sweep, compare.
+"""``offload study`` end to end: measure capacity, calibrate, sweep, compare.
 
 Phases, each reported to ``progress(phase, done, total)`` in seconds of planned load:
 
 1. saturation: closed-loop runs per class and mode (capacity, Tables 4-3/4-4 analogs);
-2. calibration: Poisson runs at fractions of that capacity, each fraction as many times
-   as the budget replicates its points, then the fit
-   (:mod:`offloadlab.calibrate.fit`) and one fitted scenario per offload mode;
-3. measure: the Poisson sweep at fractions of the model's saturation rate, stopping
+2. calibration 1/R: Poisson runs at fractions of that capacity, then a first fit
+   (:mod:`offloadlab.calibrate.fit`), which sets the sweep's rates and the operating
+   rates;
+3. sweep 1/R: the Poisson sweep at fractions of that fit's saturation rate, stopping
    after a point whose p99 or error rate passes its bound;
-4. replicates: the sweep's points again, in rounds, as many times as the budget asks;
+4. calibration k/R and sweep k/R, for each further replicate k the budget asks: the
+   calibration's ladder again, then the sweep's points again; then the final fit on
+   every calibration run, and one fitted scenario per offload mode;
 5. verdicts: inline and each offload mode in pairs at each class's operating rate,
    until the delay ratio's interval decides the verdict or the budget's cap of pairs;
 6. predict and compare: model (both delay variants) and simulator at the swept rates
@@ -80,14 +82,22 @@ def run(plan: Plan, progress: Progress | None = None,
                 "held up. Run the study again, on a quieter machine if it happens again")
         saturation[name, mode] = replace(median, repeats=sum(m.repeats for m in runs))
 
-    calibration = calibration_runs(plan, saturation, measure, tick)
-    fitted = calibrate(plan, calibration)
+    # The first calibration round sets the sweep's rates and the operating rates; each
+    # later one runs just before the sweep's round of the same replicate, so that the
+    # final fit and the points it is judged on sample the same spells of the machine.
+    calibration = calibration_runs(plan, saturation, measure, tick, [0])
+    first = calibrate(plan, calibration)
+    operating = operating_rates(first)
+    replicates, at = sweep(plan, first, operating, measure, tick)
+    paired = pairs_to_run(plan, replicates, at)
+    for k in range(1, budget.replicates):
+        for key, more in calibration_runs(plan, saturation, measure, tick, [k]).items():
+            calibration[key] += more
+        replicate(plan, replicates, at, paired, measure, tick, k)
+    # The scenarios keep the operating rates that the sweeps and the pairs measure at.
+    fitted = calibrate(plan, calibration, rate=operating[MIX])
     seed = calibrate(plan, calibration, extended=False)
 
-    operating = operating_rates(fitted)
-    replicates, at = sweep(plan, fitted, operating, measure, tick)
-    paired = pairs_to_run(plan, replicates, at)
-    replicate(plan, replicates, at, paired, measure, tick)
     runs = operating_pairs(plan, paired, operating, measure, tick)
     for (c, mode), found in runs.items():
         # The pairs' runs are replicates of the sweeps' points at the operating rate.
@@ -109,17 +119,19 @@ def run(plan: Plan, progress: Progress | None = None,
 
 
 def calibration_runs(plan: Plan, saturation: dict[tuple[str, str], Measured],
-                     measure: Measure, tick: Progress) -> dict:
-    """Poisson runs of every class and mode at the budget's shares of its measured
-    capacity (``saturation``), in rounds (:attr:`Budget.calibration_turns`); replicate
-    ``k`` draws its own arrivals. Returns each class and mode's runs in turn order."""
+                     measure: Measure, tick: Progress, replicates: Sequence[int]) -> dict:
+    """The calibration's ``replicates`` (:attr:`Budget.calibration_turns`): Poisson runs
+    of every class and mode at the budget's shares of its measured capacity
+    (``saturation``), a round of all per share, each replicate on arrivals of its own.
+    Returns each class and mode's runs in turn order."""
     def one(load: ClassLoad, mode: str, turn: tuple[int, float]) -> Measured:
         k, share = turn
         rate = share * saturation[load.name, mode].run.throughput
         return measure(plan, load, mode, "calibration", rate, replicate=k)
 
     classes = [(load, mode) for load in plan.classes for mode in plan.modes]
-    return rounds(classes, plan.budget.calibration_turns, "calibration", plan.budget.run_s,
+    turns = [turn for turn in plan.budget.calibration_turns if turn[0] in replicates]
+    return rounds(classes, turns, _round("calibration", replicates, plan), plan.budget.run_s,
                   one, tick)
 
 
@@ -139,7 +151,7 @@ def sweep(plan: Plan, fitted: compare.Fitted, operating: dict[str, float], measu
                             operating[load.name])
         found[load.name, mode] = []
         for rate in rates:
-            tick("measure", done, total)
+            tick(_round("sweep", [0], plan), done, total)
             m = measure(plan, load, mode, "validation", rate)
             done += budget.run_s
             if rate == operating[load.name]:
@@ -147,28 +159,31 @@ def sweep(plan: Plan, fitted: compare.Fitted, operating: dict[str, float], measu
             found[load.name, mode].append([m])
             if _stop(m):
                 break
-    tick("measure", total, total)
+    tick(_round("sweep", [0], plan), total, total)
     return found, at
 
 
 def replicate(plan: Plan, found: dict, at: dict, paired: list[tuple[ClassLoad, str]],
-              measure: Measure, tick: Progress) -> None:
-    """The sweep's other rounds, each over every point of every sweep: exactly the points
-    of the first round, but not the operating point (index ``at``) of a class and mode
-    in a verdict's ``paired`` runs: those are its replicates. Adds each run to its
-    point's runs in ``found``; replicate ``k`` draws its own arrivals."""
-    budget = plan.budget
-    if budget.replicates < 2:
-        return
+              measure: Measure, tick: Progress, k: int) -> None:
+    """The sweep's round ``k`` (from 1), over every point of every sweep: exactly the
+    points of the first round, but not the operating point (index ``at``) of a class and
+    mode in a verdict's ``paired`` runs: those are its replicates. Adds each run to its
+    point's runs in ``found``, on arrivals of replicate ``k``'s own."""
     skip = {(load.name, m): at[load.name, m] for load, mode in paired for m in (BASELINE, mode)}
     points = [(load, mode, i) for load in plan.loads for mode in plan.modes
               for i in range(len(found[load.name, mode])) if skip.get((load.name, mode)) != i]
-    more = rounds(points, range(1, budget.replicates), "replicates", budget.run_s,
+    more = rounds(points, [k], _round("sweep", [k], plan), plan.budget.run_s,
                   lambda load, mode, i, turn: measure(plan, load, mode, "validation",
                                                       found[load.name, mode][i][0].run.rate,
                                                       replicate=turn), tick)
     for (c, mode, i), runs in more.items():
         found[c, mode][i] += runs
+
+
+def _round(phase: str, replicates: Sequence[int], plan: Plan) -> str:
+    """A phase's name for progress, with its round when it runs one of several."""
+    r = plan.budget.replicates
+    return f"{phase} {replicates[0] + 1}/{r}" if len(replicates) == 1 and r > 1 else phase
 
 
 def pairs_to_run(plan: Plan, found: dict, at: dict) -> list[tuple[ClassLoad, str]]:
@@ -264,11 +279,13 @@ def _stop(m: Measured) -> bool:
             or m.run.throughput < (1 - STOP_SHORTFALL) * m.run.rate)
 
 
-def calibrate(plan: Plan, calibration: dict, extended: bool = True) -> compare.Fitted:
+def calibrate(plan: Plan, calibration: dict, extended: bool = True,
+              rate: float | None = None) -> compare.Fitted:
     """Fits per class and mode, the structural cost models, one scenario per offload
-    mode, and d0 (the delay outside host and engine) per class and mode. Without
-    ``extended`` it is seed 000's model, the baseline: every request costs the mean CPU
-    per request of the calibration runs, with no wake-up cost and no background."""
+    mode at the mix's total ``rate`` (:func:`build_scenario`), and d0 (the delay outside
+    host and engine) per class and mode. Without ``extended`` it is seed 000's model, the
+    baseline: every request costs the mean CPU per request of the calibration runs, with
+    no wake-up cost and no background."""
     mss = fit.loopback_mss()
     names = [load.name for load in plan.classes]
 
@@ -309,7 +326,7 @@ def calibrate(plan: Plan, calibration: dict, extended: bool = True) -> compare.F
                               engine_model=engine, host_wakeup=overhead.wakeup), overhead, engine)
 
     def scenarios() -> dict[str, Scenario]:
-        return {mode: build_scenario(plan, fits, models, mode, extended)
+        return {mode: build_scenario(plan, fits, models, mode, extended, rate)
                 for mode in plan.offload_modes}
 
     def gaps(fitted: compare.Fitted, c: str, mode: str) -> tuple[np.ndarray, np.ndarray]:
@@ -328,7 +345,8 @@ def calibrate(plan: Plan, calibration: dict, extended: bool = True) -> compare.F
             def shaped(scv: float, mode: str = mode, base: tuple = tuple(models)) -> list:
                 trial = _with_burst(base, mode, scv)
                 fitted = compare.Fitted(fits, trial,
-                                        {mode: build_scenario(plan, fits, trial, mode)})
+                                        {mode: build_scenario(plan, fits, trial, mode,
+                                                              rate=rate)})
                 return [gaps(fitted, c, mode) for c in names]
 
             models = list(_with_burst(tuple(models), mode, fit.burst_scv(shaped)))
@@ -353,17 +371,16 @@ def _with_burst(models: tuple[fit.CostModel, ...], mode: str, scv: float
 
 
 def build_scenario(plan: Plan, fits: dict, models: list[fit.CostModel], mode: str,
-                   extended: bool = True) -> Scenario:
+                   extended: bool = True, rate: float | None = None) -> Scenario:
     """The fitted scenario of one offload mode: every class with its own costs and d0,
-    equal shares of a total rate at half the host-alone capacity of that mix, and
-    offload left to the optimiser; each queue with its cost per wake-up, each class's
+    the plan's shares of a total ``rate`` (by default half the host-alone capacity of
+    that mix), and offload left to the optimiser; each queue with its cost per wake-up, each class's
     background work on that queue's core, the share of the core that work holds at any
     rate, and (``extended``) how the mode's host
     releases its answers. X_a keeps the shape of the configured work."""
     work_scv = plan.work.scv if plan.work is not None else 0.0
     names = [load.name for load in plan.classes]
-    inline_demand = sum(plan.shares[c] * fits[c, BASELINE].host for c in names)
-    total = 0.5 / inline_demand
+    total = rate or 0.5 / sum(plan.shares[c] * fits[c, BASELINE].host for c in names)
     classes = []
     for c in names:
         base, off = fits[c, BASELINE], fits[c, mode]
