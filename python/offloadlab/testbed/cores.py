@@ -17,21 +17,22 @@ def choose(host: int | None = None, engine: int | None = None) -> tuple[int | No
 
 
 # Nice -20 puts a woken load thread ahead of a server thread that spins on the shared
-# core: the SQPOLL thread spins a jiffy after each submission, and at nice 0 the kernel
-# let it finish its time slice first, which added 1-2 ms to uring's measured delays at
-# half load (docs/testbed.md, "The shared core"). Only beside such a spinner: an engine
-# that sleeps when idle was held off its core by a generator at -20 (class 0 at 4,000
-# req/s: 2.4-2.8 ms against 1.2-1.3 ms at nice 0, medians of interleaved pairs), and
-# only for open loops, where the generator keeps a schedule and its lateness is counted
-# in every delay: a closed loop of many clients at -20 held the core whenever any answer
-# came, and the engine ran in the gaps (class 3's engine-mode capacity fell to 5,755
-# req/s, below the 5,951 an open loop reached).
+# core: the SQPOLL thread spins a jiffy after each submission, so under load it never
+# sleeps. In an open loop at nice 0 the kernel let it finish its time slice first, which
+# added 1-2 ms to uring's measured delays at half load (docs/testbed.md, "The shared
+# core"); in a closed loop at nice 0 the fair scheduler held the generator to about half
+# the core, so uring's saturation runs measured that share, not the server (class 3:
+# generator 47% of the core and 7,050 req/s, against 65% and 7,875 req/s at -20; class
+# 0: 8,660 against 8,980 req/s, the host 89% and 94% busy; medians of 3 interleaved runs,
+# 7 Dec 2026). Only beside such a spinner: an engine that sleeps when idle was held off
+# its core by a generator at -20 (class 0 at 4,000 req/s: 2.4-2.8 ms against 1.2-1.3 ms
+# at nice 0, medians of interleaved pairs; class 3's engine-mode capacity fell to 5,755
+# req/s in a closed loop, below the 5,951 an open loop reached).
 SHARED_CORE_NICE = -20
 
 
-def generator_nice(pinned: bool, open_loop: bool, beside_spinner: bool) -> int:
+def generator_nice(pinned: bool, beside_spinner: bool) -> int:
     """The niceness of the load generator's threads: :data:`SHARED_CORE_NICE` when they
-    are pinned beside a server thread that spins (``beside_spinner``), keep an open-loop
-    schedule, and the process may raise its priority (root); else 0."""
-    return (SHARED_CORE_NICE if pinned and open_loop and beside_spinner and os.geteuid() == 0
-            else 0)
+    are pinned beside a server thread that spins (``beside_spinner``) and the process
+    may raise its priority (root); else 0."""
+    return SHARED_CORE_NICE if pinned and beside_spinner and os.geteuid() == 0 else 0

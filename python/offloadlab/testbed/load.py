@@ -151,8 +151,7 @@ def run(target: str | Target, requests: Stream, objects, *, threads: int | None 
                          "stream from the same file set")
     closed = requests.kind == "closed"
     if nice is None:
-        nice = cores_policy.generator_nice(pinned=bool(cores), open_loop=not closed,
-                                           beside_spinner=beside_spinner)
+        nice = cores_policy.generator_nice(pinned=bool(cores), beside_spinner=beside_spinner)
     if not isinstance(nice, int):  # the generator checks the range
         raise InputError(f"nice {nice!r}: give a whole niceness from -20 to 19")
     if repeat and not closed:
