@@ -94,8 +94,10 @@ def run(plan: Plan, progress: Progress | None = None,
         for key, more in calibration_runs(plan, saturation, measure, tick, [k]).items():
             calibration[key] += more
         replicate(plan, replicates, at, paired, measure, tick, k)
-    # The scenarios keep the operating rates that the sweeps and the pairs measure at.
-    fitted = calibrate(plan, calibration, rate=operating[MIX])
+    # The scenarios keep the operating rates that the sweeps and the pairs measure at;
+    # with one replicate the first fit saw every calibration run already.
+    fitted = (calibrate(plan, calibration, rate=operating[MIX]) if budget.replicates > 1
+              else first)
     seed = calibrate(plan, calibration, extended=False)
 
     runs = operating_pairs(plan, paired, operating, measure, tick)
@@ -374,10 +376,10 @@ def build_scenario(plan: Plan, fits: dict, models: list[fit.CostModel], mode: st
                    extended: bool = True, rate: float | None = None) -> Scenario:
     """The fitted scenario of one offload mode: every class with its own costs and d0,
     the plan's shares of a total ``rate`` (by default half the host-alone capacity of
-    that mix), and offload left to the optimiser; each queue with its cost per wake-up, each class's
-    background work on that queue's core, the share of the core that work holds at any
-    rate, and (``extended``) how the mode's host
-    releases its answers. X_a keeps the shape of the configured work."""
+    that mix), and offload left to the optimiser; each queue with its cost per wake-up,
+    each class's background work on that queue's core, the share of the core that work
+    holds at any rate, and (``extended``) how the mode's host releases its answers. X_a
+    keeps the shape of the configured work."""
     work_scv = plan.work.scv if plan.work is not None else 0.0
     names = [load.name for load in plan.classes]
     total = rate or 0.5 / sum(plan.shares[c] * fits[c, BASELINE].host for c in names)
