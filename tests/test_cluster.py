@@ -249,11 +249,12 @@ def test_the_test_cluster_is_removed_even_when_its_user_fails(as_root, testbed):
         names = [c.server.name, *(h.name for h in c.clients)]
         processes = list(c.workers.values())
         bridge = f"olbr{os.getpid() % 100000}"
+        ports = [f"olb{os.getpid() % 100000}p{i}" for i in range(len(names))]
         assert bridge in subprocess.run(["ip", "-o", "link", "show"], capture_output=True,
                                         text=True).stdout
         assert [h.ip for h in c.clients] == [f"{netns.BRIDGE_NET}.{i}" for i in (11, 12, 13)]
         raise Failed
-    assert _left_behind([*names, bridge]) == []
+    assert _left_behind([*names, *ports, bridge]) == []
     assert all(p.poll() is not None for p in processes)
 
 

@@ -135,7 +135,12 @@ def bridge(names: Sequence[str]) -> Iterator[list[Host]]:
             sh(f"ip -n {host.name} link set lo up")
         yield hosts
     finally:
-        for host in hosts:  # takes its end of the veth, and so the pair, along
+        # Each pair goes at once with its end here; a deleted namespace takes its end
+        # along only when the kernel destroys it, later, and the next bridge of this
+        # process (same names) could find the old pair still there (seen in CI).
+        for i, host in enumerate(hosts):
+            subprocess.run(["ip", "link", "del", f"olb{tag}p{i}"], capture_output=True,
+                           timeout=30)
             subprocess.run(["ip", "netns", "del", host.name], capture_output=True, timeout=30)
         subprocess.run(["ip", "link", "del", device], capture_output=True, timeout=30)
 
