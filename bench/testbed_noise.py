@@ -128,12 +128,13 @@ def rounds_arguments(doc: str, classes: str, share: float) -> argparse.Namespace
     return args
 
 
-def study_runs(folder: Path, classes: str, modes: str, budget: str):
+def study_runs(folder: Path, classes: str, modes: str, budget: str, mix: bool = False):
     """The study's own plan for ``classes`` and ``modes`` (its file sets under
-    ``folder``), its ``measure`` made again for the hypervisor as a study does, and the
-    plan's (class load, mode) pairs."""
+    ``folder``; with ``mix``, the classes' mix too, in ``plan.loads``), its ``measure``
+    made again for the hypervisor as a study does, and the plan's (class load, mode)
+    pairs."""
     config = pipeline.StudyConfig(folder, classes=classes, modes=modes, budget=budget,
-                                  mix=False, handoff_slowdown=None)
+                                  mix=mix, handoff_slowdown=None)
     plan = pipeline.prepare(config).plan
     pairs = [(load, mode) for load in plan.classes for mode in plan.modes]
     return plan, undisturbed(measure, plan.budget.steal_repeats), pairs
