@@ -497,6 +497,28 @@ def test_pairs_of_an_undecidable_verdict_run_to_the_cap():
         pytest.approx(math.nan, nan_ok=True), 0.0, math.inf, 0)
 
 
+def test_each_item_pairs_until_it_decides_one_pair_per_turn_up_to_the_cap():
+    calls, turns = [], []
+    decide_at = {"a": 3, "b": 5, "c": 99}
+
+    def pair(item: str, turn: int) -> tuple:
+        calls.append((item, turn))
+        return (item, turn)
+
+    found = run.until_decided(list(decide_at), pair,
+                              lambda pairs: len(pairs) >= decide_at[pairs[0][0]], 6,
+                              lambda turn, left: turns.append((turn, left)))
+    assert [len(pairs) for pairs in found] == [3, 5, 6]
+    assert found[1] == [("b", t) for t in range(5)]
+    assert calls[:4] == [("a", 0), ("b", 0), ("c", 0), ("a", 1)]
+    assert turns == [(0, 3), (1, 3), (2, 2), (3, 2), (4, 1), (5, 1)]
+    # Decided before the fewest pairs the interval may use is not decided.
+    early = run.until_decided(["a"], pair, lambda pairs: True, 6)
+    assert len(early[0]) == plan.OPERATING_MIN_PAIRS
+    assert run.alternating("uring", 0) == ("inline", "uring")
+    assert run.alternating("uring", 1) == ("uring", "inline")
+
+
 def test_the_plan_counts_every_run_and_the_progress_its_planned_seconds():
     ticks: dict = {}
 

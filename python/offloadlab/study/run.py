@@ -23,6 +23,7 @@ import itertools
 import math
 from collections.abc import Callable, Sequence
 from dataclasses import replace
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -200,36 +201,58 @@ def pairs_to_run(plan: Plan, found: dict, at: dict) -> list[tuple[ClassLoad, str
 
 def operating_pairs(plan: Plan, paired: list[tuple[ClassLoad, str]],
                     operating: dict[str, float], measure: Measure, tick: Progress) -> dict:
-    """Inline and the offload mode at the class's operating rate, one run after the other,
-    until the interval of their delay ratio (:func:`measure.pair_ratio`) shows a
-    direction (:func:`judge.direction`) after at least
-    :data:`~offloadlab.study.plan.OPERATING_MIN_PAIRS` pairs, or the budget's cap of
-    pairs is reached. Each turn runs one pair of every undecided verdict, so a verdict's
-    pairs fall in different spells of the machine, and each pair's two runs in the same
-    one; the mode goes first in every other pair, so that neither always does. Each
-    pair draws its own arrivals, the same for its two runs. Returns each verdict's
-    (inline, mode) pairs in order."""
+    """Inline and the offload mode at the class's operating rate, in pairs
+    (:func:`until_decided`) until the interval of their delay ratio
+    (:func:`measure.pair_ratio`) shows a direction (:func:`judge.direction`), or the
+    budget's cap of pairs is reached. Each pair draws its own arrivals, the same for its
+    two runs. Returns each verdict's (inline, mode) pairs in order."""
     budget = plan.budget
-    found: dict = {(load.name, mode): [] for load, mode in paired}
-    if not paired:
-        return found
     total = budget.operating_seconds(len(paired))
     done = 0.0
-    open_ = list(paired)
-    for turn in range(budget.operating_pairs):
-        for load, mode in list(open_):
-            tick("verdicts", done, total)
-            order = (BASELINE, mode) if turn % 2 == 0 else (mode, BASELINE)
-            runs = {m: measure(plan, load, m, "validation", operating[load.name],
-                               replicate=budget.replicates + turn) for m in order}
-            done += 2 * budget.run_s
-            pairs = found[load.name, mode]
-            pairs.append((runs[BASELINE], runs[mode]))
-            if (len(pairs) >= OPERATING_MIN_PAIRS
-                    and direction(*pair_ratio(pairs)[1:3]) is not None):
-                open_.remove((load, mode))
-    tick("verdicts", total, total)
+
+    def pair(item: tuple[ClassLoad, str], turn: int) -> tuple[Measured, Measured]:
+        nonlocal done
+        load, mode = item
+        tick("verdicts", done, total)
+        runs = {m: measure(plan, load, m, "validation", operating[load.name],
+                           replicate=budget.replicates + turn)
+                for m in alternating(mode, turn)}
+        done += 2 * budget.run_s
+        return runs[BASELINE], runs[mode]
+
+    found = until_decided(paired, pair, lambda pairs: direction(*pair_ratio(pairs)[1:3])
+                          is not None, budget.operating_pairs)
+    if paired:
+        tick("verdicts", total, total)
+    return {(load.name, mode): pairs for (load, mode), pairs in zip(paired, found, strict=True)}
+
+
+def until_decided(items: Sequence, pair: Callable[[Any, int], tuple[Measured, Measured]],
+                  decided: Callable[[list], bool], cap: int,
+                  turned: Callable[[int, int], None] | None = None) -> list[list]:
+    """``pair(item, turn)`` for every item, a pair of each undecided one per turn, until
+    ``decided(its pairs)`` after at least :data:`~offloadlab.study.plan.OPERATING_MIN_PAIRS`
+    pairs, or ``cap`` pairs: so an item's pairs fall in different spells of the machine,
+    and each pair's two runs in the same one. ``turned(turn, undecided)`` follows each
+    turn. Returns each item's pairs in order, in the order of ``items``."""
+    found: list[list] = [[] for _ in items]
+    open_ = list(range(len(items)))
+    for turn in range(cap):
+        if not open_:
+            break
+        for i in list(open_):
+            found[i].append(pair(items[i], turn))
+            if len(found[i]) >= OPERATING_MIN_PAIRS and decided(found[i]):
+                open_.remove(i)
+        if turned is not None:
+            turned(turn, len(open_))
     return found
+
+
+def alternating(mode: str, turn: int) -> tuple[str, str]:
+    """The order of a pair's runs: inline first in even turns, ``mode`` first in odd
+    ones, so that neither always goes first."""
+    return (BASELINE, mode) if turn % 2 == 0 else (mode, BASELINE)
 
 
 def rounds(items: list, turns: Sequence, phase: str, run_s: float,
