@@ -39,7 +39,6 @@ from offloadlab.engine_profile import EngineProfile
 from offloadlab.model import answer, evaluate
 from offloadlab.study import measure, pipeline
 from offloadlab.study import run as study_run
-from offloadlab.study.plan import OPERATING_MIN_PAIRS
 from offloadlab.units import parse_time
 
 TARGET_SPEED = 0.5
@@ -95,23 +94,20 @@ def main() -> None:
 def paired(plan, load, rate: float, engines: dict, cap: int) -> dict:
     """Inline and engine mode in pairs at ``rate`` for every engine of ``engines`` (a
     profile, or None for the calibrated engine), a pair of each undecided one per turn,
-    until :func:`_judged` decides (after OPERATING_MIN_PAIRS) or ``cap`` pairs. Each
-    pair draws its own arrivals, the same for its two runs. Returns each key's pairs."""
-    found: dict = {key: [] for key in engines}
-    open_ = list(engines)
-    for turn in range(cap):
-        for key in list(open_):
-            modes = {"inline": plan, "engine": replace(plan, engine=engines[key])}
-            order = list(modes) if turn % 2 == 0 else list(modes)[::-1]
-            runs = {m: measure.measure(modes[m], load, m, "validation", rate, replicate=turn)
-                    for m in order}
-            found[key].append((runs["inline"], runs["engine"]))
-            if len(found[key]) >= OPERATING_MIN_PAIRS and _judged(found[key])[-1] != UNDECIDED:
-                open_.remove(key)
-        print(f"turn {turn + 1}: {len(open_)} speed(s) undecided", flush=True)
-        if not open_:
-            break
-    return found
+    until :func:`_judged` decides or ``cap`` pairs (the study's
+    :func:`~offloadlab.study.run.until_decided`). Each pair draws its own arrivals, the
+    same for its two runs. Returns each key's pairs."""
+    def pair(key, turn: int) -> tuple:
+        modes = {"inline": plan, "engine": replace(plan, engine=engines[key])}
+        runs = {m: measure.measure(modes[m], load, m, "validation", rate, replicate=turn)
+                for m in study_run.alternating("engine", turn)}
+        return runs["inline"], runs["engine"]
+
+    keys = list(engines)
+    found = study_run.until_decided(
+        keys, pair, lambda pairs: _judged(pairs)[-1] != UNDECIDED, cap,
+        lambda turn, left: print(f"turn {turn + 1}: {left} speed(s) undecided", flush=True))
+    return dict(zip(keys, found, strict=True))
 
 
 def _judged(pairs: list) -> tuple:
