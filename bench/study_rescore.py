@@ -102,15 +102,23 @@ def rescore(folder: Path) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
-def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+def study_folders(description: str) -> list[Path]:
+    """The kept ``offload study --out`` folders named on the command line; exits with a
+    message naming those without a study's results."""
+    ap = argparse.ArgumentParser(description=description)
     ap.add_argument("folders", nargs="+", type=Path, help="offload study output folders")
-    args = ap.parse_args()
-    missing = [f for f in args.folders if not (f / "results.parquet").exists()]
+    folders = ap.parse_args().folders
+    missing = [str(f) for f in folders
+               if not ((f / "results.parquet").exists() and (f / "summary.json").exists())]
     if missing:
-        sys.exit(f"error: no results.parquet in {', '.join(map(str, missing))}; give the "
-                 "--out folders of offload study runs")
-    table = pd.concat([rescore(f) for f in args.folders], ignore_index=True)
+        sys.exit(f"error: no results.parquet and summary.json in {', '.join(missing)}; "
+                 "give the --out folders of offload study runs")
+    return folders
+
+
+def main() -> None:
+    folders = study_folders(__doc__.splitlines()[0])
+    table = pd.concat([rescore(f) for f in folders], ignore_index=True)
     print("MAPE on the study's scored points: as the study reported it (then) and with "
           "the current model (now)")
     print(f"{'study':<16} {'mode':<7} {'class':<6} {'metric':<9} {'n':>3} "

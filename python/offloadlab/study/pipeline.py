@@ -402,6 +402,7 @@ def _meta(prepared: Prepared, experiment: handoff.Experiment | None) -> dict:
             timespec="seconds"),
         "duration_s": time.time() - prepared.started, "budget": the_plan.budget.name,
         "modes": list(the_plan.modes), "classes": classes, "workload": the_plan.workload,
+        "shares": dict(the_plan.shares),
         "machine": _machine(the_plan, prepared.config.work_dist()),
         "scenario_files": [f"scenario-{m}.toml" for m in the_plan.offload_modes],
         "notes": [],
