@@ -11,7 +11,10 @@ reading; the study reads each thread's schedstat) and counts the requests the ru
 completed. It prints per class nginx's CPU per request so measured, beside the study's:
 the fitted host demand at those runs (E[X_a] + E[X_p] and the fit's wake-up CPU there,
 the model's host-alone cost), E[X_a] + E[X_p] alone, their ratios to nginx's, and
-whether each is within 10%. About 5 minutes for classes 0-3 on this 2-core machine.
+whether each is within 10%. Then the same reading over the study's saturation runs,
+where nginx's worker never sleeps and so spends no CPU on waking: its CPU per request
+there beside E[X_a] + E[X_p], the per-request part of the fit. About 5 minutes for
+classes 0-3 on this 2-core machine.
 
     .venv/bin/python bench/study_nginx.py [--classes 0,1,2,3] [--run-length 2s] [--keep DIR]
 """
@@ -72,18 +75,20 @@ _last_summary: dict = {}
 
 
 def watch_calibration() -> dict:
-    """Per class, nginx's /proc/PID/stat CPU seconds and completed requests summed over
-    the study's calibration runs on it; the study's summary is kept as it is made."""
-    seen: dict = {}
+    """Per run kind ("calibration", "saturation") and class, nginx's /proc/PID/stat CPU
+    seconds and completed requests summed over the study's runs of that kind on it; the
+    study's summary is kept as it is made."""
+    seen: dict = {"calibration": {}, "saturation": {}}
     measure, summary = host_server.HostServer.measure, host_server.HostServer.summary
 
     def measured(self, plan, load, mode, use, rate, *rest, **options):
-        if mode != BASELINE or use != "calibration":
+        if mode != BASELINE or use not in seen:
             return measure(self, plan, load, mode, use, rate, *rest, **options)
         before = _stat_cpu_s(self.live.pid)
         m = measure(self, plan, load, mode, use, rate, *rest, **options)
-        cpu, n = seen.get(load.name, (0.0, 0))
-        seen[load.name] = (cpu + _stat_cpu_s(self.live.pid) - before, n + m.run.requests)
+        cpu, n = seen[use].get(load.name, (0.0, 0))
+        seen[use][load.name] = (cpu + _stat_cpu_s(self.live.pid) - before,
+                                n + m.run.requests)
         return m
 
     def kept(self, study) -> dict:
@@ -112,7 +117,7 @@ def print_table(seen: dict, summary: dict) -> None:
     print(f"{'class':6} {'requests':>9} {'nginx stat':>11} {'study demand':>13} "
           f"{'ratio':>6} {'≤10%':>5} {'EXa+EXp':>8} {'ratio':>6} {'≤10%':>5} "
           f"{'wake-ups':>9} {'schedstat':>10}")
-    for cls, (cpu, n) in seen.items():
+    for cls, (cpu, n) in seen["calibration"].items():
         row = rows[cls]
         stat = cpu / n
         bare = row["EXa"] + row["EXp"]
@@ -121,6 +126,16 @@ def print_table(seen: dict, summary: dict) -> None:
               f"{demand / stat:>6.3f} {_within(demand, stat):>5} {bare * 1e6:>8.1f} "
               f"{bare / stat:>6.3f} {_within(bare, stat):>5} {row['wakeup_s'] * 1e6:>9.1f} "
               f"{row['cpu_per_request_s'] * 1e6:>10.1f}")
+    # Where nginx's worker never sleeps, its CPU per request has no wake-ups in it: the
+    # per-request part alone, which E[X_a] + E[X_p] is.
+    print("\nnginx's CPU per request over the saturation runs (closed loop: its worker "
+          "never sleeps), µs")
+    print(f"{'class':6} {'requests':>9} {'nginx stat':>11} {'EXa+EXp':>8} {'ratio':>6} "
+          f"{'≤10%':>5}")
+    for cls, (cpu, n) in seen["saturation"].items():
+        stat, bare = cpu / n, rows[cls]["EXa"] + rows[cls]["EXp"]
+        print(f"{cls:6} {n:>9,} {stat * 1e6:>11.1f} {bare * 1e6:>8.1f} {bare / stat:>6.3f} "
+              f"{_within(bare, stat):>5}")
     print(f"most cores nginx kept busy in one run: {summary['most_cores']:.2f}")
 
 
