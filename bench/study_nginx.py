@@ -12,8 +12,9 @@ completed. It prints per class nginx's CPU per request so measured, beside the s
 the fitted host demand at those runs (E[X_a] + E[X_p] and the fit's wake-up CPU there,
 the model's host-alone cost), E[X_a] + E[X_p] alone, their ratios to nginx's, and
 whether each is within 10%. Then the same reading over the study's saturation runs,
-where nginx's worker never sleeps and so spends no CPU on waking: its CPU per request
-there beside E[X_a] + E[X_p], the per-request part of the fit. About 5 minutes for
+where a worker kept busy would never sleep and so spend no CPU on waking: its CPU per
+request there beside E[X_a] + E[X_p], the per-request part of the fit (on this 2-core
+machine the generator kept nginx at most 78 % busy, so some wake-ups remain). About 5 minutes for
 classes 0-3 on this 2-core machine.
 
     .venv/bin/python bench/study_nginx.py [--classes 0,1,2,3] [--run-length 2s] [--keep DIR]
@@ -127,9 +128,10 @@ def print_table(seen: dict, summary: dict) -> None:
               f"{bare / stat:>6.3f} {_within(bare, stat):>5} {row['wakeup_s'] * 1e6:>9.1f} "
               f"{row['cpu_per_request_s'] * 1e6:>10.1f}")
     # Where nginx's worker never sleeps, its CPU per request has no wake-ups in it: the
-    # per-request part alone, which E[X_a] + E[X_p] is.
-    print("\nnginx's CPU per request over the saturation runs (closed loop: its worker "
-          "never sleeps), µs")
+    # per-request part alone, which E[X_a] + E[X_p] is. Only if the closed loop keeps it
+    # busy: "most cores" below says how busy it was.
+    print("\nnginx's CPU per request over the saturation runs (closed loop, zero think "
+          "time), µs")
     print(f"{'class':6} {'requests':>9} {'nginx stat':>11} {'EXa+EXp':>8} {'ratio':>6} "
           f"{'≤10%':>5}")
     for cls, (cpu, n) in seen["saturation"].items():
