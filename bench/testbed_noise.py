@@ -111,15 +111,16 @@ def main() -> None:
                                  "testbed_noise_saturation.csv": saturation})
 
 
-def rounds_arguments(doc: str, classes: str, share: float) -> argparse.Namespace:
+def rounds_arguments(doc: str, classes: str, share: float, modes: str = "inline,engine",
+                     share_of: str = "inline's capacity") -> argparse.Namespace:
     """The command line of a benchmark that runs classes and modes in interleaved rounds
-    with Poisson runs at a share of inline's capacity: --classes, --modes, --share,
-    --rounds and --budget, checked."""
+    with Poisson runs at a share of a capacity (``share_of`` says which): --classes,
+    --modes, --share, --rounds and --budget, checked."""
     parser = argparse.ArgumentParser(description=doc.split("\n\n")[0])
     parser.add_argument("--classes", default=classes)
-    parser.add_argument("--modes", default="inline,engine")
+    parser.add_argument("--modes", default=modes)
     parser.add_argument("--share", type=float, default=share,
-                        help="the Poisson runs' rate, as a share of inline's capacity")
+                        help=f"the Poisson runs' rate, as a share of {share_of}")
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--budget", default="standard")
     args = parser.parse_args()
