@@ -16,8 +16,7 @@ This benchmark prepares the study's own plan (seed 000's file sets, cores, work,
   what each byte costs it;
 - each mode's saturation run (closed loop), copying and discarding: the capacity, the
   host thread's and the generator's core's busy shares, and whether the generator's
-  core was the bottleneck (host under 80 % busy, that core over 90 %, as the study
-  marks it).
+  core was the bottleneck (as the study marks it: ``generator_bound``).
 
 It prints medians per class: the generator's CPU per request both ways and per byte,
 and per mode the capacity both ways with the ratio offload / inline both ways. Every
@@ -43,6 +42,7 @@ import pandas as pd
 from testbed_noise import rounds_arguments, study_runs
 
 from offloadlab.mode_traits import BASELINE
+from offloadlab.study.compare import generator_bound
 from offloadlab.study.measure import Measured, core_shares
 
 DROPS = {False: "copy", True: "discard"}
@@ -68,7 +68,8 @@ def main() -> None:
                     m = run(plans[drop], load, mode, "saturation", 0.0)
                     rows.append({"round": i, "class": load.name, "mode": mode, "body": name,
                                  "run": "saturation", "throughput": m.run.throughput,
-                                 "U_host": m.U_host, "generator_core": busy(m, core)})
+                                 "U_host": m.U_host, "generator_core": busy(m, core),
+                                 "bound": generator_bound(m, core)})
                     if mode == BASELINE and drop is False:
                         light.setdefault(load.name, args.share * m.run.throughput)
                 if mode != BASELINE:
@@ -98,10 +99,9 @@ def report(frame: pd.DataFrame) -> None:
         print(f"  {cls}: {g.throughput.median():,.0f}/s, mean body {size / 1024:,.0f} KiB: "
               f"copy {us['copy']:.1f} us, discard {us['discard']:.1f} us; "
               f"{per_byte:.3f} ns per body byte copied")
-    sat = frame[frame.run == "saturation"].assign(
-        bound=lambda f: (f.U_host < 0.8) & (f.generator_core > 0.9))
-    print("\nSaturation (medians; generator-bound: host thread < 80 % busy, the "
-          "generator's core > 90 %):")
+    sat = frame[frame.run == "saturation"]
+    print("\nSaturation (medians; generator-bound: the share of runs the study marks so, "
+          "study/compare.py's generator_bound):")
     med = sat.groupby(["class", "mode", "body"], sort=False).agg(
         throughput=("throughput", "median"), U_host=("U_host", "median"),
         generator_core=("generator_core", "median"), bound=("bound", "mean"))

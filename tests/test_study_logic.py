@@ -322,6 +322,26 @@ def test_the_steal_share_is_of_every_core_s_whole_time():
     assert measure.steal_share(()) == 0.0
 
 
+@pytest.mark.parametrize(("U_host", "engine_core_busy", "U_engine", "bound"), [
+    (0.80, 0.99, 0.37, True),    # uring, class 3: the generator held 62% of a full core
+    (0.80, 0.99, 0.55, False),   # the engine's own work filled most of it: the server's
+    (0.95, 0.99, 0.20, False),   # the host was full too
+    (0.70, 0.85, 0.20, False),   # the generator's core had time to spare
+    (0.70, 0.95, math.nan, True),  # inline: nothing of the server's on that core
+])
+def test_a_saturation_run_is_generator_bound_when_the_generator_fills_its_core(
+        study, U_host, engine_core_busy, U_engine, bound):
+    _, found, _ = study
+    m = found.saturation["c3", "engine"]
+    cores = (CoreTimes(core=0, user_s=U_host, system_s=0.0, idle_s=1 - U_host, irq_s=0.0,
+                       softirq_s=0.0, steal_s=0.0),
+             CoreTimes(core=1, user_s=engine_core_busy, system_s=0.0,
+                       idle_s=1 - engine_core_busy, irq_s=0.0, softirq_s=0.0, steal_s=0.0))
+    m = replace(m, U_host=U_host, U_engine=U_engine, cores=cores)
+    assert compare.generator_bound(m, 1) is bound
+    assert compare.generator_bound(m, None) is False
+
+
 @pytest.mark.parametrize(("settings", "fragment"), [
     ({"classes": "7"}, "--classes '7': give size classes 0-4"),
     ({"modes": "engine"}, "--modes 'engine': give inline"),

@@ -45,7 +45,7 @@ COLUMNS: dict[str, tuple[str, ...]] = {
     # model: 1 / E[S] of the bottleneck (host or engine) with its core's background.
     # error = model / measured - 1; seed_model, seed_error: the same for seed 000's
     # model fitted on the same runs. generator_bound: the run was limited by the load
-    # generator's core (host thread under 80% busy, that core over 90%), not the server.
+    # generator's core, not the server (study/compare.py, generator_bound).
     # host_util: busy share of the host thread during the saturation run. The seed's
     # Tables 4-3 and 4-4: connections per minute, mean connection set-up, goodput (B/s).
     # model_elsewhere: the model's saturation with the load generator on cores of its own
