@@ -17,7 +17,10 @@ from typer.testing import CliRunner
 
 from offloadlab.cli import app
 from offloadlab.errors import InputError, RunError
-from offloadlab.testbed import cluster, netns, testcluster
+from offloadlab.experiments import handoff
+from offloadlab.study import measure, pipeline
+from offloadlab.testbed import cluster, cores, netns, remote, testcluster
+from offloadlab.testbed.server import ServerOptions
 from offloadlab.workload import fileset, stream
 from offloadlab.workload.specs import FileSetSpec
 
@@ -189,7 +192,7 @@ def test_too_few_client_workers_is_bad_input_naming_the_resource(local_dask, ser
 
 
 def test_each_client_workers_clock_offset_is_measured_by_round_trips(local_dask):
-    workers = cluster._workers(local_dask, local_dask.scheduler.address, None)
+    workers = cluster.client_workers(local_dask, local_dask.scheduler.address, None)
     assert len(workers) == 1
     # One process, one clock: the offset is zero within its stated uncertainty.
     w = workers[0]
@@ -222,6 +225,31 @@ def test_no_worker_with_the_client_resource_is_bad_input(served_set):
     assert res.exit_code == 2, res.output
     assert "no worker offers the `client` resource" in res.output
     assert "--resources client=1" in res.output
+
+
+def test_a_study_across_hosts_refuses_what_it_cannot_use_and_writes_nothing(
+        local_dask, monkeypatch, tmp_path):
+    out = tmp_path / "s"
+
+    def study(*flags: str):
+        return runner.invoke(app, ["study", "--out", str(out), "--classes", "0",
+                                   "--no-handoff", "--cluster", *flags])
+
+    address = local_dask.scheduler.address
+    monkeypatch.setattr(cluster, "CONNECT_TIMEOUT_S", 0.5)
+    for flags, says in [
+            (["somewhere"], "tcp://HOST:PORT"),
+            ([address, "--host-profile", "seed-era"], "--cluster and --host-profile"),
+            (["tcp://127.0.0.1:9"], "no Dask scheduler answered"),
+            # The one worker offers `client` only.
+            ([address], "no worker offers the `server` resource")]:
+        res = study(*flags)
+        assert res.exit_code == 2, res.output
+        text = " ".join(res.output.split())
+        assert says in text, text
+        assert "--resources server=1" in text or "tcp://HOST:PORT" in text or \
+            "give one" in text
+    assert not out.exists()
 
 
 def test_a_remote_target_is_loaded_only_when_allowed_by_name_or_at_all(manifest):
@@ -303,6 +331,42 @@ def test_the_cli_across_hosts_prints_each_host_and_writes_the_report(test_cluste
     assert [h["name"] for h in doc["cluster"]["hosts"]] == ["client1", "client2"]
     assert doc["completed"] > 0 and doc["failed"] == 0
     assert "start skew" in " ".join(res.output.split())
+
+
+def test_a_run_across_hosts_serves_on_the_server_host_and_loads_from_every_client(
+        test_cluster, served_set):
+    hosts = remote.find(test_cluster.scheduler)
+    assert (hosts.server_name, hosts.server_ip) == ("server", test_cluster.server.ip)
+    assert hosts.clients == ("client1", "client2", "client3")
+    host_core, engine_core = cores.choose(allowed=hosts.server_cores)
+    requests = stream.poisson(served_set, 120, duration_s=2, seed=8)
+    options = ServerOptions(root=served_set, mode="engine", host_core=host_core,
+                            engine_core=engine_core)
+    done = remote.run_mode(hosts, options, requests, served_set, records=True, threads=1,
+                           verify="length", timeout_s=5.0)
+    report = done.load.report
+    # The server's own account came back through Dask: it served what the hosts sent.
+    assert done.stats.requests == report["completed"] == len(requests)
+    assert {t.role for t in done.stats.threads} == {"host", "engine"}
+    assert {t.core for t in done.stats.threads} == {host_core, engine_core}
+    assert set(done.load.records["host"]) == set(hosts.clients)
+    assert not report["cluster"]["partial"]
+
+
+def test_a_study_across_hosts_measures_there_and_says_where(test_cluster, tmp_path):
+    config = pipeline.StudyConfig(tmp_path / "s", classes="0", modes="inline,engine",
+                                  budget="quick", cluster=test_cluster.scheduler,
+                                  handoff_slowdown=handoff.Experiment.slowdown)
+    prepared = pipeline.prepare(config)
+    the_plan = prepared.plan
+    assert the_plan.hosts.server_name == "server" and prepared.handoff() is None
+    assert measure.generator_cores(the_plan) == []
+    m = measure.measure(the_plan, the_plan.classes[0], "engine", "validation", 300.0)
+    assert m.run.requests > 0 and abs(m.run.throughput / 300 - 1) < 0.15
+    assert m.errors == 0 and m.foreign == 0.0  # the clients are not a disturbance here
+    assert m.U_host > 0 and m.U_engine > 0
+    machine = pipeline._machine(the_plan, config.work_dist())
+    assert "host server (10.232.0.10)" in machine and "client1, client2, client3" in machine
 
 
 def test_a_killed_host_is_reported_lost_and_the_others_kept(test_cluster, served,

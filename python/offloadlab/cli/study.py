@@ -121,6 +121,11 @@ def study_cmd(
                                  "every run (recv with MSG_TRUNC): on 2 cores it then takes "
                                  "less of the engine's core. Lengths are still checked, "
                                  "content never (docs/load.md).")] = False,
+    cluster: Annotated[str | None, typer.Option(
+        help="Study across hosts: the Dask scheduler (tcp://HOST:PORT) whose worker with "
+             "the `server` resource runs the server and whose `client` workers send the "
+             "load; the file sets must be at the same paths on the server host "
+             "(docs/study.md, 'Across hosts').")] = None,
 ) -> None:
     """Calibrate the model on the testbed, predict with model and simulator, measure the
     rate sweep, and report whether offload helps, per class."""
@@ -134,7 +139,7 @@ def study_cmd(
         server_cmd=server_cmd, server_pid=server_pid, target=target,
         allow_remote=allow_remote, engine_profile=engine_profile, engine_speed=engine_speed,
         engine_message_cost=engine_message_cost, discard_bodies=discard_bodies,
-        host_profile=host_profile))
+        host_profile=host_profile, cluster=cluster))
 
 
 @app.command()

@@ -312,8 +312,9 @@ def _reasons(study: Study, cls: str, mode: str, metric: str) -> list[str]:
             parts.append(f"the measured means are themselves uncertain by ±"
                          f"{np.median(spread):.0%} (median 95% interval: rare stalls of "
                          "milliseconds weigh on short runs; a longer budget narrows it)")
-        if traits(mode).engine_thread and study.plan.engine_core is not None:
-            busy = _core_busy(study.saturation[cls, mode], study.plan.engine_core)
+        core = measure.generator_core(study.plan)
+        if traits(mode).engine_thread and core is not None:
+            busy = _core_busy(study.saturation[cls, mode], core)
             parts.append(f"the engine shares its core with the load generator (that core "
                          f"was {busy:.0%} busy at saturation), so it also waits for its "
                          "core, which the model does not see")
@@ -335,7 +336,8 @@ def _saturation_note(study: Study, r: dict) -> str:
             f"±{SATURATION_TOLERANCE:.0%}); the host thread was busy {r['host_util']:.0%} "
             "of the saturation run, the cores " + ", ".join(f"{b:.0%}" for b in cores.values()))
     if r["generator_bound"]:
-        text += (f". The load generator's core ({study.plan.engine_core}) was the bottleneck: "
+        text += (f". The load generator's core ({measure.generator_core(study.plan)}) was "
+                 "the bottleneck: "
                  "this run measured the client's capacity, not the server's; with the "
                  f"client on cores of its own the model predicts {r['model_elsewhere']:,.0f}/s")
     return text
@@ -366,7 +368,8 @@ def _saturation(study: Study, cls: str, mode: str) -> dict:
     return {"class": cls, "mode": mode, "measured": measured, "model": f.saturation,
             "bottleneck": f.bottleneck, "error": error(f.saturation), "seed_model": seed,
             "seed_error": error(seed),
-            "generator_bound": generator_bound(m, study.plan.engine_core), "host_util": m.U_host,
+            "generator_bound": generator_bound(m, measure.generator_core(study.plan)),
+            "host_util": m.U_host,
             "conn_per_min": m.connections_per_s * 60,
             "connect_s": m.connect_s, "goodput_Bps": m.goodput_Bps,
             "model_elsewhere": f.client_elsewhere.saturation}

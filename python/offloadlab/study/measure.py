@@ -27,7 +27,7 @@ from offloadlab.mode_traits import traits
 from offloadlab.model.verdict import MARGIN
 from offloadlab.study import judge
 from offloadlab.study.plan import ENGINE_WAIT, SATURATION_CLIENTS, ClassLoad, Plan
-from offloadlab.testbed import host_profile
+from offloadlab.testbed import host_profile, remote
 from offloadlab.testbed import modes as testbed_modes
 from offloadlab.testbed.load import LoadResult
 from offloadlab.testbed.server import ServerOptions, emulating
@@ -98,12 +98,22 @@ def measure(plan: Plan, load: ClassLoad, mode: str, use: str, rate: float,
     requests, extra, rate = stream_of(plan, load, use, rate, replicate)
     before = Foreign.now()
     try:
-        done = testbed_modes.run_mode(options(plan, load, mode), requests, load.manifest,
-                                      progress=progress, timeout_s=TIMEOUT_S, records=True,
-                                      cores=generator_cores(plan), **LOAD, **extra)
+        if plan.hosts is None:
+            done = testbed_modes.run_mode(options(plan, load, mode), requests, load.manifest,
+                                          progress=progress, timeout_s=TIMEOUT_S,
+                                          records=True, cores=generator_cores(plan),
+                                          **LOAD, **extra)
+        else:
+            done = remote.run_mode(plan.hosts, options(plan, load, mode), requests,
+                                   load.manifest, timeout_s=TIMEOUT_S, records=True,
+                                   **LOAD, **extra)
     except RunError as exc:
         raise failed(load, mode, use, rate, exc) from None
     m = _reduce(load, mode, use, rate, requests.frame["size_bytes"].to_numpy(), done)
+    if plan.hosts is not None:
+        # The client hosts' generators are other processes, here or elsewhere: not a
+        # disturbance of this machine's (the server host's cores' steal still counts).
+        return m
     return replace(m, foreign=before.share(Foreign.now()))
 
 
@@ -276,8 +286,15 @@ def operating_ratio(study, cls: str, mode: str) -> tuple[float, float, float, in
     return pair_ratio(study.operating.get((cls, mode), []))
 
 
+def generator_core(plan: Plan) -> int | None:
+    """The server's core the load generator shares: the engine's; None when the
+    generator is not pinned, or runs on other hosts (``plan.hosts``)."""
+    return None if plan.hosts is not None else plan.engine_core
+
+
 def generator_cores(plan: Plan) -> list[int]:
-    return [] if plan.engine_core is None else [plan.engine_core]
+    core = generator_core(plan)
+    return [] if core is None else [core]
 
 
 def _reduce(load: ClassLoad, mode: str, use: str, rate: float, sizes: np.ndarray,

@@ -24,7 +24,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import NamedTuple
 
-from offloadlab import dist, engine_profile, scenario
+from offloadlab import dask_scheduler, dist, engine_profile, scenario
 from offloadlab.errors import InputError, for_flag
 from offloadlab.experiments import handoff
 from offloadlab.mode_traits import BASELINE, traits
@@ -37,7 +37,7 @@ from offloadlab.study import run as study_run
 from offloadlab.study import trace as study_trace
 from offloadlab.study.measure import measure
 from offloadlab.study_tables import StudyTables
-from offloadlab.testbed import cores, external, host_profile, idle, netns
+from offloadlab.testbed import cores, external, host_profile, idle, netns, remote
 from offloadlab.testbed.server import emulating
 from offloadlab.units import parse_time
 
@@ -99,13 +99,15 @@ class StudyConfig:
     discard_bodies: bool = False
     # The host OffloadLab's server runs on (testbed.host_profile).
     host_profile: str = "modern"
+    # A Dask scheduler whose workers run the server and the load (testbed.remote).
+    cluster: str | None = None
 
     def __post_init__(self) -> None:
         # In the order the flags were checked before the pipeline had a home, so a
         # command with two bad flags names the same one it always did.
         for check in (self.study_preset, self.size_classes, self.mode_names,
                       self.chosen_budget, self.work_dist, self.workload_source,
-                      self.external_server, self.engine, self.host):
+                      self.external_server, self.engine, self.host, self.across_hosts):
             check()
         if self.rate is not None and not (math.isfinite(self.rate) and self.rate > 0):
             raise InputError(f"--rate {self.rate}: give the total requests/s to answer at, "
@@ -204,6 +206,22 @@ class StudyConfig:
                              "--engine-message-cost, or leave it out of --modes")
         return profile
 
+    def across_hosts(self) -> None:
+        """--cluster: a scheduler's address, for OffloadLab's server on today's host (the
+        user's server and another host profile run on this machine)."""
+        if self.cluster is None:
+            return
+        if not dask_scheduler.ADDRESS.fullmatch(self.cluster):
+            raise InputError(f"--cluster '{self.cluster}': write the Dask scheduler's "
+                             "address as tcp://HOST:PORT, e.g. tcp://10.0.0.5:8786")
+        here = [flag for flag, given in (
+            ("--server-cmd/--server-pid", self.external_server() is not None),
+            (f"--host-profile {self.host_profile}", self.host_profile != "modern"),
+            (f"--preset {self.preset}", self.preset is not None)) if given]
+        if here:
+            raise InputError(f"--cluster and {here[0]}: a study across hosts runs "
+                             "OffloadLab's server on the server host as it is; give one")
+
     def workload_source(self) -> None:
         """--trace and --fileset each say what is served: at most one of them."""
         if self.trace is not None and self.fileset is not None:
@@ -224,8 +242,8 @@ class Prepared:
         """Seed 004's policies on the smallest studied class (socket work matters most
         there), one run per policy and repeat of the budget's run length; None when the
         config skips it."""
-        if self.config.handoff_slowdown is None:
-            return None
+        if self.config.handoff_slowdown is None or self.plan.hosts is not None:
+            return None  # skipped, or across hosts: its servers would run here
         load = min(self.plan.classes, key=lambda c: c.size_class)
         return handoff.Experiment(
             root=load.root, manifest=load.manifest, size_class=load.size_class,
@@ -256,7 +274,12 @@ def prepare(config: StudyConfig, say: Say = lambda text: None) -> Prepared:
     started = time.time()
     names, work = config.mode_names(), config.work_dist()
     classes = config.size_classes()
-    host_core, engine_core = cores.choose(config.host_core, config.engine_core)
+    hosts = None
+    if config.cluster is not None:
+        say(f"finding the server and client hosts of {config.cluster} …")
+        hosts = remote.find(config.cluster)
+    host_core, engine_core = cores.choose(config.host_core, config.engine_core,
+                                          None if hosts is None else hosts.server_cores)
     floors_key = plan.SEED_FILESETS
     if config.fileset is not None:
         loads = plan.folder_classes(config.fileset, classes)
@@ -294,7 +317,7 @@ def prepare(config: StudyConfig, say: Say = lambda text: None) -> Prepared:
                          config.seed, workload, shares, mixed if config.mix else None,
                          rate=_answer_rate(config, mixed), engine=config.engine(),
                          floors_key=floors_key, discard=config.discard_bodies,
-                         host_profile=config.host_profile)
+                         host_profile=config.host_profile, hosts=hosts)
     prepared = Prepared(config, the_plan, started)
     if (experiment := prepared.handoff()) is not None:
         experiment.check()
@@ -415,6 +438,14 @@ def _meta(prepared: Prepared, experiment: handoff.Experiment | None) -> dict:
 
 
 def _machine(the_plan: plan.Plan, work: dist.Dist) -> str:
+    hosts = the_plan.hosts
+    if hosts is not None:
+        return (f"across hosts: {hosts.describe()}; {len(hosts.server_cores)} cores on "
+                f"{hosts.server_name}, host thread on its core {the_plan.host_core}, "
+                f"engine on its core {the_plan.engine_core} (engine_wait "
+                f"{plan.ENGINE_WAIT}), load generators unpinned on the client hosts; "
+                f"{the_plan.host_profile} host; application work "
+                f"{work}{_emulated(the_plan.engine)}")
     n = len(os.sched_getaffinity(0))
     # The load generator runs where the engine does (study.measure).
     generator = ("unpinned" if the_plan.engine_core is None

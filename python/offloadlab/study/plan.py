@@ -16,6 +16,7 @@ from offloadlab.engine_profile import EngineProfile
 from offloadlab.errors import InputError
 from offloadlab.mode_traits import BASELINE, traits
 from offloadlab.study_tables import STUDY_MODES
+from offloadlab.testbed.remote import Hosts
 from offloadlab.workload import fileset, presets
 from offloadlab.workload.classes import CLASSES, class_name
 from offloadlab.workload.trace_window import TraceArrivals
@@ -167,6 +168,8 @@ class Plan:
     # serves from while the study runs (None: loopback; set by pipeline.run).
     host_profile: str = "modern"
     netns: str | None = None
+    # A study across hosts (--cluster): where its server and its load run (None: here).
+    hosts: Hosts | None = None
 
     @property
     def floors_workload(self) -> str:

@@ -157,7 +157,7 @@ def run(address: str, target: str | load.Target, requests: Stream, objects, *,
     with dask_scheduler.connect(
             address, connect_timeout_s or CONNECT_TIMEOUT_S,
             f"client hosts with `dask worker {address} --resources {RESOURCE}=1`") as client:
-        workers = _workers(client, address, hosts)
+        workers = client_workers(client, address, hosts)
         shares = split(requests, len(workers), seed)
         streams = [share(requests, rows, i, len(workers)) for i, rows in enumerate(shares)]
         planned, driver_offset = _start(client)
@@ -198,7 +198,7 @@ def _allowed(target: load.Target, allow: bool | Collection[str]) -> bool:
                      "it from the client hosts")
 
 
-def _workers(client, address: str, wanted: int | None) -> list[Worker]:
+def client_workers(client, address: str, wanted: int | None) -> list[Worker]:
     """The workers that offer the resource (``wanted`` of them), with this project's
     version and a known clock offset; an :class:`InputError` or :class:`RunError`
     saying what is missing."""

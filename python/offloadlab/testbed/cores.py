@@ -7,11 +7,14 @@ engine's core, and runs ahead of a server thread that spins there (:func:`genera
 from __future__ import annotations
 
 import os
+from collections.abc import Sequence
 
 
-def choose(host: int | None = None, engine: int | None = None) -> tuple[int | None, int | None]:
-    """(host core, engine core): the ones given, the rest by the default."""
-    allowed = sorted(os.sched_getaffinity(0))
+def choose(host: int | None = None, engine: int | None = None,
+           allowed: Sequence[int] | None = None) -> tuple[int | None, int | None]:
+    """(host core, engine core): the ones given, the rest the first two of ``allowed``
+    (default: the cores this process may use)."""
+    allowed = sorted(os.sched_getaffinity(0) if allowed is None else allowed)
     default = (allowed[0], allowed[1]) if len(allowed) >= 2 else (None, None)
     return (default[0] if host is None else host, default[1] if engine is None else engine)
 
