@@ -19,14 +19,20 @@ The default is the issue's full scope: classes 0-3 in inline, engine and uring, 
 their mix, standard budget; the two studies take over an hour. The handoff experiment
 is left out: it has no rows or verdicts. Results: bench/results/study_stability.md.
 
+With ``--across-hosts`` the second study runs across a test cluster on this machine
+(``offload study --cluster``: the server in one network namespace, the load from three
+others; root): issue 49's target is the same verdicts as the study run here.
+
     .venv/bin/python bench/study_stability.py [--classes 0,1,2,3] [--modes inline,engine,uring]
         [--budget standard] [--work DIST] [--replicates R] [--sweep-points N] [--keep DIR]
+        [--across-hosts]
 """
 
 from __future__ import annotations
 
 import argparse
 import collections
+import contextlib
 import json
 import math
 import subprocess
@@ -35,6 +41,8 @@ import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
+
+from offloadlab.testbed import testcluster
 
 OFFLOAD = Path(sys.executable).with_name("offload")
 STATUS_GOAL = 0.9
@@ -149,6 +157,9 @@ def main() -> None:
     parser.add_argument("--replicates", type=int, help="offload study --replicates")
     parser.add_argument("--sweep-points", type=int, help="offload study --sweep-points")
     parser.add_argument("--keep", type=Path, help="keep both studies' folders under DIR")
+    parser.add_argument("--across-hosts", action="store_true",
+                        help="run the second study across a test cluster of network "
+                             "namespaces on this machine (offload study --cluster; root)")
     args = parser.parse_args()
     study = ["study", "--classes", args.classes, "--modes", args.modes, "--budget",
              args.budget, "--no-handoff"]
@@ -166,10 +177,13 @@ def main() -> None:
                 out.mkdir(parents=True, exist_ok=True)
                 link.unlink(missing_ok=True)  # a link left dangling
                 link.symlink_to((outs[0] / "fileset").resolve())
-            started = time.monotonic()
-            subprocess.run([str(OFFLOAD), *study, "--out", str(out)], check=True,
-                           stdout=subprocess.DEVNULL)
-            took.append(time.monotonic() - started)
+            across = i and args.across_hosts
+            with testcluster.started() if across else contextlib.nullcontext() as hosts:
+                where = ["--cluster", hosts.scheduler] if across else []
+                started = time.monotonic()
+                subprocess.run([str(OFFLOAD), *study, *where, "--out", str(out)],
+                               check=True, stdout=subprocess.DEVNULL)
+                took.append(time.monotonic() - started)
             summaries.append(json.loads((out / "summary.json").read_text()))
             print(f"study {i + 1}/2: {took[-1]:.0f} s; hypervisor: "
                   f"{summaries[-1]['meta']['steal']}", file=sys.stderr)
