@@ -6,7 +6,8 @@ reads a study's output folder (``results.parquet``, ``summary.json`` and the exp
 ``scenario-<mode>.toml``), evaluates the current model on each exported scenario at the
 testbed's rates, chooses the shape of the other work on the engine's core and refits d0
 on the study's calibration runs as the study does (measured less model,
-inverse-variance weighted: ``fit.burst_scv``, ``fit.combine``), and prints per class, offload
+inverse-variance weighted: ``fit.burst_scv``, ``fit.combine``; a negative d0 held at 0,
+``run.kept_d0``), and prints per class, offload
 mode and metric the MAPE the study reported beside the current model's, on the points
 the study scores (below 80 % busy, the offered rate kept up). No server runs; a folder
 takes a few seconds.
@@ -31,6 +32,7 @@ from offloadlab import model, scenario
 from offloadlab.calibrate import fit
 from offloadlab.study.compare import TARGETS
 from offloadlab.study.measure import scorable
+from offloadlab.study.run import kept_d0
 
 METRICS = {"U_host": "U_cpu", "U_engine": "U_oe", "T": "T"}
 
@@ -82,7 +84,9 @@ def rescore(folder: Path) -> pd.DataFrame:
             if runs.empty:
                 continue
             alone = replace(fitted, classes=(replace(cls, offload=1.0),))
-            d0, _ = fit.combine(*gaps(fitted, cls, calibration[cls.name]))
+            # Kept as the study keeps it: a negative d0 (the model over-predicting the
+            # calibration delays) is held at 0.
+            d0 = kept_d0(fit.combine(*gaps(fitted, cls, calibration[cls.name]))[0])
             val = runs[runs.use == "validation"]
             # As the study scores: the busier core, everything on it counted (kept
             # studies older than the core_busy column: the threads alone).

@@ -416,7 +416,7 @@ def build_scenario(plan: Plan, fits: dict, models: list[fit.CostModel], mode: st
             host_overhead=dist.with_moments(off.EXo, off.EXo**2),
             engine_overhead=dist.with_moments(off.EXc, off.EXc**2),
             engine_proto=dist.with_moments(off.EXq, off.EXq_m2),
-            offload="auto", d0=_delay(base.d0), d0_offload=_delay(off.d0)))
+            offload="auto", d0=kept_d0(base.d0), d0_offload=kept_d0(off.d0)))
     queue_costs = {(m.mode, m.side): (m.wakeup, m.background) for m in models}
     # On the testbed a request passes engine, host, engine in turn, so its delay is the
     # stages' sum; the seed's max (stages that overlap) stays with the baseline.
@@ -441,7 +441,7 @@ def build_scenario(plan: Plan, fits: dict, models: list[fit.CostModel], mode: st
                     engine=queue("engine", mode, "engine_bg"))
 
 
-def _delay(d0: float) -> float:
+def kept_d0(d0: float) -> float:
     """A fitted d0 as the scenario keeps it: none before it is fitted, and never below 0
     (a negative gap means the model over-predicts the delay; the accuracy table shows it)."""
     return max(d0, 0.0) if math.isfinite(d0) else 0.0
