@@ -96,17 +96,14 @@ def measure(plan: Plan, load: ClassLoad, mode: str, use: str, rate: float,
     length (a traced load: a window of its trace played at ``rate``), or (``use`` =
     "saturation") closed-loop clients with zero think time (:func:`stream_of`)."""
     requests, extra, rate = stream_of(plan, load, use, rate, replicate)
+    server = options(plan, load, mode)
+    load_options = {"timeout_s": TIMEOUT_S, "records": True, **LOAD, **extra}
     before = Foreign.now()
     try:
-        if plan.hosts is None:
-            done = testbed_modes.run_mode(options(plan, load, mode), requests, load.manifest,
-                                          progress=progress, timeout_s=TIMEOUT_S,
-                                          records=True, cores=generator_cores(plan),
-                                          **LOAD, **extra)
-        else:
-            done = remote.run_mode(plan.hosts, options(plan, load, mode), requests,
-                                   load.manifest, timeout_s=TIMEOUT_S, records=True,
-                                   **LOAD, **extra)
+        done = (testbed_modes.run_mode(server, requests, load.manifest, progress=progress,
+                                       cores=generator_cores(plan), **load_options)
+                if plan.hosts is None else
+                remote.run_mode(plan.hosts, server, requests, load.manifest, **load_options))
     except RunError as exc:
         raise failed(load, mode, use, rate, exc) from None
     m = _reduce(load, mode, use, rate, requests.frame["size_bytes"].to_numpy(), done)

@@ -198,22 +198,29 @@ def _allowed(target: load.Target, allow: bool | Collection[str]) -> bool:
                      "it from the client hosts")
 
 
+def offering(client, address: str, resource: str, fix: str) -> list[tuple[str, str]]:
+    """(name, address) of each worker that offers ``resource``, by name; an
+    :class:`InputError` ending with ``fix`` when none does."""
+    info = client.scheduler_info(n_workers=-1)["workers"]
+    found = sorted((str(w.get("name", a)), a) for a, w in info.items()
+                   if w.get("resources", {}).get(resource, 0) >= 1)
+    if not found:
+        raise InputError(f"--cluster {address}: no worker offers the `{resource}` resource "
+                         f"({len(info)} worker(s) without it); {fix}")
+    return found
+
+
 def client_workers(client, address: str, wanted: int | None) -> list[Worker]:
     """The workers that offer the resource (``wanted`` of them), with this project's
     version and a known clock offset; an :class:`InputError` or :class:`RunError`
     saying what is missing."""
-    info = client.scheduler_info(n_workers=-1)["workers"]
-    offering = sorted((str(w.get("name", a)), a) for a, w in info.items()
-                      if w.get("resources", {}).get(RESOURCE, 0) >= 1)
     fix = f"start them with `dask worker {address} --resources {RESOURCE}=1`"
-    if not offering:
-        raise InputError(f"--cluster {address}: no worker offers the `{RESOURCE}` resource "
-                         f"({len(info)} worker(s) without it); {fix}")
-    if wanted is not None and wanted > len(offering):
-        raise InputError(f"--client-hosts {wanted}: the scheduler has {len(offering)} "
+    found = offering(client, address, RESOURCE, fix)
+    if wanted is not None and wanted > len(found):
+        raise InputError(f"--client-hosts {wanted}: the scheduler has {len(found)} "
                          f"worker(s) with the `{RESOURCE}` resource; give at most "
-                         f"{len(offering)}, or {fix}")
-    chosen = offering[:wanted or len(offering)]
+                         f"{len(found)}, or {fix}")
+    chosen = found[:wanted or len(found)]
     try:
         facts = client.run(_facts, workers=[a for _, a in chosen], on_error="return",
                            callback_timeout=CALL_TIMEOUT_S)

@@ -71,13 +71,7 @@ def find(address: str) -> Hosts:
             address, cluster.CONNECT_TIMEOUT_S,
             f"`dask worker {address} --resources {RESOURCE}=1 --nthreads 1` on the server "
             f"host, `... --resources {cluster.RESOURCE}=1` on each client host") as client:
-        info = client.scheduler_info(n_workers=-1)["workers"]
-        offering = sorted((str(w.get("name", a)), a) for a, w in info.items()
-                          if w.get("resources", {}).get(RESOURCE, 0) >= 1)
-        if not offering:
-            raise InputError(f"--cluster {address}: no worker offers the `{RESOURCE}` "
-                             f"resource, so no host can run the server; {fix}")
-        name, worker = offering[0]
+        name, worker = cluster.offering(client, address, RESOURCE, fix)[0]
         try:
             facts = client.run(_facts, workers=[worker], on_error="return",
                                callback_timeout=cluster.CALL_TIMEOUT_S)
