@@ -30,6 +30,7 @@ import pandas as pd
 
 from offloadlab import model, scenario
 from offloadlab.calibrate import fit
+from offloadlab.mode_traits import traits
 from offloadlab.study.compare import TARGETS
 from offloadlab.study.measure import scorable
 from offloadlab.study.run import kept_d0
@@ -63,7 +64,10 @@ def rescore(folder: Path) -> pd.DataFrame:
         path = folder / f"scenario-{mode}.toml"
         if not path.exists():
             continue
+        # The engine's polling as the study now exports it (scenarios kept before 7 Dec
+        # 2026 do not say).
         kept = scenario.load(path)
+        kept = replace(kept, engine=replace(kept.engine, polls=traits(mode).engine_spins))
         runs_of = {cls.name: testbed[(testbed["class"] == cls.name) & (testbed["mode"] == mode)]
                    for cls in kept.classes}
         calibration = {c: runs[runs.use == "calibration"] for c, runs in runs_of.items()

@@ -615,6 +615,22 @@ def test_a_wakeup_cost_gives_welchs_exceptional_first_service():
     assert light.U[0] / 10.0 > q.U[0] / lam  # per request: s1 + P0 d1
 
 
+def test_a_polling_queues_wakeup_is_in_its_account_and_in_no_delay():
+    # A thread that polls takes the request that finds it idle at once (docs/model.md
+    # §18): the delay is the Pollaczek-Khinchine queue's; its core's account is Welch's,
+    # busy through D, so the wake-ups and U are as in
+    # test_a_wakeup_cost_gives_welchs_exceptional_first_service.
+    lam, s1, s2, d1, d2 = 600.0, 1e-3, 2e-6, 2e-4, 4e-8
+    q, sojourn = _station(lam, s1, s2, d1=d1, d2=d2, polls=True)
+    rho = lam * s1
+    P0 = (1 - rho) / (1 + lam * d1)
+    assert sojourn == pytest.approx(lam * s2 / (2 * (1 - rho)) + s1, rel=1e-12)
+    assert q.wakeups[0] == pytest.approx(P0, rel=1e-12)
+    assert q.U[0] == q.core[0] == pytest.approx(rho + lam * P0 * d1, rel=1e-12)
+    welch, slower = _station(lam, s1, s2, d1=d1, d2=d2)
+    assert slower > sojourn + P0 * d1 and welch.U[0] == q.U[0]
+
+
 def test_answers_released_in_gated_rounds_wait_for_the_rest_of_their_round():
     # Written out independently (docs/model.md §16): W is the work a request finds,
     # the Pollaczek-Khinchine wait; a round's remaining work averages W / (1 + rho)

@@ -207,6 +207,7 @@ cooling = "300us"
 [engine]
 wakeup = "exp(mean=10us)"
 background = "det(40us)"
+polls = true
 '''
 
 
@@ -218,7 +219,9 @@ def test_d0_wakeup_and_background_load_and_round_trip():
     assert s.host.wakeup == dist.parse("det(30us)") and s.host.cooling == pytest.approx(3e-4)
     # The host alone is the same thread: it takes [host]'s costs unless told otherwise.
     assert s.host_alone == s.host
-    assert s.engine == scenario.Queue(dist.parse("exp(mean=10us)"), dist.parse("det(40us)"))
+    assert s.engine == scenario.Queue(dist.parse("exp(mean=10us)"), dist.parse("det(40us)"),
+                                      polls=True)
+    assert not s.host.polls
     assert scenario.loads(scenario.dumps(s), source="q.toml") == s
 
 
@@ -248,7 +251,7 @@ def test_bad_d0_names_the_field_and_the_fix(extra, words):
     ('[host_alone]\nwakeup = "pareto(alpha=1.5, k=1us)"', ["host_alone: wakeup", "alpha > 2"]),
     ('[engine]\nwake = "det(1us)"',
      ["engine: unknown field 'wake'",
-      "background, background_share, cooling, cores, release, wakeup"]),
+      "background, background_share, cooling, cores, polls, release, wakeup"]),
     ('host = 3', ["host: must be a table"]),
     ('[engine.background]\nc9 = "det(1us)"', ["engine: background: no class is named 'c9'"]),
     ('[engine.background]\nc3 = "det(-1us)"', ["engine: background: c3", ">= 0"]),
@@ -265,6 +268,8 @@ def test_bad_d0_names_the_field_and_the_fix(extra, words):
     ('[host]\ncores = 2', ["host: cores belongs in [engine]"]),
     ('[engine]\ncores = 0', ["engine: cores = 0", "whole number >= 1"]),
     ('[engine]\ncores = true', ["engine: cores = True", "whole number >= 1"]),
+    ('[host]\npolls = 1', ["host: polls = 1", "true or false", "never sleeps"]),
+    ('[engine]\npolls = true\nanswers_wake = true', ["engine: polls and answers_wake"]),
 ])
 def test_bad_queue_costs_name_the_table_and_field(table, words):
     message = _error(table + "\n" + GOOD_CLASS)

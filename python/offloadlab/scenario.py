@@ -52,6 +52,9 @@ QUEUE_FIELDS: dict[str, str] = {
     "answers_wake": "engine only: true if the host's answers wake the engine too, each "
                     "batch of them that finds it idle paying a wake-up, as well as the "
                     "requests it reads from the network (an engine in front of the host)",
+    "polls": "true if the queue's thread polls for work and never sleeps (io_uring's "
+             "SQPOLL thread): the request that finds it idle is taken at once, and its "
+             "wakeup cost stays in its core's account (its utilisation) alone",
     "cores": "engine only: cores the engine spreads its connections over (as a NIC hashes "
              "flows to its cores), each its own queue fed an equal share of the offloaded "
              "requests; 1 by default",
@@ -93,6 +96,10 @@ class Queue:
     #: Engine only: cores the offloaded requests are spread over evenly, each its own
     #: queue (the wake-ups, background and utilisation are then per core).
     cores: int = 1
+    #: A thread that polls for work takes the request that finds it idle at once: its
+    #: wake-up cost stays in its core's account, and no request waits for it
+    #: (docs/model.md §19).
+    polls: bool = False
 
     def background_of(self, name: str) -> Dist:
         """The background job of a request of class ``name``."""
@@ -262,6 +269,15 @@ def _queue(raw: object, table: str, default: Queue, base_dir: Path | None,
         else:
             errors.append(f"{table}: answers_wake = {raw['answers_wake']!r} must be true or "
                           f"false ({QUEUE_FIELDS['answers_wake']})")
+    if "polls" in raw:
+        if isinstance(raw["polls"], bool):
+            values["polls"] = raw["polls"]
+        else:
+            errors.append(f"{table}: polls = {raw['polls']!r} must be true or false "
+                          f"({QUEUE_FIELDS['polls']})")
+    if values.get("polls") and values.get("answers_wake"):
+        errors.append(f"{table}: polls and answers_wake exclude each other: a queue that "
+                      "polls is never asleep, so nothing wakes it; keep one")
     if "cores" in raw:
         cores = raw["cores"]
         if table != "engine":
@@ -412,7 +428,8 @@ def dumps(scenario: Scenario) -> str:
                        {c.name: str(queue.background_of(c.name)) for c in scenario.classes},
                        "background_share": queue.background_share, "release": queue.release,
                        **({"answers_wake": True} if queue.answers_wake else {}),
-                       **({"cores": queue.cores} if queue.cores != 1 else {})}
+                       **({"cores": queue.cores} if queue.cores != 1 else {}),
+                       **({"polls": True} if queue.polls else {})}
     data["class"] = [
         {"name": c.name, "rate": c.rate,
          **{key: str(getattr(c, key)) for key in COST_FIELDS},

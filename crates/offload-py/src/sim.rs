@@ -116,8 +116,8 @@ type ClassTuple = (
 );
 
 /// One station: (wakeup, background, cooling seconds, steady background share of the
-/// core, served in gated rounds, woken by the requests' arrivals too).
-type QueueTuple = (PyDist, PyDist, f64, f64, bool, bool);
+/// core, served in gated rounds, woken by the requests' arrivals too, polls).
+type QueueTuple = (PyDist, PyDist, f64, f64, bool, bool, bool);
 
 /// Simulate the request-level network once (one rate point). Returns a dict of plain
 /// Python values; see `offloadlab.sim` for their meaning. `warmup=None` means MSER-5.
@@ -158,13 +158,14 @@ fn simulate<'py>(
         delay_max,
         queues: queues.map_or_else(Default::default, |q| {
             q.map(
-                |(wakeup, background, cooling, share, rounds, answers_wake)| QueueCosts {
+                |(wakeup, background, cooling, share, rounds, answers_wake, polls)| QueueCosts {
                     wakeup: wakeup.0,
                     background: background.0,
                     cooling,
                     share,
                     rounds,
                     answers_wake,
+                    polls,
                 },
             )
         }),

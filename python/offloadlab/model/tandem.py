@@ -42,8 +42,9 @@ class Extra:
     background work B each request of a class brings to its core (b1, b2: arrays over
     classes, or scalars for every class), the ``share`` of the core other work holds at
     every rate, whether its requests leave in ``rounds``, whether the host's answers
-    wake it too (``answers_wake``), and over how many ``cores`` (each its own queue) its
-    requests are spread."""
+    wake it too (``answers_wake``), over how many ``cores`` (each its own queue) its
+    requests are spread, and whether it ``polls`` (its D is then in its account of the
+    core, but no request waits for it)."""
 
     d1: float = 0.0
     d2: float = 0.0
@@ -54,13 +55,14 @@ class Extra:
     share: float = 0.0
     answers_wake: bool = False
     cores: int = 1
+    polls: bool = False
 
     @classmethod
     def of(cls, q: Queue, names: list[str]) -> Extra:
         b = [q.background_of(n) for n in names]
         return cls(q.wakeup.mean, q.wakeup.m2, np.array([d.mean for d in b]),
                    np.array([d.m2 for d in b]), q.cooling, q.release == "round",
-                   q.background_share, q.answers_wake, q.cores)
+                   q.background_share, q.answers_wake, q.cores, q.polls)
 
     def wakeup(self, lam: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """E[D] and E[D^2] of a wake-up at arrival rate ``lam``. After an idle period I
@@ -222,7 +224,19 @@ def station(lam: np.ndarray, load1: np.ndarray, load2: np.ndarray, all_lam: np.n
     host's answers in batches is woken by both: each epoch that finds it idle pays a
     wake-up, and the epochs without a request of their own add that work alone
     (docs/model.md, section 17).
+
+    A queue that ``polls`` for work is never asleep: the request that finds it idle is
+    taken at once. Its core's account still holds D per busy period as Welch's queue
+    does, busy through D (io_uring's SQPOLL thread, whose kernel account of its work
+    grows with its busy periods; docs/model.md, section 19). U, the core and the
+    wake-ups are then that queue's; the delays are those of the same queue without D.
     """
+    if x.polls:
+        account = station(lam, load1, load2, all_lam, replace(x, polls=False), epochs)
+        taken = station(lam, load1, load2, all_lam, replace(x, d1=0.0, d2=0.0, polls=False),
+                        epochs)
+        return replace(taken, U=account.U, core=account.core, wakeups=account.wakeups,
+                       wake_cost=account.wake_cost)
     sigma = (all_lam * x.b1).sum(-1) + x.share
     bg2 = (all_lam * x.b2).sum(-1)  # sum_c lam_c E[B_c^2]
     lam_ep = lam * epochs

@@ -171,17 +171,18 @@ def _is_int(x: object) -> bool:
 
 
 def _queue(q: Queue, scenario: Scenario
-           ) -> tuple[_core.Dist, _core.Dist, float, float, bool, bool]:
-    """A queue's wake-up, background, cooling time, steady background share, rounds and
+           ) -> tuple[_core.Dist, _core.Dist, float, float, bool, bool, bool]:
+    """A queue's wake-up, background, cooling time, steady background share, rounds,
     whether the requests' arrivals wake it too (``answers_wake``: the simulator's engine
-    already wakes for the host's answers, its jobs) for the simulator. Background jobs
+    already wakes for the host's answers, its jobs) and whether it polls, for the
+    simulator. Background jobs
     arrive at the total rate, each of a class drawn by the class mix: a mixture of the
     classes' own."""
     names = scenario.class_names
     background = (to_core(q.background) if not q.per_class else _core.Dist.mixture(
         [c.rate for c in scenario.classes], [to_core(q.background_of(n)) for n in names]))
     return (to_core(q.wakeup), background, q.cooling, q.background_share, q.release == "round",
-            q.answers_wake)
+            q.answers_wake, q.polls)
 
 
 def to_core(d: dist.Dist) -> _core.Dist:

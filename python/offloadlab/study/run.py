@@ -428,7 +428,8 @@ def build_scenario(plan: Plan, fits: dict, models: list[fit.CostModel], mode: st
             (c, fit.burst(getattr(fits[c, fitted_mode], background), other.scv)) for c in names),
             background_share=other.share, release=release if extended else "request",
             answers_wake=(extended and side == "engine"
-                          and traits(fitted_mode).answers_wake_engine))
+                          and traits(fitted_mode).answers_wake_engine),
+            polls=side == "engine" and traits(fitted_mode).engine_spins)
 
     return Scenario(f"fitted-{mode}", tuple(classes),
                     scenario.Options(system_delay=delay, cpu_queue="mg1"),

@@ -86,6 +86,12 @@ pub struct QueueCosts {
     /// the network, then is handed the host's answers (its jobs here), and sleeps
     /// between the two whenever it has nothing to do.
     pub answers_wake: bool,
+    /// The station's thread polls for work and never sleeps (io_uring's SQPOLL thread): a
+    /// request that finds it idle is taken at once. Its core's account is still Welch's
+    /// queue, busy through a wake-up's draw before the request that caused it: the draw
+    /// counts in the busy time, and only a request that finds that account idle wakes it.
+    /// Excludes `answers_wake` (nothing wakes a thread that never sleeps).
+    pub polls: bool,
 }
 
 impl QueueCosts {
@@ -116,6 +122,7 @@ impl Default for QueueCosts {
             share: 0.0,
             rounds: false,
             answers_wake: false,
+            polls: false,
         }
     }
 }

@@ -37,6 +37,9 @@ struct Job {
     /// host, `engine` is its service time at the engine.
     service: f64,
     engine: f64,
+    /// The wake-up's CPU at a queue that polls (`QueueCosts::polls`): busy time beside the
+    /// service, which delays nobody.
+    wake: f64,
 }
 
 /// Sojourn time of each of the first requests, by arrival order, for warm-up detection:
@@ -76,6 +79,10 @@ struct Server {
     /// Until when a wake-up with no request of its own keeps it awake
     /// (`QueueCosts::answers_wake`): a request that comes meanwhile does not wake it.
     awake_until: f64,
+    /// A polling station's account (`QueueCosts::polls`): when Welch's queue of the same
+    /// requests and background, its wake-ups served before them, would next have no
+    /// request. A request that comes earlier wakes nothing.
+    account_until: f64,
 }
 
 /// A station's gated round (used when it serves in rounds): how many of the round's
@@ -143,6 +150,7 @@ impl<'a> Replication<'a> {
             background_until: 0.0,
             idle_since: 0.0,
             awake_until: 0.0,
+            account_until: 0.0,
         });
         let mut rep = Replication {
             net,
@@ -278,6 +286,7 @@ impl<'a> Replication<'a> {
             entered: self.now,
             service: app + proto,
             engine: 0.0,
+            wake: 0.0,
         };
         if self.stable[Station::Noe as usize] {
             self.enter(Station::Noe, job);
@@ -315,7 +324,6 @@ impl<'a> Replication<'a> {
         self.advance_area(station);
         let s = station as usize;
         let empty = self.stations[s].jobs.is_empty();
-        job.woke = empty && self.stations[s].awake_until <= self.now;
         if empty {
             // A request that finds the station empty starts a round of its own.
             self.rounds[s].left = 1;
@@ -323,12 +331,35 @@ impl<'a> Replication<'a> {
             // (but may still be running).
             self.background_work(s);
         }
+        let costs = &self.net.queues[s];
+        let server = &self.stations[s];
+        // The account of a polling station holds at least the station's own work, so it
+        // is busy whenever the station is.
+        let (awake, idle_since) = if costs.polls {
+            (server.account_until > self.now, server.account_until)
+        } else {
+            (server.awake_until > self.now, server.idle_since)
+        };
+        job.woke = empty && !awake;
+        job.wake = 0.0;
         if job.woke {
             if let Some(rng) = &mut self.wakeup[s] {
-                let costs = &self.net.queues[s];
-                job.service +=
-                    costs.wakeup.sample(rng) * costs.warmth(self.now - self.stations[s].idle_since);
+                let work = costs.wakeup.sample(rng) * costs.warmth(self.now - idle_since);
+                if costs.polls {
+                    job.wake = work;
+                } else {
+                    job.service += work;
+                }
             }
+        }
+        if costs.polls {
+            let server = &mut self.stations[s];
+            let start = if job.woke {
+                server.background_until.max(self.now)
+            } else {
+                server.account_until
+            };
+            server.account_until = start + costs.wall(job.service + job.wake);
         }
         if empty {
             let server = &mut self.stations[s];
@@ -424,11 +455,13 @@ impl<'a> Replication<'a> {
         let tally = &mut self.window.classes[job.class as usize];
         match station {
             Station::Noe => {
-                tally.noe.depart(wait, job.service, job.woke);
+                tally.noe.depart(wait, job.service, job.wake, job.woke);
                 self.done(job.id, station, now - job.born + class.d0_host);
             }
             Station::Cpu if job.sent => {
-                tally.host_sent.depart(wait, job.service, job.woke);
+                tally
+                    .host_sent
+                    .depart(wait, job.service, job.wake, job.woke);
                 if self.stable[Station::Oe as usize] {
                     job.entered = now;
                     job.service = job.engine;
@@ -440,15 +473,17 @@ impl<'a> Replication<'a> {
                 }
             }
             Station::Cpu => {
-                tally.host_kept.depart(wait, job.service, job.woke);
+                tally
+                    .host_kept
+                    .depart(wait, job.service, job.wake, job.woke);
                 self.done(job.id, station, now - job.born + class.d0_host);
             }
             Station::Oe if job.hit => {
-                tally.hit.depart(wait, job.service, job.woke);
+                tally.hit.depart(wait, job.service, job.wake, job.woke);
                 self.done(job.id, station, now - job.born + class.d0_sent);
             }
             Station::Oe => {
-                tally.oe.depart(wait, job.service, job.woke);
+                tally.oe.depart(wait, job.service, job.wake, job.woke);
                 tally.end_to_end_sent.add(now - job.born);
                 self.done(job.id, station, now - job.born + class.d0_sent);
             }
@@ -477,6 +512,10 @@ impl<'a> Replication<'a> {
         while server.next_background <= self.now {
             let work = self.net.queues[s].wall(self.net.queues[s].background.sample(rng));
             server.background_until = server.background_until.max(server.next_background) + work;
+            // It preempts the account's requests too (a no-op unless the station polls).
+            if server.next_background < server.account_until {
+                server.account_until += work;
+            }
             total += work;
             server.next_background += gap(rng, self.net.rate);
         }

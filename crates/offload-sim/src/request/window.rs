@@ -34,11 +34,13 @@ pub struct Leg {
 }
 
 impl Leg {
+    /// A request leaves after waiting `wait` and being served for `service`; `wake` is
+    /// the CPU of a polling queue's wake-up it caused, busy time outside its sojourn.
     #[inline]
-    pub fn depart(&mut self, wait: f64, service: f64, woke: bool) {
+    pub fn depart(&mut self, wait: f64, service: f64, wake: f64, woke: bool) {
         self.wait.add(wait);
         self.sojourn.add(wait + service);
-        self.busy += service;
+        self.busy += service + wake;
         self.wakeups += u64::from(woke);
     }
 
