@@ -178,6 +178,23 @@ def test_a_clear_hurts_is_confirmed_however_wide_its_interval():
     assert judge.agreement("hurts", ratio, 1.33, 2.97, 0.7, 1.2)[0] == judge.NO
 
 
+def test_a_client_bound_saturation_ratio_neither_contradicts_nor_decides():
+    # 7 Dec 2026 (stab12): uring's c3 `hurts` was contradicted by capacity, measured
+    # ×1.14 against the model's ×0.87, where the uring saturation run was the load
+    # generator's and the delay interval (×1.05-1.94) showed hurts.
+    agree, why = judge.agreement("hurts", 1.43, 1.06, 1.94, 0.87, 1.14, client_bound=True)
+    assert agree == judge.YES and "shows hurts" in why
+    assert judge.agreement("hurts", 1.43, 1.06, 1.94, 0.87, 1.14)[0] == judge.NO
+    # The delay still contradicts, and without it nothing is decided.
+    assert judge.agreement("helps", 1.43, 1.06, 1.94, 1.2, 1.14, client_bound=True)[0] == \
+        judge.NO
+    agree, why = judge.agreement("hurts", math.nan, math.nan, math.nan, 0.6, 0.7,
+                                 client_bound=True)
+    assert agree == judge.INCONCLUSIVE and "load generator" in why
+    assert judge.agreement("hurts", 1.43, 1.06, 1.94, 0.87, math.nan,
+                           client_bound=True)[0] == judge.INCONCLUSIVE
+
+
 def test_a_sweep_saturated_below_the_operating_rate_decides_by_the_saturation_ratios():
     nan = math.nan
     # Both capacities down beyond the band (or both up, or both inside it): confirmed.

@@ -77,12 +77,14 @@ COLUMNS: dict[str, tuple[str, ...]] = {
     # offload (d0 included), the model's saturation ratio mode / inline; then the
     # testbed's: saturation ratio, delay ratio
     # at the class's rate (NaN: a sweep saturated below it) with its 95% interval
-    # delay_low..delay_high (0..inf: unknown) and the pairs of runs it rests on, and
-    # agree: yes | no | inconclusive (study/judge.py, agreement).
+    # delay_low..delay_high (0..inf: unknown) and the pairs of runs it rests on,
+    # client_bound (a saturation run of the two was the load generator's: the saturation
+    # ratio then decides nothing), and agree: yes | no | inconclusive (study/judge.py,
+    # agreement).
     "verdicts": ("class", "mode", "verdict", "reason", "f", "EXp", "EXo", "rate",
                  "T_noe", "T", "saturation_ratio",
                  "measured_saturation_ratio", "measured_delay_ratio", "delay_low",
-                 "delay_high", "pairs", "agree"),
+                 "delay_high", "pairs", "client_bound", "agree"),
     # The answer in a buyer's terms (model/answer.py), per offload mode, for each class on
     # its own (load = its name, all of it offloaded) and the mix (load = "mix", the
     # optimiser's split), at the bottom line's rate (the class's share of it): the

@@ -222,7 +222,7 @@ def _verdict_note(v: dict) -> str:
     """Why the testbed does not back a verdict, and what to do about it."""
     _, why = judge.agreement(v["verdict"], v["measured_delay_ratio"], v["delay_low"],
                              v["delay_high"], v["saturation_ratio"],
-                             v["measured_saturation_ratio"])
+                             v["measured_saturation_ratio"], v.get("client_bound", False))
     ratio, high = v["measured_delay_ratio"], v["delay_high"]
     interval = (f"95% interval ×{v['delay_low']:.2f}–×{high:.2f}" if math.isfinite(high)
                 else "interval unknown")
@@ -395,8 +395,10 @@ def verdicts(study: Study) -> list[dict]:
             sat = (study.saturation[c, mode].run.throughput
                    / study.saturation[c, BASELINE].run.throughput)
             predicted_sat = off.saturation / base.saturation
+            client = any(generator_bound(study.saturation[c, m], measure.generator_core(
+                study.plan)) for m in (BASELINE, mode))
             delay, low, high, pairs = measure.operating_ratio(study, c, mode)
-            agree, _ = judge.agreement(label, delay, low, high, predicted_sat, sat)
+            agree, _ = judge.agreement(label, delay, low, high, predicted_sat, sat, client)
             rows.append({"class": c, "mode": mode, "verdict": label,
                          "reason": str(per["reason"][0, i]) + crossover,
                          "f": float(per["f"][0, i]), "EXp": base.EXp, "EXo": off.EXo,
@@ -404,7 +406,7 @@ def verdicts(study: Study) -> list[dict]:
                          "saturation_ratio": predicted_sat,
                          "measured_saturation_ratio": sat, "measured_delay_ratio": delay,
                          "delay_low": low, "delay_high": high, "pairs": pairs,
-                         "agree": agree})
+                         "client_bound": client, "agree": agree})
     return rows
 
 

@@ -206,15 +206,19 @@ def _capacity(saturation_ratio: float) -> str | None:
 
 
 def agreement(verdict: str, ratio: float, low: float, high: float,
-              predicted_saturation: float, measured_saturation: float) -> tuple[str, str]:
+              predicted_saturation: float, measured_saturation: float,
+              client_bound: bool = False) -> tuple[str, str]:
     """Whether the testbed backs a verdict, and why in words: :data:`YES`,
     :data:`NO` or :data:`INCONCLUSIVE`.
 
     ``ratio`` is the measured delay ratio (offload over inline) at the verdict's rate,
     NaN when a sweep saturated below that rate, with its interval (``low``, ``high``);
-    the saturation ratios are the model's and the testbed's (offload over inline).
+    the saturation ratios are the model's and the testbed's (offload over inline);
+    ``client_bound``: a saturation run of the two was the load generator's, so the
+    measured ratio is the client's and says nothing of the server's capacity.
 
     - An unknown saturation ratio decides nothing.
+    - A client-bound one leaves the delay interval alone to decide.
     - Capacity moving the other way (one ratio beyond the ±5% band upwards, the other
       downwards) contradicts the verdict.
     - Without a measured delay, the saturation ratios decide: the same direction
@@ -226,7 +230,11 @@ def agreement(verdict: str, ratio: float, low: float, high: float,
     if not all(math.isfinite(x) and x > 0 for x in (predicted_saturation, measured_saturation)):
         return INCONCLUSIVE, f"a saturation ratio is unknown ({sat})"
     model, testbed = _capacity(predicted_saturation), _capacity(measured_saturation)
-    if {model, testbed} == {HELPS, HURTS}:
+    if client_bound:
+        if math.isnan(ratio):
+            return INCONCLUSIVE, ("a sweep saturated below the rate and the load generator, "
+                                  f"not the server, bounded a saturation run ({sat})")
+    elif {model, testbed} == {HELPS, HURTS}:
         return NO, f"capacity moved the other way ({sat})"
     if math.isnan(ratio):
         if model == testbed:
