@@ -338,7 +338,7 @@ def test_mixing_one_file_set_keeps_its_popularity(tmp_path):
 def test_the_note_on_an_undecided_verdict_says_why():
     row = {"class": "c0", "mode": "uring", "verdict": "helps", "rate": 961.0,
            "measured_saturation_ratio": 1.08, "saturation_ratio": 1.14, "pairs": 1,
-           "agree": "inconclusive"}
+           "client_bound": False, "agree": "inconclusive"}
     crossing = compare._verdict_note({**row, "measured_delay_ratio": 0.912,
                                       "delay_low": 0.788, "delay_high": 1.055})
     assert "95% interval ×0.79–×1.05, 1 pair" in crossing

@@ -175,9 +175,8 @@ def _queue(q: Queue, scenario: Scenario
     """A queue's wake-up, background, cooling time, steady background share, rounds,
     whether the requests' arrivals wake it too (``answers_wake``: the simulator's engine
     already wakes for the host's answers, its jobs) and whether it polls, for the
-    simulator. Background jobs
-    arrive at the total rate, each of a class drawn by the class mix: a mixture of the
-    classes' own."""
+    simulator. Background jobs arrive at the total rate, each of a class drawn by the
+    class mix: a mixture of the classes' own."""
     names = scenario.class_names
     background = (to_core(q.background) if not q.per_class else _core.Dist.mixture(
         [c.rate for c in scenario.classes], [to_core(q.background_of(n)) for n in names]))

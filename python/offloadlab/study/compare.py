@@ -222,7 +222,7 @@ def _verdict_note(v: dict) -> str:
     """Why the testbed does not back a verdict, and what to do about it."""
     _, why = judge.agreement(v["verdict"], v["measured_delay_ratio"], v["delay_low"],
                              v["delay_high"], v["saturation_ratio"],
-                             v["measured_saturation_ratio"], v.get("client_bound", False))
+                             v["measured_saturation_ratio"], v["client_bound"])
     ratio, high = v["measured_delay_ratio"], v["delay_high"]
     interval = (f"95% interval ×{v['delay_low']:.2f}–×{high:.2f}" if math.isfinite(high)
                 else "interval unknown")
@@ -382,6 +382,7 @@ def verdicts(study: Study) -> list[dict]:
     measured saturation ratio, the delay ratio with its interval and the pairs of runs
     it rests on, and whether that backs the verdict (:func:`judge.agreement`)."""
     rows = []
+    core = measure.generator_core(study.plan)
     for mode, sc in study.fitted.scenarios.items():
         result = model.evaluate(sc)
         alone = model.alone(sc, result.rates)[0]
@@ -395,8 +396,7 @@ def verdicts(study: Study) -> list[dict]:
             sat = (study.saturation[c, mode].run.throughput
                    / study.saturation[c, BASELINE].run.throughput)
             predicted_sat = off.saturation / base.saturation
-            client = any(generator_bound(study.saturation[c, m], measure.generator_core(
-                study.plan)) for m in (BASELINE, mode))
+            client = any(generator_bound(study.saturation[c, m], core) for m in (BASELINE, mode))
             delay, low, high, pairs = measure.operating_ratio(study, c, mode)
             agree, _ = judge.agreement(label, delay, low, high, predicted_sat, sat, client)
             rows.append({"class": c, "mode": mode, "verdict": label,
