@@ -213,10 +213,13 @@ def _bottom_line(classes, modes) -> pd.DataFrame:
                          "fraction": 1.0 if helps else 0.0,
                          "host_cores_saved": lam * (exp - exo), "pays": helps,
                          "pays_from": 0.0 if helps else math.nan,
-                         "break_even_speed": 0.4 if helps else math.inf})
+                         **dict.fromkeys(("break_even_speed", "break_even_low",
+                                          "break_even_high"), 0.4 if helps else math.inf),
+                         "capacity_error": 0.0})
         rows.append({"mode": mode, "load": "mix", "rate": sum(r["rate"] for r in rows[-2:]),
                      "fraction": 0.5, "host_cores_saved": 0.1, "pays": True,
-                     "pays_from": 120.0, "break_even_speed": 0.55})
+                     "pays_from": 120.0, "break_even_speed": 0.55, "break_even_low": 0.45,
+                     "break_even_high": 0.8, "capacity_error": 0.06})
     return pd.DataFrame(rows, columns=list(COLUMNS["bottom_line"]))
 
 

@@ -98,6 +98,30 @@ def test_break_even_speed_matches_a_brute_force_search(sc):
         assert row.break_even_speed <= speeds[first] * (1 + 1e-4)
 
 
+def test_the_break_even_range_is_the_break_even_speed_of_slower_and_faster_queues():
+    # Every service time 1 + d times longer is the model at (1 + d) the rate: the range
+    # for a capacity error e is the break-even speed of those queues, d across [-e, e].
+    costs = {"app": "exp(mean=0.1ms)", "host_proto": "exp(mean=1ms)",
+             "host_overhead": "exp(mean=0.4ms)", "engine_overhead": "exp(mean=0.05ms)",
+             "engine_proto": "exp(mean=0.6ms)"}
+    options = {"system_delay": "sum"}
+    rate, error = 800.0, 0.05
+    low, high = answer.break_even_range(one_class(**costs, options=options), EngineProfile(),
+                                        rate, error)
+
+    def scaled(d: float):
+        return one_class(options=options, **{k: f"exp(mean={float(v[9:-3]) * (1 + d)}ms)"
+                                             for k, v in costs.items()})
+
+    found = [answer.break_even_speed(scaled(d), EngineProfile(), rate)
+             for d in np.linspace(-error, error, 5)]
+    assert (low, high) == pytest.approx((min(found), max(found)), rel=1e-4)
+    speed = answer.break_even_speed(one_class(**costs, options=options), EngineProfile(), rate)
+    assert low < speed < high
+    assert answer.break_even_range(one_class(**costs, options=options), EngineProfile(),
+                                   rate, 0.0) == pytest.approx((speed, speed))
+
+
 def test_cores_saved_counts_an_engine_on_host_cores():
     sc = example("large-files")
     device = answer.answers(sc, EngineProfile())[0]
@@ -200,8 +224,16 @@ def test_model_command_solves_with_the_engine_and_prints_the_bottom_line(tmp_pat
     row = json.loads(at.stdout)["bottom_line"][0]
     assert row["rate"] == 80 and row["break_even_speed"] == pytest.approx(
         answer.break_even_speed(example("large-files"), EngineProfile(speed=0.5), 80.0))
+    spread = runner.invoke(app, ["model", example_file, "--engine-speed", "0.5", "--rate", "95",
+                                 "--capacity-error", "0.05", "--json"])
+    row = json.loads(spread.stdout)["bottom_line"][0]
+    assert row["capacity_error"] == 0.05
+    assert [row["break_even_low"], row["break_even_high"]] == pytest.approx(list(
+        answer.break_even_range(example("large-files"), EngineProfile(speed=0.5), 95.0, 0.05)))
     for args, message in ((["--rate", "0", "--engine-speed", "1"], "--rate 0"),
-                          (["--rate", "80"], "give an engine")):
+                          (["--rate", "80"], "give an engine"),
+                          (["--engine-speed", "1", "--capacity-error", "1.5"],
+                           "--capacity-error 1.5")):
         bad = runner.invoke(app, ["model", example_file, *args])
         assert bad.exit_code == 2 and message in bad.output, bad.output
 

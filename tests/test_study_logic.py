@@ -709,6 +709,35 @@ def test_the_bottom_line_answers_at_the_rate_asked(study):
         answer.break_even_speed(answer._auto(sc), EngineProfile(), 1000.0))
 
 
+def test_the_break_even_range_spans_the_saturation_error_the_study_measured(study):
+    """A load's capacity error is the larger saturation error of its server-bound runs,
+    host alone and offloaded, as the saturation table gives them; the break-even range
+    is the model's over it."""
+    _, exact, _ = study
+    # The synthetic testbed is the model's own law; make its c3 saturation runs miss the
+    # model by +10 % (host alone) and -4 % (engine), as a real one would.
+    measured = {**exact.saturation}
+    for mode, factor in (("inline", 1.1), ("engine", 0.96)):
+        m = measured["c3", mode]
+        measured["c3", mode] = replace(m, run=replace(m.run, throughput=m.run.throughput
+                                                      * factor))
+    found = replace(exact, saturation=measured)
+    sat = compare.tables(found, {}).saturation.set_index(["class", "mode"])
+    assert compare.capacity_error(found, "c3", "engine") == pytest.approx(1 - 1 / 1.1)
+    for r in compare.bottom_line(found):
+        rows = sat.loc[[(r["load"], m) for m in ("inline", r["mode"])
+                        if (r["load"], m) in sat.index]]
+        # No server-bound saturation run (the mix here has none): no error known, 0.
+        assert r["capacity_error"] == pytest.approx(
+            rows["error"][~rows["generator_bound"]].abs().max() if len(rows) else 0.0)
+        sc = found.fitted.scenarios[r["mode"]]
+        alone = (answer._auto(sc) if r["load"] == "mix"
+                 else answer._alone(sc, sc.class_names.index(r["load"])))
+        assert (r["break_even_low"], r["break_even_high"]) == pytest.approx(
+            answer.break_even_range(alone, EngineProfile(), r["rate"], r["capacity_error"]))
+        assert r["break_even_low"] <= r["break_even_speed"] <= r["break_even_high"]
+
+
 def test_the_bottom_line_of_an_emulated_engine_gives_its_speed_against_a_host_core(study):
     """With --engine-speed 0.5 the fitted costs are the emulated engine's own: the answer
     is solved against it, and an engine r times as fast as it is 0.5 r host cores'."""
@@ -717,6 +746,7 @@ def test_the_bottom_line_of_an_emulated_engine_gives_its_speed_against_a_host_co
     half = compare.bottom_line(replace(found, plan=replace(
         found.plan, engine=EngineProfile("half a host core", speed=0.5))))
     for a, b in zip(own, half, strict=True):
-        assert b["break_even_speed"] == pytest.approx(0.5 * a["break_even_speed"])
+        for key in ("break_even_speed", "break_even_low", "break_even_high"):
+            assert b[key] == pytest.approx(0.5 * a[key])
         assert b["pays_from"] == pytest.approx(a["pays_from"], nan_ok=True)
         assert b["host_cores_saved"] == pytest.approx(a["host_cores_saved"])

@@ -91,9 +91,12 @@ COLUMNS: dict[str, tuple[str, ...]] = {
     # fraction to send to the engine, host cores saved (negative: taken; an engine on host
     # cores counts against it), whether offload pays there, the lowest rate from which it
     # pays (0: every rate, NaN: none), and the break-even engine speed relative to a host
-    # core (the slowest that still pays; inf: none does).
+    # core (the slowest that still pays; inf: none does), with its range were the
+    # model's capacities off by capacity_error, the larger saturation error this study
+    # measured for the load, host alone or offloaded (answer.break_even_range).
     "bottom_line": ("mode", "load", "rate", "fraction", "host_cores_saved", "pays",
-                    "pays_from", "break_even_speed"),
+                    "pays_from", "break_even_speed", "break_even_low", "break_even_high",
+                    "capacity_error"),
     # One row per (class, mode): the fitted means (and second moments) of the model's
     # service times, the fitted distribution specs of X_p (inline) or X_q (offload
     # modes), d0, the fixed delay outside host and engine (network and client), and the

@@ -138,3 +138,16 @@ def rate(lam: float) -> str:
 def util(u: float) -> str:
     """A utilisation; 1 or more (saturated) in red."""
     return f"{u:.3f}" if u < 1 else f"[red]{u:.3f}[/]"
+
+
+def speed(x: float) -> str:
+    """An engine speed relative to a host core; ``none`` for inf (no engine pays)."""
+    return "none" if math.isinf(x) else f"{x:.3g}"
+
+
+def speed_span(low: float, high: float, error: float) -> str:
+    """A break-even speed's range for a capacity error, ``0.41–0.77, ±4.2%``; empty
+    without an error, or where the range is one speed to three digits."""
+    if not error > 0 or speed(low) == speed(high):
+        return ""
+    return f"{speed(low)}–{speed(high)}, ±{error:.1%}"

@@ -98,6 +98,10 @@ def model_cmd(
     rate: Annotated[float | None, typer.Option(
         help="Total requests/s the bottom line answers at, the classes at their shares "
              "(default: the scenario's own).")] = None,
+    capacity_error: Annotated[float, typer.Option(
+        help="How far off the scenario's capacities may be, as a fraction (0.05: ±5%, "
+             "e.g. its saturation error against a measurement): the bottom line gives "
+             "the break-even speed's range over it.")] = 0.0,
 ) -> None:
     """Solve the queueing model: host alone (M/G/1) against host + offload engine. With an
     engine profile, solve it with that engine and print the bottom line: host cores
@@ -124,8 +128,13 @@ def model_cmd(
     if rate is not None and profile is None:
         raise InputError("--rate sets where the bottom line answers; give an engine with "
                          "--engine-profile, --engine-speed or --engine-message-cost too")
+    if not 0 <= capacity_error < 1:
+        raise InputError(f"--capacity-error {capacity_error}: give a fraction in [0, 1), "
+                         "e.g. 0.05 for ±5%")
     if profile is not None:
-        bottom = answer.answers(measured, profile, rate)
+        names = [c.name for c in measured.classes]
+        bottom = answer.answers(measured, profile, rate,
+                                dict.fromkeys([*names, answer.MIX], capacity_error))
         result.meta["engine"] = profile.to_table()
         result.meta["bottom_line"] = [vars(a) for a in bottom]
     _show(result, model_table, as_json, out_file)

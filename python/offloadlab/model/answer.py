@@ -12,6 +12,7 @@ judged all offloaded, as the study's verdicts are; the mix with the optimiser's 
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from dataclasses import dataclass, replace
 
 import numpy as np
@@ -29,6 +30,9 @@ _STEPS = 20
 # Rates the search for the paying rate tries before refining, up to past the host
 # alone's saturation.
 _RATE_POINTS = 200
+# Capacity errors the break-even range tries across its span: the break-even speed need
+# not be monotone in the rate, so the ends alone are not enough.
+_ERROR_POINTS = 5
 MIX = "mix"
 
 
@@ -43,12 +47,19 @@ class Answer:
     pays: bool
     pays_from: float          # from which rate it pays, seen from ``rate`` (nan: none)
     break_even_speed: float   # slowest engine speed that pays (inf: none does)
+    # The break-even speed's range were the model's capacities off by ``capacity_error``
+    # either way (:func:`break_even_range`); both equal to it without an error.
+    break_even_low: float
+    break_even_high: float
+    capacity_error: float = 0.0
 
 
-def answers(scenario: Scenario, profile: EngineProfile, rate: float | None = None
-            ) -> list[Answer]:
+def answers(scenario: Scenario, profile: EngineProfile, rate: float | None = None,
+            errors: Mapping[str, float] | None = None) -> list[Answer]:
     """Each class on its own at its share of ``rate`` (default: the scenario's total),
-    then the whole mix when there are two or more classes, with ``profile``'s engine."""
+    then the whole mix when there are two or more classes, with ``profile``'s engine.
+    ``errors`` gives a load's capacity error by its name (a class's, or ``mix``), for
+    the range of its break-even speed; a load without one gets none."""
     rate = scenario.rate if rate is None else rate
     share = np.array([c.rate for c in scenario.classes]) / scenario.rate
     mix = _auto(scenario)
@@ -58,15 +69,19 @@ def answers(scenario: Scenario, profile: EngineProfile, rate: float | None = Non
              for i, c in enumerate(scenario.classes)]
     if len(scenario.classes) > 1:
         loads.append((MIX, mix, rate, float(share @ fractions)))
-    return [_answer(name, sc, profile, r, f) for name, sc, r, f in loads]
+    errors = errors or {}
+    return [_answer(name, sc, profile, r, f, errors.get(name, 0.0))
+            for name, sc, r, f in loads]
 
 
-def _answer(name: str, sc: Scenario, profile: EngineProfile, rate: float, f: float
-            ) -> Answer:
+def _answer(name: str, sc: Scenario, profile: EngineProfile, rate: float, f: float,
+            error: float) -> Answer:
     row = _row(profile.apply(sc), rate)
+    speed = break_even_speed(sc, profile, rate)
+    low, high = break_even_range(sc, profile, rate, error) if error > 0 else (speed, speed)
     return Answer(name, rate, float(f), host_cores_saved(row, profile),
-                  bool(row["beneficial"]), pays_from(sc, profile, rate),
-                  break_even_speed(sc, profile, rate))
+                  bool(row["beneficial"]), pays_from(sc, profile, rate), speed,
+                  low, high, float(error))
 
 
 def host_cores_saved(row: dict, profile: EngineProfile) -> float:
@@ -96,6 +111,21 @@ def break_even_speed(sc: Scenario, profile: EngineProfile, rate: float) -> float
         mid = (lo + hi) / 2
         lo, hi = (lo, mid) if pays(math.exp(mid)) else (mid, hi)
     return math.exp(hi)
+
+
+def break_even_range(sc: Scenario, profile: EngineProfile, rate: float, error: float
+                     ) -> tuple[float, float]:
+    """The least and greatest break-even speed at ``rate`` were every service time of
+    the model 1 + d times its own, for d across [-error, error]. Queues whose service
+    times all grow by 1 + d behave at rate lam as the model's do at (1 + d) lam, with
+    every time 1 + d longer, and paying compares times with times, so each d is the
+    model's break-even speed at (1 + d) lam. The fixed delay outside host and engine (d0)
+    does not scale; it is small beside the queues where the range is wide, near
+    saturation. A capacity measured only to within a few per cent leaves the break-even
+    speed that uncertain: near the host's saturation, by far more than that."""
+    speeds = [break_even_speed(sc, profile, rate * (1 + d))
+              for d in np.linspace(-error, error, _ERROR_POINTS)]
+    return min(speeds), max(speeds)
 
 
 def pays_from(sc: Scenario, profile: EngineProfile, rate: float | None = None) -> float:

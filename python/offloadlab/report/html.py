@@ -22,6 +22,7 @@ from offloadlab.report.section import Section
 from offloadlab.report.study import FIGURES, MAPE_CUT, write_figures
 from offloadlab.results import write_atomic, write_outputs
 from offloadlab.study_tables import StudyTables
+from offloadlab.units import speed_span
 from offloadlab.workload.classes import MiB
 
 MISSING = "–"
@@ -185,8 +186,12 @@ def _bottom_line(answers: pd.DataFrame, v: pd.DataFrame) -> str:
                 f"pays from {start:,.0f} req/s on" if math.isfinite(start) else
                 "pays at no rate")
         speed = _f(d["break_even_speed"])
-        slowest = (f"the slowest engine that still pays there runs at {speed:.3g} of a host "
-                   "core" if math.isfinite(speed) else "no engine pays there, however fast")
+        span = speed_span(_f(d["break_even_low"]), _f(d["break_even_high"]),
+                          _f(d["capacity_error"]))
+        slowest = ((f"the slowest engine that still pays there runs at {speed:.3g} of a host "
+                    "core" if math.isfinite(speed) else "no engine pays there, however fast")
+                   + (f" ({span}: the model's capacities off by the error its saturation "
+                      "runs measured)" if span else ""))
         verdict = verdicts.get((load, mode))
         head = (f'<span class="{_text(verdict["verdict"])}">{_esc(_text(verdict["verdict"]))}'
                 f'</span>. ' if verdict else "")

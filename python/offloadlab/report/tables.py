@@ -9,7 +9,7 @@ from rich.table import Table
 from offloadlab.model import verdict
 from offloadlab.results import Result
 from offloadlab.scenario import Scenario
-from offloadlab.units import ms, ms_ci, rate, util
+from offloadlab.units import ms, ms_ci, rate, speed, speed_span, util
 
 _STYLE = {"helps": "green", "hurts": "red", "neutral": "yellow"}
 
@@ -50,16 +50,23 @@ def bottom_line_table(rows, engine: str) -> Table:
         table.add_row(escape(a.load), rate(a.rate), f"{a.fraction:.0%}",
                       f"{a.host_cores_saved:+.3f}", "yes" if a.pays else "no",
                       "never" if a.pays_from != a.pays_from else rate(a.pays_from),
-                      "none" if a.break_even_speed == float("inf")
-                      else f"{a.break_even_speed:.3g}")
+                      _break_even(a))
     table.caption = ("each class on its own at its share of the rate, all of it offloaded, "
                      "then the mix with the optimiser's split (send to engine); "
                      "host cores saved: host-alone busy cores minus with offload (less the "
                      "engine's cores if they are host cores); pays: the model finds offload "
                      "beneficial (host relieved, nothing saturates, delay no longer); "
                      "break-even speed: the slowest engine, relative to a host core, that "
-                     "still pays at this rate")
+                     "still pays at this rate; in brackets, its range were the model's "
+                     "capacities off by the error shown (a study: the saturation error it "
+                     "measured for that load)")
     return table
+
+
+def _break_even(a) -> str:
+    """The break-even speed, its range in brackets when it has one."""
+    span = speed_span(a.break_even_low, a.break_even_high, a.capacity_error)
+    return speed(a.break_even_speed) + (f" ({span})" if span else "")
 
 
 def sim_table(result: Result) -> Table:

@@ -434,9 +434,25 @@ def bottom_line(study: Study) -> list[dict]:
     emulated = study.plan.engine
     measured, speed = ((EngineProfile(), 1.0) if emulated is None else
                        (EngineProfile(emulated.name, on_host=emulated.on_host), emulated.speed))
-    return [{"mode": mode, **vars(row), "break_even_speed": row.break_even_speed * speed}
+    return [{"mode": mode, **vars(row), "break_even_speed": row.break_even_speed * speed,
+             "break_even_low": row.break_even_low * speed,
+             "break_even_high": row.break_even_high * speed}
             for mode, sc in study.fitted.scenarios.items()
-            for row in answer.answers(sc, measured, study.plan.rate)]
+            for row in answer.answers(sc, measured, study.plan.rate, {
+                load: capacity_error(study, load, mode)
+                for load in [*(c.name for c in sc.classes), MIX]})]
+
+
+def capacity_error(study: Study, load: str, mode: str) -> float:
+    """How far off the model's capacities for ``load`` are, as this study measured them:
+    the larger saturation error of the host alone and of ``mode`` for that load, over
+    the runs that measured the server (not generator-bound); 0 when none did."""
+    core = measure.generator_core(study.plan)
+    errors = [abs(study.fitted.fits[load, m].saturation / s.run.throughput - 1)
+              for m in (BASELINE, mode) if (s := study.saturation.get((load, m))) is not None
+              and (load, m) in study.fitted.fits and s.run.throughput > 0
+              and not generator_bound(s, core)]
+    return max(errors, default=0.0)
 
 
 def engine_named(plan, mode: str) -> str:
