@@ -369,6 +369,34 @@ def test_a_study_across_hosts_measures_there_and_says_where(test_cluster, tmp_pa
     assert "host server (10.232.0.10)" in machine and "client1, client2, client3" in machine
 
 
+def test_a_trace_study_across_hosts_keeps_each_logged_client_on_one_host(test_cluster,
+                                                                         tmp_path):
+    """--trace with --cluster: the mix's window of the log goes out split by the log's
+    clients, so each client's connections and their reuse stay on one client host, and
+    the study's own run of it measures on the server host."""
+    log = tmp_path / "synth.log"
+    made = runner.invoke(app, ["workload", "synth", "clf", str(log), "--requests", "3000"])
+    assert made.exit_code == 0, made.output
+    config = pipeline.StudyConfig(tmp_path / "s", trace=log, modes="inline,engine",
+                                  budget="quick", cluster=test_cluster.scheduler,
+                                  handoff_slowdown=None)
+    the_plan = pipeline.prepare(config).plan
+    mix = the_plan.mix
+    assert mix.trace is not None and the_plan.hosts.server_name == "server"
+    requests, extra, _ = measure.stream_of(the_plan, mix, "validation", 300.0)
+    assert requests.frame.groupby("client").size().max() > 1  # clients that reuse
+    done = remote.run_mode(the_plan.hosts, measure.options(the_plan, mix, "engine"),
+                           requests, mix.manifest, records=True, threads=1, verify="length",
+                           timeout_s=5.0, **extra)
+    report, records = done.load.report, done.load.records
+    assert done.stats.requests == report["completed"] == len(requests)
+    clients = requests.frame["client"].to_numpy()[records["request"].to_numpy()]
+    hosts_per_client = pd.Series(records["host"].to_numpy()).groupby(clients).nunique()
+    assert (hosts_per_client == 1).all() and set(records["host"]) == set(the_plan.hosts.clients)
+    m = measure.measure(the_plan, mix, "engine", "validation", 300.0)
+    assert m.errors == 0 and m.run.requests > 0 and m.U_host > 0 and m.U_engine > 0
+
+
 def test_a_killed_host_is_reported_lost_and_the_others_kept(test_cluster, served,
                                                              served_set):
     # Last in the module: it kills one of the module's workers.
