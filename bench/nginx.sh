@@ -36,7 +36,8 @@ start_nginx() {
 import os, pwd, string, sys
 template, folder, port, listen, extra = sys.argv[1:]
 print(string.Template(open(template).read()).substitute(
-    folder=folder, root=f"{folder}/www", port=port, listen=listen, extra=extra,
+    folder=folder, root=f"{folder}/www", address="127.0.0.1", port=port, listen=listen,
+    extra=extra,
     user=pwd.getpwuid(os.geteuid()).pw_name), end="")
 PY
   local prefix=()

@@ -6,8 +6,10 @@ import json
 import os
 import struct
 import subprocess
+import sys
 import threading
 import time
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -19,7 +21,7 @@ from offloadlab.cli import app
 from offloadlab.errors import InputError, RunError
 from offloadlab.experiments import handoff
 from offloadlab.study import measure, pipeline
-from offloadlab.testbed import cluster, cores, netns, remote, testcluster
+from offloadlab.testbed import cluster, cores, external, netns, remote, testcluster
 from offloadlab.testbed.server import ServerOptions
 from offloadlab.workload import fileset, stream
 from offloadlab.workload.specs import FileSetSpec
@@ -395,6 +397,85 @@ def test_a_trace_study_across_hosts_keeps_each_logged_client_on_one_host(test_cl
     assert (hosts_per_client == 1).all() and set(records["host"]) == set(the_plan.hosts.clients)
     m = measure.measure(the_plan, mix, "engine", "validation", 300.0)
     assert m.errors == 0 and m.run.requests > 0 and m.U_host > 0 and m.U_engine > 0
+
+
+def test_a_study_across_hosts_measures_the_users_server_on_the_server_host(
+        test_cluster, tmp_path, nginx_binary):
+    """--server-cmd with --cluster: nginx starts on the server host for the whole study,
+    the client hosts load it there, its CPU is read from that host's /proc, and it is
+    stopped on the way out."""
+    # Another port than the module's testbed server's, which may still listen there.
+    ip, port = test_cluster.server.ip, testcluster.SERVER_PORT + 1
+    out, folder = tmp_path / "s", tmp_path / "nginx"
+    conf = external.nginx_config(folder, out / "fileset", port, address=ip)
+    # Two classes: nginx serves the folder that holds both file sets.
+    config = pipeline.StudyConfig(out, classes="0,3", modes="inline,engine", budget="quick",
+                                  cluster=test_cluster.scheduler, handoff_slowdown=None,
+                                  server_cmd=f"{nginx_binary} -c {conf} -p {folder}",
+                                  target=f"{ip}:{port}")
+    prepared = pipeline.prepare(config)
+    the_plan = prepared.plan
+    with pipeline._hosting(prepared) as host:
+        assert host.hosts == the_plan.hosts and host.live.target.addr == f"{ip}:{port}"
+        assert "on host server" in host.describe()
+        m = host.measure(the_plan, the_plan.classes[0], "inline", "calibration", 300.0)
+        assert m.errors == 0 and abs(m.run.throughput / 300 - 1) < 0.15
+        assert m.run.host_s > 0 and m.U_host > 0
+        assert host.requests["c0"] == m.run.requests
+        assert {name for _, _, name in host.threads["c0"]} == {"nginx"}
+        pid = host.live.pid
+        assert Path(f"/proc/{pid}").exists()  # one PID space: the namespace's process
+    assert not Path(f"/proc/{pid}").exists()
+
+
+def test_a_users_server_nobody_calls_stops_by_itself(monkeypatch, tmp_path, testbed):
+    """The server host's actor stops the user's server when no call has come for its
+    lease: a driver that died leaves nothing running for long."""
+    monkeypatch.setattr(remote, "LEASE_S", 0.5)
+    command = f"{sys.executable} -m http.server {{port}} --bind 127.0.0.1"
+    held = remote.UserServer(external.ExternalServer(command), str(tmp_path), None,
+                             "127.0.0.1")
+    live = held.where()
+    assert live.target.addr.startswith("127.0.0.1:") and live.alive()
+    held.snapshot()
+    deadline = time.monotonic() + 10
+    while live.alive() and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert not live.alive()
+    with pytest.raises(RunError, match="is gone"):
+        held.snapshot()
+    held.stop()  # stopping again is harmless
+
+
+def test_a_users_server_goes_down_with_a_worker_killed_outright(tmp_path, testbed):
+    """SIGKILL runs no cleanup in the worker: the kernel's parent-death signal stops the
+    server all the same."""
+    code = ("import sys, time\n"
+            "from offloadlab.testbed import external, remote\n"
+            f"cmd = '{sys.executable} -m http.server {{port}} --bind 127.0.0.1'\n"
+            f"held = remote.UserServer(external.ExternalServer(cmd), '{tmp_path}', None, "
+            "'127.0.0.1')\n"
+            "print(held.where().pid, flush=True)\n"
+            "time.sleep(60)\n")
+    worker = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True)
+    try:
+        pid = int(worker.stdout.readline())
+        assert Path(f"/proc/{pid}").exists()
+    finally:
+        worker.kill()
+        worker.wait()
+    deadline = time.monotonic() + 10
+    while _running(pid) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert not _running(pid)
+
+
+def _running(pid: int) -> bool:
+    """The process is there and not a zombie waiting for its reaper."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().split(") ")[1][0] != "Z"
+    except (OSError, IndexError):
+        return False
 
 
 def test_a_killed_host_is_reported_lost_and_the_others_kept(test_cluster, served,

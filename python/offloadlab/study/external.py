@@ -28,7 +28,7 @@ from offloadlab.mode_traits import BASELINE, traits
 from offloadlab.report.section import Section
 from offloadlab.study import measure
 from offloadlab.study.plan import ClassLoad, Plan
-from offloadlab.testbed import external, load
+from offloadlab.testbed import external, load, remote
 from offloadlab.units import us
 
 TITLE = "Your server as the host"
@@ -56,6 +56,10 @@ class HostServer:
     requests: dict = field(default_factory=lambda: defaultdict(int))
     most_cores: float = 0.0
     offload_side: str = OFFLOAD_SIDE
+    # Across hosts (--cluster): the server host's :class:`~offloadlab.testbed.remote.
+    # UserServer` that runs it and reads its CPU there, and the hosts the load comes from.
+    hosts: remote.Hosts | None = None
+    user_server: object | None = None
 
     def measure(self, plan: Plan, load_: ClassLoad, mode: str, use: str, rate: float,
                 progress: Callable | None = None, replicate: int = 0) -> measure.Measured:
@@ -67,18 +71,20 @@ class HostServer:
         rel = os.path.relpath(load_.root, self.root)
         target = replace(self.live.target, prefix=self.live.target.prefix
                          + ("" if rel == "." else f"{rel}/"))
-        self.live.check_alive()
-        before, cores = external.snapshot(self.live.pid), external.core_times()
+        options = {"timeout_s": measure.TIMEOUT_S, "records": True, **measure.LOAD, **extra}
         try:
-            result = load.run(target, requests, load_.manifest, progress=progress,
-                              timeout_s=measure.TIMEOUT_S, records=True,
-                              cores=measure.generator_cores(plan),
-                              allow_remote=self.server.allow_remote, **measure.LOAD, **extra)
-            self.live.check_alive()
+            before, cores = self._snapshot()
+            if self.hosts is None:
+                result = load.run(target, requests, load_.manifest, progress=progress,
+                                  cores=measure.generator_cores(plan),
+                                  allow_remote=self.server.allow_remote, **options)
+            else:
+                result = remote.send(self.hosts, target, requests, load_.manifest, **options)
+            after, cores_after = self._snapshot()
         except RunError as exc:
             raise measure.failed(load_, mode, use, rate, exc) from None
-        used = external.used(before, external.snapshot(self.live.pid))
-        core_times = external.core_delta(cores, external.core_times())
+        used = external.used(before, after)
+        core_times = external.core_delta(cores, cores_after)
         done = result.parsed.completed
         cpu = sum(t.cpu_s for t in used)
         if use == "calibration":
@@ -92,10 +98,19 @@ class HostServer:
             served=done, host_s=cpu / done if done else math.nan, app_s=self.work_s,
             engine_s=math.nan, cores=core_times)
 
+    def _snapshot(self) -> tuple[dict, dict]:
+        """The server's threads' CPU and its host's cores' times now, where it runs; a
+        RunError if it has gone."""
+        if self.user_server is None:
+            self.live.check_alive()
+            return external.snapshot(self.live.pid), external.core_times()
+        return self.user_server.snapshot().result(timeout=remote.STOP_S)
+
     def describe(self) -> str:
         """Which server was the host alone, for the report's workload line and meta."""
-        return (f"the user's server ({self.server.describe()}, PID {self.live.pid}), every "
-                "thread of its process tree from /proc")
+        where = "" if self.hosts is None else f" on host {self.hosts.server_name}"
+        return (f"the user's server ({self.server.describe()}, PID {self.live.pid}{where}), "
+                "every thread of its process tree from /proc")
 
     def table(self, study) -> pd.DataFrame:
         """Per class, each thread's CPU seconds per completed request over the class's

@@ -173,8 +173,9 @@ class StudyConfig:
                                  "--server-cmd or --server-pid")
             return None
         server = external.ExternalServer(self.server_cmd, self.server_pid, self.target,
-                                         self.allow_remote)
-        server.check()
+                                         self.allow_remote or self.cluster is not None)
+        # Across hosts the program and the PID are the server host's: checked there.
+        server.check(here=self.cluster is None)
         return server
 
     def host(self) -> host_profile.HostProfile:
@@ -207,15 +208,14 @@ class StudyConfig:
         return profile
 
     def across_hosts(self) -> None:
-        """--cluster: a scheduler's address, for OffloadLab's server on today's host (the
-        user's server and another host profile run on this machine)."""
+        """--cluster: a scheduler's address, for today's host (another host profile and
+        the preset's run on this machine)."""
         if self.cluster is None:
             return
         if not dask_scheduler.ADDRESS.fullmatch(self.cluster):
             raise InputError(f"--cluster '{self.cluster}': write the Dask scheduler's "
                              "address as tcp://HOST:PORT, e.g. tcp://10.0.0.5:8786")
         here = [flag for flag, given in (
-            ("--server-cmd/--server-pid", self.external_server() is not None),
             (f"--host-profile {self.host_profile}", self.host_profile != "modern"),
             (f"--preset {self.preset}", self.preset is not None)) if given]
         if here:
@@ -387,8 +387,14 @@ def _hosting(prepared: Prepared):
         return
     the_plan = prepared.plan
     root = Path(os.path.commonpath([load.root.resolve() for load in the_plan.loads]))
-    with external.running(server, root, the_plan.host_core) as live:
-        yield host_server.HostServer(server, live, root, prepared.config.work_dist().mean)
+    work = prepared.config.work_dist().mean
+    if the_plan.hosts is None:
+        with external.running(server, root, the_plan.host_core) as live:
+            yield host_server.HostServer(server, live, root, work)
+        return
+    with remote.user_server(the_plan.hosts, server, root, the_plan.host_core) as (actor, live):
+        yield host_server.HostServer(server, live, root, work, hosts=the_plan.hosts,
+                                     user_server=actor)
 
 
 def sections(handoff_result: handoff.Result | None,

@@ -19,6 +19,7 @@ same for each core's ``/proc/stat`` times (the hypervisor's steal among them).
 from __future__ import annotations
 
 import contextlib
+import ctypes
 import ipaddress
 import os
 import pwd
@@ -29,7 +30,6 @@ import socket
 import string
 import subprocess
 import tempfile
-import threading
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -45,6 +45,7 @@ START_TIMEOUT_S = 15.0
 # milliseconds); what still runs after this long is killed.
 STOP_GRACE_S = 5.0
 PLACEHOLDERS = ("{root}", "{port}")
+_PR_SET_PDEATHSIG = 1  # linux/prctl.h
 _TAIL_LINES = 5
 _CLK_TCK = os.sysconf("SC_CLK_TCK")
 
@@ -61,15 +62,16 @@ class ExternalServer:
     allow_remote: bool = False
     start_timeout_s: float = START_TIMEOUT_S
 
-    def check(self) -> None:
-        """Every flag checked before anything starts (InputError naming the flag)."""
+    def check(self, here: bool = True) -> None:
+        """Every flag checked before anything starts (InputError naming the flag); the
+        program and the PID only ``here``, on the machine the server runs on."""
         if (self.command is None) == (self.pid is None):
             raise InputError("--server-cmd and --server-pid: give one of them, e.g. "
                              "--server-cmd 'nginx -c /etc/my-nginx.conf' --target "
                              "127.0.0.1:8080, or --server-pid 1234 --target 127.0.0.1:8080")
         if self.command is not None:
             program = self.argv(Path("/"), 1)[0]
-            if shutil.which(program) is None:
+            if here and shutil.which(program) is None:
                 raise InputError(f"--server-cmd: {program!r} is not a program on PATH; "
                                  "give its full path")
             if self.target is None and "{port}" not in self.command:
@@ -77,7 +79,8 @@ class ExternalServer:
                                  "listens), or put {port} in the command for a free "
                                  "loopback port")
         else:
-            if self.pid is None or self.pid <= 0 or not Path(f"/proc/{self.pid}").exists():
+            if self.pid is None or self.pid <= 0 or (
+                    here and not Path(f"/proc/{self.pid}").exists()):
                 raise InputError(f"--server-pid {self.pid}: no such process; give the PID of "
                                  "the running server (e.g. from 'pgrep -o nginx')")
             if self.target is None:
@@ -145,11 +148,14 @@ class Live:
 
 
 @contextlib.contextmanager
-def running(server: ExternalServer, root: Path, core: int | None = None) -> Iterator[Live]:
+def running(server: ExternalServer, root: Path, core: int | None = None,
+            with_thread: bool = False) -> Iterator[Live]:
     """The user's server, answering: started from its command (pinned to ``core`` if
     given, with every thread it has by then; threads and processes it makes later
     inherit that) and waited for, or found by its PID and checked to answer. A started
-    server is always stopped on exit."""
+    server is always stopped on exit; ``with_thread``, also when the thread that started
+    it ends, however (the kernel's parent-death signal: a process killed outright runs
+    no ``finally``)."""
     server.check()
     if server.pid is not None:
         target = server.resolved(0)
@@ -166,9 +172,10 @@ def running(server: ExternalServer, root: Path, core: int | None = None) -> Iter
     log = folder / "output.txt"
     process = None
     try:
-        with _interrupt_on_sigterm(), open(log, "wb") as out:
+        with processes.interrupt_on_sigterm(), open(log, "wb") as out:
             process = subprocess.Popen(words, stdin=subprocess.DEVNULL, stdout=out,
-                                       stderr=subprocess.STDOUT, start_new_session=True)
+                                       stderr=subprocess.STDOUT, start_new_session=True,
+                                       preexec_fn=_term_with_parent if with_thread else None)
             live = Live(process.pid, target, started=True, log=log)
             _wait_listening(process, live, server.start_timeout_s)
             if core is not None:
@@ -180,27 +187,15 @@ def running(server: ExternalServer, root: Path, core: int | None = None) -> Iter
         shutil.rmtree(folder, ignore_errors=True)
 
 
+def _term_with_parent() -> None:
+    """In the child before it runs the server: SIGTERM when the thread that started it
+    ends (prctl PR_SET_PDEATHSIG)."""
+    ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGTERM)
+
+
 def stop(process: subprocess.Popen) -> None:
     """SIGTERM to the process's group, SIGKILL to what is left after the grace period."""
     processes.stop(process, grace_s=STOP_GRACE_S, group=True)
-
-
-@contextlib.contextmanager
-def _interrupt_on_sigterm() -> Iterator[None]:
-    """While inside, SIGTERM raises KeyboardInterrupt as Ctrl-C does, so that the
-    ``finally`` that stops the server runs (main thread only: signals go there)."""
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
-
-    def interrupt(*_) -> None:
-        raise KeyboardInterrupt
-
-    previous = signal.signal(signal.SIGTERM, interrupt)
-    try:
-        yield
-    finally:
-        signal.signal(signal.SIGTERM, previous)
 
 
 def _wait_listening(process: subprocess.Popen, live: Live, timeout_s: float) -> None:
@@ -338,15 +333,16 @@ def core_delta(before: dict[int, CoreTimes], after: dict[int, CoreTimes]
 
 
 def nginx_config(folder: Path, root: Path, port: int, listen: str = "",
-                 extra: str = "") -> Path:
-    """nginx's configuration for one server on 127.0.0.1:``port`` serving ``root``
+                 extra: str = "", address: str = "127.0.0.1") -> Path:
+    """nginx's configuration for one server on ``address``:``port`` serving ``root``
     (``examples/nginx.conf``, one worker), written to ``folder`` with everything nginx
     writes; returns its path. Start it with ``nginx -c PATH -p FOLDER``."""
     template = Path(__file__).parents[1] / "examples" / "nginx.conf"
     (folder / "tmp").mkdir(parents=True, exist_ok=True)
     path = folder / f"nginx-{port}.conf"
     path.write_text(string.Template(template.read_text()).substitute(
-        port=port, root=Path(root).resolve(), folder=Path(folder).resolve(), listen=listen,
+        address=address, port=port, root=Path(root).resolve(), folder=Path(folder).resolve(),
+        listen=listen,
         extra=extra, user=pwd.getpwuid(os.geteuid()).pw_name))
     return path
 

@@ -8,6 +8,8 @@ import contextlib
 import os
 import signal
 import subprocess
+import threading
+from collections.abc import Iterator
 
 GRACE_S = 10.0
 
@@ -30,3 +32,21 @@ def stop(process: subprocess.Popen, first: int = signal.SIGTERM, grace_s: float 
     with contextlib.suppress(ProcessLookupError):
         send(signal.SIGKILL)
     process.wait()
+
+
+@contextlib.contextmanager
+def interrupt_on_sigterm() -> Iterator[None]:
+    """While inside, SIGTERM raises KeyboardInterrupt as Ctrl-C does, so that the
+    ``finally`` that stops the server runs (main thread only: signals go there)."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def interrupt(*_) -> None:
+        raise KeyboardInterrupt
+
+    previous = signal.signal(signal.SIGTERM, interrupt)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)

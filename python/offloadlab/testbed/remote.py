@@ -20,8 +20,12 @@ fails the run, and one nobody stops stops by itself past the run's bound.
 
 from __future__ import annotations
 
+import contextlib
 import os
+import queue
+import threading
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass, replace
 from pathlib import Path
 
@@ -31,13 +35,16 @@ import offloadlab
 from offloadlab import dask_scheduler
 from offloadlab.documents import ServerStats
 from offloadlab.errors import InputError, RunError
-from offloadlab.testbed import cluster, load, server
+from offloadlab.testbed import cluster, external, load, server
 from offloadlab.testbed.modes import ModeRun
 from offloadlab.workload.stream_format import Stream
 
 RESOURCE = "server"
 START_S = 30.0     # the server listening, once its worker has the task
 STOP_S = 15.0      # its stats document back, once the load is done
+# The user's server stops by itself when no call has come for this long: a study calls
+# before and after every run of the host alone, a few minutes apart at most.
+LEASE_S = 900.0
 _POLL_S = 0.2
 
 
@@ -116,8 +123,8 @@ def run_mode(hosts: Hosts, options: server.ServerOptions, requests: Stream,
             resources={RESOURCE: 1}, pure=False)
         try:
             port = _port(client, served, run_id, hosts.server_name)
-            result = cluster.run(hosts.scheduler, f"{hosts.server_ip}:{port}", requests,
-                                 manifest, allow_remote={hosts.server_ip}, **load_options)
+            result = send(hosts, f"{hosts.server_ip}:{port}", requests, manifest,
+                          **load_options)
         finally:
             distributed.Event(run_id, client=client).set()  # the server stops now
         try:
@@ -127,11 +134,104 @@ def run_mode(hosts: Hosts, options: server.ServerOptions, requests: Stream,
                            f"within {STOP_S:g} s of the load's end") from None
         finally:
             distributed.Variable(run_id, client=client).delete()
+    return ModeRun(options.mode, result, stats)
+
+
+def send(hosts: Hosts, target: str | load.Target, requests: Stream, manifest: pd.DataFrame,
+         **load_options) -> load.LoadResult:
+    """The client hosts send ``requests`` to ``target`` on the server host. A run that
+    lost a client host is a :class:`RunError`: its load was not the plan."""
+    result = cluster.run(hosts.scheduler, target, requests, manifest,
+                         allow_remote={hosts.server_ip}, **load_options)
     lost = result.report["cluster"]["lost"]
     if lost:
         raise RunError(f"client host(s) {', '.join(lost)} were lost during the run, so "
                        "its load was not the plan's")
-    return ModeRun(options.mode, result, stats)
+    return result
+
+
+class UserServer:
+    """The user's server on the server host, for a whole study (a Dask actor on its
+    worker): started from its command or found by its PID as on one machine
+    (:func:`offloadlab.testbed.external.running`), and its process tree's CPU and the
+    host's cores' times read there, before and after each run. Without --target the
+    server listens on the host's own address at a free port.
+
+    A thread of the actor's own starts the server and holds it, and the server gets
+    SIGTERM when that thread ends, whatever ends it: :meth:`stop`, no call for
+    :data:`LEASE_S` (a driver that died), or the worker's process killed outright."""
+
+    def __init__(self, server: external.ExternalServer, root: str, core: int | None,
+                 ip: str):
+        if not Path(root).is_dir():
+            raise InputError(f"the file set {root} is not on the server host: make it there "
+                             "at the same path (a shared file system, or the same file sets "
+                             "written there)")
+        if server.target is None:
+            server = replace(server, target=f"{ip}:{external.free_port()}")
+        self._lock = threading.Lock()
+        self._stopping, self._stopped = threading.Event(), threading.Event()
+        self._seen = time.monotonic()
+        started: queue.Queue = queue.Queue(1)
+        threading.Thread(target=self._hold, args=(server, Path(root), core, started),
+                         daemon=True).start()
+        got = started.get()  # external.running's own waits are bounded
+        if isinstance(got, BaseException):
+            raise got
+        self.live: external.Live = got
+
+    def _hold(self, server: external.ExternalServer, root: Path, core: int | None,
+              started: queue.Queue) -> None:
+        live = None
+        try:
+            with external.running(server, root, core, with_thread=True) as live:
+                started.put(live)
+                while not self._stopping.wait(1.0):
+                    if not live.alive() or time.monotonic() - self._seen > LEASE_S:
+                        break
+        except BaseException as exc:
+            if live is not None:
+                raise
+            started.put(exc)  # __init__ raises it
+        finally:
+            self._stopped.set()
+
+    def where(self) -> external.Live:
+        return self.live
+
+    def snapshot(self) -> tuple[dict, dict]:
+        """Its threads' CPU and the host's cores' times now; a RunError if it has gone."""
+        with self._lock:
+            self._seen = time.monotonic()
+            self.live.check_alive()
+            return external.snapshot(self.live.pid), external.core_times()
+
+    def stop(self) -> None:
+        """Stops the server (SIGTERM, then SIGKILL past the grace) and waits for it."""
+        self._stopping.set()
+        self._stopped.wait(external.STOP_GRACE_S + STOP_S)
+
+
+@contextlib.contextmanager
+def user_server(hosts: Hosts, server: external.ExternalServer, root: Path,
+                core: int | None) -> Iterator[tuple[UserServer, external.Live]]:
+    """The user's server running on the server host (:class:`UserServer`) while inside,
+    stopped on the way out, also after an error."""
+    with dask_scheduler.connect(hosts.scheduler, cluster.CONNECT_TIMEOUT_S,
+                                "the study's workers", unreachable=RunError) as client, \
+            client.as_current():  # the actor's handle calls through the current client
+        made = client.submit(UserServer, server, str(root), core, hosts.server_ip,
+                             actor=True, workers=[hosts.server], allow_other_workers=False)
+        try:
+            actor = made.result(timeout=START_S + server.start_timeout_s)
+        except TimeoutError:
+            raise RunError(f"the server under test did not start on {hosts.server_name} "
+                           f"within {START_S + server.start_timeout_s:g} s") from None
+        try:
+            yield actor, actor.where().result(timeout=cluster.CALL_TIMEOUT_S)
+        finally:
+            with contextlib.suppress(Exception):
+                actor.stop().result(timeout=STOP_S + external.STOP_GRACE_S)
 
 
 def _port(client, served, run_id: str, name: str) -> int:

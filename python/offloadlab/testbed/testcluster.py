@@ -31,7 +31,7 @@ from pathlib import Path
 
 from offloadlab.errors import InputError, RunError
 from offloadlab.testbed import netns
-from offloadlab.testbed.processes import stop
+from offloadlab.testbed.processes import interrupt_on_sigterm, stop
 
 CLIENTS = 3
 START_S = 60.0    # scheduler and workers up (4 interpreters importing Dask on 2 cores)
@@ -143,16 +143,16 @@ def _listening(ip: str) -> bool:
 
 
 def main() -> None:
-    """Start the cluster, print where it is, and hold it until Ctrl-C; exit code 2 when
-    this machine cannot (not root, no ``ip``), 1 when it failed to start."""
+    """Start the cluster, print where it is, and hold it until Ctrl-C or SIGTERM; exit
+    code 2 when this machine cannot (not root, no ``ip``), 1 when it failed to start."""
     try:
-        with started() as cluster:
+        with interrupt_on_sigterm(), started() as cluster:
             print(f"scheduler  {cluster.scheduler}")
             print(f"server     {cluster.server.ip}  (namespace {cluster.server.name})")
             for host in cluster.clients:
                 print(f"client     {host.ip}  (namespace {host.name})")
             print(f"load it:   offload load --cluster {cluster.scheduler} "
-                  f"{cluster.server.ip}:PORT --allow-remote ...; Ctrl-C here stops it all",
+                  f"{cluster.server.ip}:PORT --allow-remote ...; Ctrl-C or kill stops it all",
                   flush=True)
             with contextlib.suppress(KeyboardInterrupt):
                 signal.pause()
