@@ -98,6 +98,12 @@ def main() -> None:
         print(f"{speed:6.3f} ({factor:.2f}×s*) {t_model:13.3f} {model:>13} {outside:>13} "
               f"{ratio:8.3f} ({t_low:.3f}–{t_high:.3f}, {n}) {host:13.3f} {measured:>13} "
               f"{agree:>6}")
+    above, below = rows[1][-1], rows[2][-1]
+    outcome = ("met" if (above, below) == ("pays", "does not pay") else
+               "undecided" if UNDECIDED in (above, below) else "missed")
+    print(f"issue 47's target ({1 + args.margin:.1f} s* pays, {1 - args.margin:.1f} s* does "
+          f"not): {outcome} (the testbed: {above}, {below}); test speeds beyond the "
+          f"break-even range: {rows[1][4]}, {rows[2][4]}")
 
 
 def paired(plan, load, rate: float, engines: dict, cap: int) -> dict:
