@@ -146,6 +146,12 @@ class Live:
             raise RunError(f"the server under test (PID {self.pid}) is gone"
                            + (f"; it said: {tail(self.log)}" if self.log else ""))
 
+    def reading(self) -> tuple[dict, dict]:
+        """Its threads' CPU (:func:`snapshot`) and this host's cores' times now; a
+        RunError if it has gone."""
+        self.check_alive()
+        return snapshot(self.pid), core_times()
+
 
 @contextlib.contextmanager
 def running(server: ExternalServer, root: Path, core: int | None = None,
@@ -342,8 +348,7 @@ def nginx_config(folder: Path, root: Path, port: int, listen: str = "",
     path = folder / f"nginx-{port}.conf"
     path.write_text(string.Template(template.read_text()).substitute(
         address=address, port=port, root=Path(root).resolve(), folder=Path(folder).resolve(),
-        listen=listen,
-        extra=extra, user=pwd.getpwuid(os.geteuid()).pw_name))
+        listen=listen, extra=extra, user=pwd.getpwuid(os.geteuid()).pw_name))
     return path
 
 
