@@ -16,7 +16,12 @@ each ``--rates`` point, ``--repeats`` times in turn, and prints per run:
   own busy share U_e, the host's wake-ups (rounds) per request, the mean
   number of other requests in each batch of events the engine publishes and of
   answers (commands) the host publishes, and the mean trip of a request through the
-  host (from passing it up to its first command coming back).
+  host (from passing it up to its first command coming back);
+- the kernel's network work deferred to each core's ksoftirqd (its schedstat), per
+  request: on nobody's thread clock; the engine core's busy share; and how late the
+  generator started the requests against its plan (mean and p99 send lag). Near the
+  top of a sweep the generator's core fills, it falls behind and sends in bursts, and
+  the engine wakes less than a Poisson stream would make it (bench/results/model_misses.md).
 
 Then two fits over all runs, each printed beside its measurements:
 
@@ -30,7 +35,8 @@ Then two fits over all runs, each printed beside its measurements:
    shape; its spread is printed.
 
     .venv/bin/python bench/engine_turns.py [--class 0] [--rates 700,2000,3300,4600,6000]
-        [--seconds 3] [--repeats 2] [--work 'exp(mean=100us)'] [--out DIR]
+        [--seconds 3] [--repeats 2] [--work 'exp(mean=100us)'] [--generator-core 1]
+        [--out DIR]
 
 About 40 s of load with the defaults, plus the file set (class 0: 1,000 small files).
 """
@@ -48,6 +54,7 @@ import numpy as np
 import pandas as pd
 
 from offloadlab.results import write_outputs
+from offloadlab.study.measure import core_shares
 from offloadlab.testbed import modes
 from offloadlab.testbed.server import ServerOptions
 from offloadlab.workload import fileset, presets, stream
@@ -95,16 +102,40 @@ class Switches:
         return count / span if span > 0 else float("nan")
 
 
+def softirq_threads() -> dict[int, Path]:
+    """Each core's ksoftirqd: network work the kernel defers from the threads that raised
+    it runs there, on nobody's thread clock."""
+    found = {}
+    for proc in Path("/proc").iterdir():
+        try:
+            name = (proc / "comm").read_text().strip()
+        except OSError:
+            continue
+        if proc.name.isdigit() and name.startswith("ksoftirqd/"):
+            found[int(name.split("/")[1])] = proc / "schedstat"
+    return found
+
+
+def runtimes(threads: dict[int, Path]) -> dict[int, float]:
+    """Each thread's CPU time so far, s (the first field of its schedstat)."""
+    return {core: int(path.read_text().split()[0]) / 1e9 for core, path in threads.items()}
+
+
 def one_run(root: Path, manifest: pd.DataFrame, cls: int, rate: float, args) -> dict:
     requests = stream.poisson(manifest, rate, duration_s=args.seconds, size_class=cls,
                               seed=int(rate))
     options = ServerOptions(root=str(root), mode="engine", host_core=HOST_CORE,
                             engine_core=ENGINE_CORE, work=args.work, seed=1,
                             engine_wait="sleep")
+    kthreads = softirq_threads()
+    before = runtimes(kthreads)
     with Switches("offload-engine") as switches:
-        run = modes.run_mode(options, requests, manifest, timeout_s=5.0, cores=[ENGINE_CORE],
-                             threads=1, verify="length")
+        run = modes.run_mode(options, requests, manifest, timeout_s=5.0,
+                             cores=[args.generator_core], threads=1, verify="length")
+    deferred = {core: s - before[core] for core, s in runtimes(kthreads).items()}
     per, served = run.stats.per_request, run.load.parsed.throughput
+    requests_served = run.stats.requests
+    busy = {c.core: 1 - core_shares(c).get("idle", np.nan) for c in run.stats.cores}
     return {"rate": rate, "served": served,
             "engine_us": per.engine_cpu_s * 1e6,
             "busy_us": per.engine_busy_cpu_s * 1e6,
@@ -114,6 +145,12 @@ def one_run(root: Path, manifest: pd.DataFrame, cls: int, rate: float, args) -> 
             "event_mates": per.event_batch_others,
             "command_mates": per.command_batch_others,
             "trip_us": per.host_turnaround_s * 1e6,
+            "ksoft_engine_us": deferred.get(ENGINE_CORE, np.nan) / requests_served * 1e6,
+            "ksoft_host_us": deferred.get(HOST_CORE, np.nan) / requests_served * 1e6,
+            "U_host": per.host_busy_cpu_s * served,
+            "engine_core_busy": busy.get(ENGINE_CORE, np.nan),
+            "lag_us": (run.load.parsed.lag.mean_s or np.nan) * 1e6,
+            "lag99_us": (run.load.parsed.lag.p99_s or np.nan) * 1e6,
             "T_us": run.load.parsed.total.mean_s * 1e6}
 
 
@@ -124,6 +161,8 @@ def main() -> None:
     parser.add_argument("--seconds", type=float, default=3.0)
     parser.add_argument("--repeats", type=int, default=2)
     parser.add_argument("--work", default="exp(mean=100us)")
+    parser.add_argument("--generator-core", type=int, default=ENGINE_CORE,
+                        help="the core the load generator shares (default: the engine's)")
     parser.add_argument("--out", type=Path, help="also write DIR/engine_turns.csv")
     args = parser.parse_args()
     rates = [float(r) for r in args.rates.split(",")]
@@ -138,7 +177,8 @@ def main() -> None:
                 runs.append(one_run(Path(tmp), manifest, args.cls, rate, args))
                 r = runs[-1]
                 print(f"repeat {repeat + 1} rate {rate:6.0f}: engine {r['engine_us']:5.1f} us/req"
-                      f" ({r['busy_us']:5.1f} busy), {r['sleeps']:.2f} sleeps/req", flush=True)
+                      f" ({r['busy_us']:5.1f} busy), {r['sleeps']:.2f} sleeps/req, ksoftirqd"
+                      f" {r['ksoft_engine_us']:.1f} us/req", flush=True)
     frame = pd.DataFrame(runs).sort_values(["rate", "served"], kind="stable")
     report(frame)
     print(f"Run time: {time.monotonic() - started:.0f} s")
@@ -164,12 +204,14 @@ def report(frame: pd.DataFrame) -> None:
     print(f"{'req/s':>7} {'engine us':>9} {'fit us':>7} {'busy us':>7} {'sleeps':>6} {'U_e':>5} "
           f"{'rounds':>6} "
           f"{'events+':>7} {'cmds+':>6} {'trip us':>7} {'T us':>6} "
-          f"{'/(1-U_e)':>8} {'/(1-U_e)(1+rounds)':>18}")
+          f"{'/(1-U_e)':>8} {'/(1-U_e)(1+rounds)':>18} {'ksoftirqd e/h us':>16} "
+          f"{'core e':>6} {'lag us':>6} {'lag p99':>7}")
     for i, r in enumerate(frame.itertuples()):
         print(f"{r.served:7.0f} {r.engine_us:9.1f} {fitted[i]:7.1f} {r.busy_us:7.1f}"
               f" {r.sleeps:6.2f} {r.U_e:5.3f} {r.rounds:6.2f} {r.event_mates:7.2f}"
               f" {r.command_mates:6.2f} {r.trip_us:7.0f} {r.T_us:6.0f} {busy_periods[i]:8.2f}"
-              f" {epochs[i]:18.2f}")
+              f" {epochs[i]:18.2f} {r.ksoft_engine_us:8.1f}/{r.ksoft_host_us:<7.1f}"
+              f" {r.engine_core_busy:6.2f} {r.lag_us:6.0f} {r.lag99_us:7.0f}")
     print(f"\n1. engine CPU per request = {intercept:.1f} us + {slope:.1f} us x sleeps per "
           f"request (R² {r2:.3f}, {len(frame)} runs); its busy part (without the empty turns "
           f"before each sleep, the study's U_engine) = {busy[0]:.1f} us + {busy[1]:.1f} us x "
