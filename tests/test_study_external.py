@@ -6,6 +6,7 @@ with nginx (one worker) as the user's server."""
 import contextlib
 import json
 import os
+import socket
 import sys
 import time
 from pathlib import Path
@@ -82,6 +83,16 @@ def test_a_target_that_refuses_connections_is_named(tmp_path):
     with pytest.raises(InputError, match=r"--target .*refuses connections"), \
             external.running(server, tmp_path):
         pass
+
+
+def test_a_target_already_served_is_refused_before_the_command_starts(tmp_path):
+    # Another process answering there would be measured in place of the user's server.
+    with socket.create_server(("127.0.0.1", 0)) as busy:
+        target = f"127.0.0.1:{busy.getsockname()[1]}"
+        with pytest.raises(InputError, match=rf"--target {target}: something already "
+                           r"accepts connections.*--server-pid"):
+            pipeline.StudyConfig(tmp_path / "out", server_cmd="sleep 30", target=target)
+    assert not (tmp_path / "out").exists()
 
 
 def test_a_command_that_exits_at_once_shows_its_status_and_last_words(tmp_path):

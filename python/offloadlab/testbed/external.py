@@ -87,7 +87,13 @@ class ExternalServer:
                 raise InputError(f"--server-pid {self.pid}: give --target HOST:PORT, where "
                                  "that server listens")
         if self.target is not None:
-            self.resolved(0)
+            target = self.resolved(0)
+            # Another process answering there would be measured in the server's place.
+            if here and self.command is not None and _accepts(target):
+                raise InputError(f"--target {self.target}: something already accepts "
+                                 "connections there, before --server-cmd has started; stop "
+                                 "it or give another port, or measure that server with "
+                                 "--server-pid PID")
 
     def argv(self, root: Path, port: int) -> list[str]:
         """The command's words with ``{root}`` and ``{port}`` filled in."""
