@@ -90,6 +90,13 @@ def test_a_study_writes_its_report_results_scenarios_and_summary(real_study):
     # work (100 us of application work on average), and nowhere near a second.
     assert ((engine["host_trip"] > 50e-6) & (engine["host_trip"] < 0.5)).all()
     assert inline["host_trip"].isna().all()
+    # The generator's send lag of each open-loop run: the plan's start times are kept to
+    # within a second at these light rates; saturation runs have no plan to lag.
+    testbed = frame[frame["source"] == "testbed"]
+    swept = testbed[testbed["use"] != "saturation"]
+    assert ((swept["lag"] >= 0) & (swept["lag"] <= swept["lag_p99"])
+            & (swept["lag_p99"] < 1.0)).all()
+    assert frame.loc[frame["source"] != "testbed", "lag"].isna().all()
     summary = json.loads((out / "summary.json").read_text())
     # The machine line says whether idle cores polled during the runs, or why not.
     assert re.search(r"idle cores (poll|halt) \(", summary["meta"]["machine"])

@@ -37,10 +37,13 @@ COLUMNS: dict[str, tuple[str, ...]] = {
     # for model, seed_model (seed 000's model, the baseline) and sim rows. A saturated
     # model point has T = inf. core_busy (testbed): the busier server core's share of
     # work, its thread's and the rest on it (the load generator's too), which decides
-    # with U_host whether a point is scored (study/measure.py, scored).
+    # with U_host whether a point is scored (study/measure.py, scored). lag, lag_p99
+    # (testbed, s): how late the load generator started the requests against the plan,
+    # mean and p99; behind its plan it sends in bursts, not the plan's arrivals.
     "points": ("source", "mode", "class", "rate", "U_host", "U_host_lo", "U_host_hi",
                "U_engine", "U_engine_lo", "U_engine_hi", "T", "T_sum", "T_lo", "T_hi",
-               "host_trip", "throughput", "p99", "errors", "core_busy", "use"),
+               "host_trip", "throughput", "p99", "errors", "core_busy", "lag", "lag_p99",
+               "use"),
     # One row per (class, mode). measured: closed-loop throughput with zero think time;
     # model: 1 / E[S] of the bottleneck (host or engine) with its core's background.
     # error = model / measured - 1; seed_model, seed_error: the same for seed 000's

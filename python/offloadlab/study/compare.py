@@ -118,7 +118,7 @@ def _testbed_points(cls: str, mode: str, runs: list[Measured]) -> list[dict]:
                  U_engine=m.U_engine if traits(mode).engine_thread else math.nan,
                  T=m.run.T, T_lo=m.T_lo, T_hi=m.T_hi, host_trip=m.host_trip,
                  throughput=m.run.throughput, p99=m.p99, errors=m.errors,
-                 core_busy=measure.core_busy(m), use=m.use)
+                 core_busy=measure.core_busy(m), lag=m.lag, lag_p99=m.lag_p99, use=m.use)
             for m in runs]
 
 

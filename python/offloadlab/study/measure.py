@@ -77,6 +77,11 @@ class Measured:
     # back (the stats' host_turnaround_s); nan in the other modes.
     host_trip: float = math.nan
     repeats: int = 0         # runs made again for it because of that (study.run)
+    # How late the generator started the requests against the plan, s: mean and p99. A
+    # generator behind its plan sends in bursts, not the plan's arrivals
+    # (bench/results/model_misses.md).
+    lag: float = math.nan
+    lag_p99: float = math.nan
 
 
 def options(plan: Plan, load: ClassLoad, mode: str) -> ServerOptions:
@@ -191,7 +196,7 @@ BELOW_UTIL = 0.8
 _RUN_MEANS = ("throughput", "host_s", "app_s", "engine_s", "T", "host_wakeups",
               "engine_wakeups", "host_background_s", "engine_background_s", "host_turns")
 _MEANS = ("U_host", "U_engine", "p99", "error_rate", "connections_per_s", "connect_s",
-          "goodput_Bps", "host_trip")
+          "goodput_Bps", "host_trip", "lag", "lag_p99")
 
 
 def mean_of(runs: Sequence[Measured]) -> Measured:
@@ -347,7 +352,8 @@ def reduced(load: ClassLoad, mode: str, use: str, rate: float, sizes: np.ndarray
         errors=report.failed, error_rate=result.error_rate,
         connections_per_s=report.connections / seconds if seconds > 0 else math.nan,
         connect_s=report.connect_mean_s, goodput_Bps=report.goodput_Bps,
-        cores=cores, latency=np.sort(sample), steal=steal_share(cores), host_trip=host_trip)
+        cores=cores, latency=np.sort(sample), steal=steal_share(cores), host_trip=host_trip,
+        lag=_number(report.lag.mean_s), lag_p99=_number(report.lag.p99_s))
 
 
 def _number(value) -> float:
