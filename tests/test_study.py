@@ -77,6 +77,8 @@ def test_a_study_writes_its_report_results_scenarios_and_summary(real_study):
                       r"could not decide \d+\.", text)
     assert first and first.start() < text.index("Does offload help?")
     assert "hypervisor: at most" in text
+    assert re.search(r"load\s+generator:\s+(kept\s+to\s+its\s+plan\s+at\s+all\s+\d+|"
+                     r"behind\s+its\s+plan\s+at\s+\d+\s+of\s+\d+)\s+sweep\s+points", text)
     frame = pd.read_parquet(out / "results.parquet")
     assert set(frame["source"]) == {"model", "seed_model", "sim", "testbed"}
     assert set(frame["class"]) == {"c0", "c2", "mix"}

@@ -171,6 +171,32 @@ def test_a_run_the_hypervisor_disturbed_is_made_again_and_the_clean_one_kept(stu
     assert tables.verdicts["verdict"].tolist() == clean_tables.verdicts["verdict"].tolist()
 
 
+def test_points_the_generator_fell_behind_at_are_counted_and_the_scored_ones_named(study):
+    _, found, tables = study
+    assert tables.meta["generator"] == "its send lag was not measured"
+    total = sum(len(runs) for runs in found.sweeps.values())
+    # Late by a fifth of the mean time between requests everywhere: on plan.
+    on_time = {key: [replace(m, lag=0.2 / m.run.rate) for m in runs]
+               for key, runs in found.sweeps.items()}
+    assert compare.tables(replace(found, sweeps=on_time), {}).meta["generator"] == (
+        f"kept to its plan at all {total} sweep points (mean send lag under the mean time "
+        "between requests)")
+    # One sweep's lightest point (scored) and two heaviest (past 80% busy: not scored)
+    # a gap and more late.
+    key = next(iter(found.sweeps))
+    runs = on_time[key]
+    late = {0: 2.0, len(runs) - 2: 1.5, len(runs) - 1: 3.0}
+    runs = [replace(m, lag=late[i] / m.run.rate) if i in late else m
+            for i, m in enumerate(runs)]
+    assert measure.scored(runs).tolist()[0] and not measure.scored(runs)[-2:].any()
+    lags = sorted(runs[i].lag for i in late)
+    assert compare.tables(replace(found, sweeps={**on_time, key: runs}), {}).meta[
+        "generator"] == (f"behind its plan at 3 of {total} sweep points (mean send lag "
+                         f"{lags[0] * 1e3:.3g}-{lags[-1] * 1e3:.3g} ms, more than the mean "
+                         "time between requests: bursts, not the Poisson arrivals the model "
+                         "takes); 1 of them scored")
+
+
 def test_no_steal_repeats_keeps_every_run_as_it_came_and_names_the_disturbed():
     testbed = Disturbed((0.3, 0.2, 0.25))
     budget = plan.with_budget_override(plan.budget("quick"), None, steal_repeats=0)

@@ -204,6 +204,7 @@ def study(config: StudyConfig) -> None:
     for text in tables.meta["notes"]:
         note(text)
     err.print(f"hypervisor: {tables.meta['steal']}", highlight=False)
+    err.print(f"load generator: {tables.meta['generator']}", highlight=False)
     if more := tables.meta.get("more_notes"):
         err.print(f"{len(more)} more notes in the report", highlight=False)
     files = tables.meta["scenario_files"]

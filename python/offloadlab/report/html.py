@@ -142,6 +142,7 @@ def _meta_table(meta: dict, out_dir: Path) -> str:
             ("Budget", _esc(_text(meta.get("budget")))),
             ("Machine", _esc(_text(meta.get("machine")))),
             ("Hypervisor", _esc(_text(meta.get("steal")))),
+            ("Load generator", _esc(_text(meta.get("generator")))),
             ("Workload", _esc(_text(meta.get("workload")))),
             ("Modes", _esc(", ".join(map(str, meta.get("modes") or [])) or MISSING)),
             ("Classes", _esc(", ".join(map(str, meta.get("classes") or [])) or MISSING)),

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field, replace
 import numpy as np
 import pandas as pd
 
-from offloadlab import model
+from offloadlab import model, units
 from offloadlab.calibrate import fit
 from offloadlab.engine_profile import EngineProfile
 from offloadlab.mode_traits import BASELINE, traits
@@ -174,6 +174,7 @@ def tables(study: Study, meta: dict) -> StudyTables:
               "background_share": m.background.share, "background_scv": m.background.scv}
              for m in fitted.models], columns=list(COLUMNS["cost_model"])),
         meta={**meta, "steal": _steal_text(steal), "steal_counts": steal,
+              "generator": _pacing(study.sweeps),
               "agreement": _agreement_text(agreed), "agreement_counts": agreed,
               "notes": notes[:FIRST_NOTES],
               "more_notes": notes[FIRST_NOTES:]},
@@ -196,6 +197,25 @@ def _steal_text(steal: dict) -> str:
     return (f"at most {steal['worst']:.1%} of the cores' time stolen and "
             f"{steal['foreign']:.1%} used by other processes in a kept run; {n} "
             f"run{'s' * (n != 1)} made again because more than {STEAL_LIMIT:.0%} was")
+
+
+def _pacing(sweeps: dict[tuple[str, str], list[Measured]]) -> str:
+    """How well the load generator kept to its plan over the sweeps
+    (:func:`measure.behind_plan`), and whether any point it fell behind at was scored."""
+    known = [(m, bool(s)) for runs in sweeps.values()
+             for m, s in zip(runs, measure.scored(runs), strict=True) if math.isfinite(m.lag)]
+    if not known:
+        return "its send lag was not measured"
+    behind = [(m, s) for m, s in known if measure.behind_plan(m)]
+    if not behind:
+        return (f"kept to its plan at all {len(known)} sweep points (mean send lag under "
+                "the mean time between requests)")
+    lags = [m.lag for m, _ in behind]
+    scored = sum(s for _, s in behind)
+    return (f"behind its plan at {len(behind)} of {len(known)} sweep points (mean send lag "
+            f"{units.ms(min(lags))}-{units.ms(max(lags))} ms, more than the mean "
+            "time between requests: bursts, not the Poisson arrivals the model takes); "
+            f"{scored} of them scored")
 
 
 def _steal_note(steal: dict, repeats: int) -> list[str]:

@@ -249,6 +249,14 @@ def scored(points: Sequence[Measured]) -> np.ndarray:
                     np.array([m.run.rate for m in points]))
 
 
+def behind_plan(m: Measured) -> bool:
+    """Whether the load generator ran behind its plan in an open-loop run: its requests
+    started, on average, later than the mean time between them, so they went out in
+    bursts, not as the plan's Poisson arrivals the model takes (near the top of a sweep
+    the core the generator shares fills: bench/results/model_misses.md)."""
+    return bool(m.lag * m.run.rate > 1)
+
+
 def scorable(busy: np.ndarray, throughput: np.ndarray, rate: np.ndarray) -> np.ndarray:
     """Points whose busier core was below :data:`BELOW_UTIL` busy and whose server kept
     up with the offered rate within the verdicts' margin."""
