@@ -5,14 +5,16 @@ on a new study whose run-to-run spread (docs/study.md) is larger than most chang
 reads a study's output folder (``results.parquet``, ``summary.json`` and the exported
 ``scenario-<mode>.toml``), evaluates the current model on each exported scenario at the
 testbed's rates, chooses the shape of the other work on the engine's core and refits d0
-on the study's calibration runs as the study does (measured less model,
-inverse-variance weighted: ``fit.burst_scv``, ``fit.combine``; a negative d0 held at 0,
-``run.kept_d0``), and prints per class, offload
-mode and metric the MAPE the study reported beside the current model's, on the points
-the study scores (below 80 % busy, the offered rate kept up). No server runs; a folder
-takes a few seconds.
+on the study's calibration runs as the study does (measured less model, the replicates
+of each rate pooled, the rates inverse-variance weighted: ``fit.burst_scv``,
+``fit.by_replicates``, ``fit.combine``; a negative d0 held at 0, ``run.kept_d0``), and
+prints per class, mode and metric the MAPE the study reported beside the current
+model's, on the points the study scores (below 80 % busy, the offered rate kept up). No
+server runs; a folder takes a few seconds.
 
-The mix is left out: its d0 is the classes' mixture, not a fit of its own.
+Inline is scored on the host alone of any exported scenario (each holds it, with the
+classes' inline d0). The mix is left out: its d0 is the classes' mixture, not a fit of
+its own.
 
     .venv/bin/python bench/study_rescore.py STUDY_DIR [STUDY_DIR ...]
 """
@@ -35,7 +37,10 @@ from offloadlab.study.compare import TARGETS
 from offloadlab.study.measure import scorable
 from offloadlab.study.run import kept_d0
 
-METRICS = {"U_host": "U_cpu", "U_engine": "U_oe", "T": "T"}
+# Per metric: the model's column and the testbed's, inline (the host alone) and offloaded.
+METRICS = {"inline": {"U_host": ("U_noe", "U_host"), "T": ("T_noe", "T_noe")},
+           "offload": {"U_host": ("U_cpu", "U_host"), "U_engine": ("U_oe", "U_engine"),
+                       "T": ("T", "T")}}
 
 
 def with_burst(sc: scenario.Scenario, scv: float) -> scenario.Scenario:
@@ -44,12 +49,24 @@ def with_burst(sc: scenario.Scenario, scv: float) -> scenario.Scenario:
     return replace(sc, engine=replace(sc.engine, per_class=per_class))
 
 
-def gaps(sc: scenario.Scenario, cls, cal: pd.DataFrame) -> tuple[np.ndarray, np.ndarray]:
-    """The calibration runs' mean delays less the model's without d0 (class ``cls`` of
-    ``sc`` alone), and their half-widths: what the study fits d0 to."""
-    alone = replace(sc, classes=(replace(cls, offload=1.0),))
-    bare = model.evaluate(alone, cal.rate.to_numpy()).overall["T"] - cls.d0_offload
-    return cal["T"].to_numpy() - bare, (cal["T_hi"] - cal["T_lo"]).to_numpy() / 2
+def predict(sc: scenario.Scenario, cls, rates: np.ndarray, inline: bool, d0: float
+            ) -> dict[str, np.ndarray]:
+    """The model's columns for class ``cls`` of ``sc`` alone at ``rates``, its delays with
+    ``d0`` in place of the scenario's: the host alone (``inline``) or through the engine."""
+    out = dict(model.evaluate(replace(sc, classes=(replace(cls, offload=1.0),)), rates).overall)
+    delay = "T_noe" if inline else "T"
+    out[delay] = out[delay] - (cls.d0 if inline else cls.d0_offload) + d0
+    return out
+
+
+def gaps(sc: scenario.Scenario, cls, cal: pd.DataFrame, inline: bool
+         ) -> tuple[np.ndarray, np.ndarray]:
+    """The calibration runs' mean delays less the model's without d0, and their
+    half-widths, pooled per offered rate: what the study fits d0 to."""
+    column = METRICS["inline" if inline else "offload"]["T"]
+    bare = predict(sc, cls, cal.rate.to_numpy(), inline, 0.0)[column[0]]
+    return fit.by_replicates(cal.rate.to_numpy(), cal[column[1]].to_numpy() - bare,
+                             (cal["T_hi"] - cal["T_lo"]).to_numpy() / 2)
 
 
 def rescore(folder: Path) -> pd.DataFrame:
@@ -59,15 +76,19 @@ def rescore(folder: Path) -> pd.DataFrame:
                 for a in json.loads((folder / "summary.json").read_text())["accuracy"]
                 if a["source"] == "model"}
     testbed = points[points.source == "testbed"]
+    exported = sorted(folder.glob("scenario-*.toml"))
     rows = []
-    for mode in sorted(set(testbed["mode"]) - {"inline"}):
-        path = folder / f"scenario-{mode}.toml"
+    for mode in sorted(set(testbed["mode"])):
+        inline = mode == "inline"
+        # Every exported scenario holds the host alone and the classes' inline d0.
+        path = exported[0] if inline and exported else folder / f"scenario-{mode}.toml"
         if not path.exists():
             continue
-        # The engine's polling as the study now exports it (scenarios kept before 7 Dec
-        # 2026 do not say).
         kept = scenario.load(path)
-        kept = replace(kept, engine=replace(kept.engine, polls=traits(mode).engine_spins))
+        if not inline:
+            # The engine's polling as the study now exports it (scenarios kept before
+            # 7 Dec 2026 do not say).
+            kept = replace(kept, engine=replace(kept.engine, polls=traits(mode).engine_spins))
         runs_of = {cls.name: testbed[(testbed["class"] == cls.name) & (testbed["mode"] == mode)]
                    for cls in kept.classes}
         calibration = {c: runs[runs.use == "calibration"] for c, runs in runs_of.items()
@@ -75,22 +96,23 @@ def rescore(folder: Path) -> pd.DataFrame:
 
         def shaped(scv: float, kept=kept, calibration=calibration) -> list:
             sc = with_burst(kept, scv)
-            return [gaps(sc, cls, calibration[cls.name])
+            return [gaps(sc, cls, calibration[cls.name], False)
                     for cls in sc.classes if cls.name in calibration]
 
-        # The engine core's bursts chosen on the calibration runs, as the study does.
-        scv = fit.burst_scv(shaped)
-        fitted = with_burst(kept, scv)
-        print(f"{folder.parent.name}/{folder.name} {mode}: engine core's background "
-              f"scv {scv:g}", file=sys.stderr)
+        fitted = kept
+        if not inline:
+            # The engine core's bursts chosen on the calibration runs, as the study does.
+            scv = fit.burst_scv(shaped)
+            fitted = with_burst(kept, scv)
+            print(f"{folder.parent.name}/{folder.name} {mode}: engine core's background "
+                  f"scv {scv:g}", file=sys.stderr)
         for cls in fitted.classes:
             runs = runs_of[cls.name]
             if runs.empty:
                 continue
-            alone = replace(fitted, classes=(replace(cls, offload=1.0),))
             # Kept as the study keeps it: a negative d0 (the model over-predicting the
             # calibration delays) is held at 0.
-            d0 = kept_d0(fit.combine(*gaps(fitted, cls, calibration[cls.name]))[0])
+            d0 = kept_d0(fit.combine(*gaps(fitted, cls, calibration[cls.name], inline))[0])
             val = runs[runs.use == "validation"]
             # As the study scores: the busier core, everything on it counted (kept
             # studies older than the core_busy column: the threads alone).
@@ -98,14 +120,13 @@ def rescore(folder: Path) -> pd.DataFrame:
             if "core_busy" in val:
                 busy = np.fmax(busy, val.core_busy.fillna(0.0))
             val = val[scorable(busy, val.throughput, val.rate)]
-            now = model.evaluate(alone, val.rate.to_numpy()).overall
-            for metric, column in METRICS.items():
-                predicted = now[column] - (cls.d0_offload - d0 if metric == "T" else 0.0)
+            now = predict(fitted, cls, val.rate.to_numpy(), inline, d0)
+            for metric, (column, measured) in METRICS["inline" if inline else "offload"].items():
                 rows.append({"study": f"{folder.parent.name}/{folder.name}",
                              "cls": cls.name, "mode": mode,
                              "metric": metric, "n": len(val),
                              "then": reported.get((cls.name, mode, metric), np.nan),
-                             "now": fit.mape(predicted, val[metric].to_numpy()),
+                             "now": fit.mape(now[column], val[measured].to_numpy()),
                              "target": TARGETS[metric]})
     return pd.DataFrame(rows)
 

@@ -349,3 +349,28 @@ def test_background_is_the_cores_busy_time_the_servers_threads_did_not_use():
     assert background(ServerStats.from_json(server), "host") == pytest.approx(0.01 / 1000)
     unpinned = {**server, "threads": [thread("host", None, 0.2)]}
     assert math.isnan(background(ServerStats.from_json(unpinned), "host"))
+
+
+def test_replicates_are_pooled_per_rate_so_a_stalled_run_keeps_its_share():
+    # Three replicates at each of two rates; one run at each rate was stalled: its mean
+    # is 300 us higher and its interval ten times wider. Weighed by their own intervals
+    # a stalled run counts 1/100 of a quiet one; pooled it counts a third, as it does in
+    # the mean of replicates a sweep point is.
+    keys = np.repeat([800.0, 2400.0], 3)
+    gaps = np.array([100e-6, 110e-6, 400e-6, 120e-6, 130e-6, 420e-6])
+    widths = np.tile([10e-6, 10e-6, 100e-6], 2)
+    means, half = fit.by_replicates(keys, gaps, widths)
+    assert means == pytest.approx([610e-6 / 3, 670e-6 / 3])
+    # Each rate's half-width is the standard error of its replicates' mean.
+    spread = np.array([np.std(gaps[:3], ddof=1), np.std(gaps[3:], ddof=1)]) / math.sqrt(3)
+    assert half == pytest.approx(1.959964 * spread)
+    assert fit.combine(gaps, widths)[0] < 120e-6
+    assert fit.combine(means, half)[0] == pytest.approx(gaps.mean())
+    # Replicates that agree better than their intervals keep the runs' own precision.
+    means, half = fit.by_replicates(keys[:3], np.full(3, 1e-4), np.full(3, 20e-6))
+    assert means == pytest.approx([1e-4]) and half == pytest.approx([20e-6 / math.sqrt(3)])
+    # One run per rate: the runs as they are; a missing delay drops out of its rate.
+    means, half = fit.by_replicates(np.array([1.0, 2.0]), gaps[:2], widths[:2])
+    assert means == pytest.approx(gaps[:2]) and half == pytest.approx(widths[:2])
+    means, _ = fit.by_replicates(keys[:3], np.array([1e-4, math.nan, 3e-4]), widths[:3])
+    assert means == pytest.approx([2e-4])

@@ -478,6 +478,33 @@ def combine(values: np.ndarray, half_widths: np.ndarray) -> tuple[float, float]:
     return mean, scale / math.sqrt(w.sum())
 
 
+def by_replicates(keys: np.ndarray, values: np.ndarray, half_widths: np.ndarray
+                  ) -> tuple[np.ndarray, np.ndarray]:
+    """One estimate per group of replicate runs (the runs with the same key, e.g. the
+    same offered rate), for :func:`combine`: the group's plain mean and its 95 %
+    half-width from the replicates' spread, never narrower than the runs' own intervals
+    allow.
+
+    Why not weigh each run by its own interval: a stall of a few milliseconds raises a
+    run's mean delay and widens its interval together, so those weights favour the runs
+    the stalls missed and put d0 under the mean of replicates, which is what a point of
+    the sweep is. Equal weights within a group keep d0 on the footing of the points it
+    is judged with; the groups are still weighed by their spread. With one run per
+    group this is the runs as they are."""
+    keys, v, hw = np.asarray(keys), np.asarray(values, float), np.asarray(half_widths, float)
+    means, widths = [], []
+    for key in dict.fromkeys(keys.tolist()):
+        i = (keys == key) & ~np.isnan(v)
+        n = int(i.sum())
+        if n == 0:
+            continue
+        spread = float(v[i].std(ddof=1)) / math.sqrt(n) if n > 1 else math.nan
+        own = math.sqrt(float(np.mean((hw[i] / Z95) ** 2)) / n)
+        means.append(float(v[i].mean()))
+        widths.append(Z95 * float(np.fmax(spread, own)))
+    return np.array(means), np.array(widths)
+
+
 def chi_square(values: np.ndarray, half_widths: np.ndarray) -> float:
     """How far estimates with 95% half-widths disagree about their :func:`combine`d
     mean, in standard errors squared (the estimates with an interval; 0 if none has

@@ -356,12 +356,14 @@ def calibrate(plan: Plan, calibration: dict, extended: bool = True,
 
     def gaps(fitted: compare.Fitted, c: str, mode: str) -> tuple[np.ndarray, np.ndarray]:
         """What the model without d0 leaves of the calibration runs' mean delays, and
-        their 95% half-widths."""
+        their 95% half-widths, one estimate per offered rate (its replicates pooled)."""
         runs = calibration[c, mode]
         column = "T" if traits(mode).engine_thread else "T_noe"
         rates = np.array([m.run.throughput for m in runs])
-        return (np.array([m.run.T for m in runs]) - _model_rows(fitted, c, mode, rates)[column],
-                np.array([(m.T_hi - m.T_lo) / 2 for m in runs]))
+        return fit.by_replicates(
+            np.array([m.run.rate for m in runs]),
+            np.array([m.run.T for m in runs]) - _model_rows(fitted, c, mode, rates)[column],
+            np.array([(m.T_hi - m.T_lo) / 2 for m in runs]))
 
     if extended:
         for mode in plan.offload_modes:
