@@ -197,6 +197,20 @@ def test_points_the_generator_fell_behind_at_are_counted_and_the_scored_ones_nam
                          "takes); 1 of them scored")
 
 
+def test_a_missed_rows_note_names_the_sources_that_missed_it(study):
+    _, found, _ = study
+
+    def rows(*statuses):
+        return [{"class": "c0", "mode": "engine", "metric": "T", "source": source,
+                 "status": status, "why": f"{source} said so"}
+                for source, status in zip(("model", "seed_model", "sim"), statuses, strict=True)]
+
+    (note,) = compare._missed(found, rows(judge.MET, judge.MISSED, judge.MISSED))
+    assert note.startswith("class c0, engine: T missed by seed_model and sim (target: MAPE")
+    assert "model met (model said so)" in note
+    assert compare._missed(found, rows(judge.MET, judge.UNDECIDABLE, judge.MET)) == []
+
+
 def test_no_steal_repeats_keeps_every_run_as_it_came_and_names_the_disturbed():
     testbed = Disturbed((0.3, 0.2, 0.25))
     budget = plan.with_budget_override(plan.budget("quick"), None, steal_repeats=0)

@@ -265,9 +265,10 @@ def _missed(study: Study, accuracy: list[dict]) -> list[str]:
         if all(r["status"] != judge.MISSED for r in rows):
             continue
         cls, mode, metric = key
+        by = " and ".join(r["source"] for r in rows if r["status"] == judge.MISSED)
         scores = "; ".join(f"{r['source']} {r['status']} ({r['why']})" for r in rows)
         reasons = "; ".join(_reasons(study, cls, mode, metric)) or "no single cause measured"
-        notes.append(f"class {cls}, {mode}: {metric} missed its target (MAPE ≤ "
+        notes.append(f"class {cls}, {mode}: {metric} missed by {by} (target: MAPE ≤ "
                      f"{TARGETS[metric]:.0%}, K-S p > {KS_P}, at least {judge.MIN_POINTS} "
                      f"points): {scores}. Why: {reasons}.")
     return notes
