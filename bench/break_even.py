@@ -20,9 +20,11 @@
    lies below 1 and the host works less; it does not where the interval lies above 1
    or the host works as much; across 1, undecided.
 
-Prints, per speed, the model's delay ratio and verdict beside the testbed's, and whether
-the speed lies beyond the break-even range: inside it, the model's own capacity error
-could turn its verdict, so an agreement there is partly luck.
+Prints, per speed, the model's delay ratio and verdict beside the testbed's, whether
+the speed lies beyond the break-even range (inside it, the model's own capacity error
+could turn its verdict, so an agreement there is partly luck), and in how many runs of
+each mode the load generator fell behind its plan: near the host's saturation the core
+it shares fills and it sends in bursts, which the model's Poisson arrivals do not see.
 
     python bench/break_even.py [--class 0] [--pairs 24] [--run-length 2s] [--margin 0.2]
                                [--budget quick]
@@ -88,16 +90,19 @@ def main() -> None:
             outside = not low <= s_star * factor <= high
             rows.append((factor, s_star * factor, predicted["T"][0] / predicted["T_noe"][0],
                          "pays" if predicted["beneficial"][0] else "does not pay",
-                         "yes" if outside else "no", *_judged(pairs[factor])))
+                         "yes" if outside else "no", _late(pairs[factor]),
+                         *_judged(pairs[factor])))
     print(f"\nclass {args.cls} at {rate:,.0f} req/s, break-even speed {s_star:.3f} "
           f"({low:.3f}-{high:.3f} at ±{error:.1%}); {time.time() - started:.0f} s")
     print(f"{'speed':>14} {'model T ratio':>14} {'model':>13} {'beyond range':>13} "
-          f"{'testbed T ratio (95%)':>26} {'host U ratio':>13} {'testbed':>13} {'agree':>6}")
-    for factor, speed, t_model, model, outside, ratio, t_low, t_high, n, host, measured in rows:
+          f"{'testbed T ratio (95%)':>26} {'host U ratio':>13} {'testbed':>13} {'agree':>6}"
+          f"  generator behind its plan")
+    for (factor, speed, t_model, model, outside, late, ratio, t_low, t_high, n, host,
+         measured) in rows:
         agree = "–" if measured == UNDECIDED else "yes" if measured == model else "no"
         print(f"{speed:6.3f} ({factor:.2f}×s*) {t_model:13.3f} {model:>13} {outside:>13} "
               f"{ratio:8.3f} ({t_low:.3f}–{t_high:.3f}, {n}) {host:13.3f} {measured:>13} "
-              f"{agree:>6}")
+              f"{agree:>6}  {late}")
     above, below = rows[1][-1], rows[2][-1]
     outcome = ("met" if (above, below) == ("pays", "does not pay") else
                "undecided" if UNDECIDED in (above, below) else "missed")
@@ -123,6 +128,16 @@ def paired(plan, load, rate: float, engines: dict, cap: int) -> dict:
         keys, pair, lambda pairs: _judged(pairs)[-1] != UNDECIDED, cap,
         lambda turn, left: print(f"turn {turn + 1}: {left} speed(s) undecided", flush=True))
     return dict(zip(keys, found, strict=True))
+
+
+def _late(pairs: list) -> str:
+    """In how many of the pairs' runs (inline, engine) the load generator fell behind
+    its plan (:func:`measure.behind_plan`: bursts, not Poisson arrivals), and the
+    median send lag of each mode's runs."""
+    late = [sum(measure.behind_plan(p[i]) for p in pairs) for i in (0, 1)]
+    lag = [np.median([p[i].lag for p in pairs]) * 1e3 for i in (0, 1)]
+    return (f"inline {late[0]}, engine {late[1]} of {len(pairs)} "
+            f"(median lag {lag[0]:.2f}, {lag[1]:.2f} ms)")
 
 
 def _judged(pairs: list) -> tuple:
