@@ -26,7 +26,7 @@ could turn its verdict, so an agreement there is partly luck), and in how many r
 each mode the load generator fell behind its plan: near the host's saturation the core
 it shares fills and it sends in bursts, which the model's Poisson arrivals do not see.
 
-    python bench/break_even.py [--class 0] [--pairs 24] [--run-length 2s] [--margin 0.2]
+    python bench/break_even.py [--class 2] [--pairs 24] [--run-length 2s] [--margin 0.2]
                                [--budget quick]
 
 About 3-8 minutes with the defaults, more when the pairs run to the cap.
@@ -54,7 +54,7 @@ UNDECIDED = "undecided"
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--class", dest="cls", type=int, default=0)
+    ap.add_argument("--class", dest="cls", type=int, default=2)
     ap.add_argument("--pairs", type=int, default=24, help="cap of pairs per speed")
     ap.add_argument("--run-length", default="2s")
     ap.add_argument("--margin", type=float, default=0.2)
