@@ -4,20 +4,30 @@ independently over the same runs.
 
 Runs one study with nginx (one worker, ``examples/nginx.conf``, on loopback) as the
 user's server (``--server-cmd``), inline against engine, on the quick budget trimmed
-(``--sweep-points 3 --replicates 1 --steal-repeats 0 --no-handoff --no-mix``). Around
+(``--sweep-points 3 --replicates 3 --steal-repeats 0 --no-handoff --no-mix``: three
+replicates of each calibration run, so that the fit's split of nginx's CPU between
+wake-ups and requests rests on more than one run per rate). Around
 each of its calibration runs on nginx, this script reads nginx's processes' user and
 system time from ``/proc/PID/stat`` (clock ticks, as bench/server_vs_nginx.sh's peer
 reading; the study reads each thread's schedstat) and counts the requests the run
 completed. It prints per class nginx's CPU per request so measured, beside the study's:
 the fitted host demand at those runs (E[X_a] + E[X_p] and the fit's wake-up CPU there,
 the model's host-alone cost), E[X_a] + E[X_p] alone, their ratios to nginx's, and
-whether each is within 10%. Then the same reading over the study's saturation runs,
-where a worker kept busy would never sleep and so spend no CPU on waking: its CPU per
-request there beside E[X_a] + E[X_p], the per-request part of the fit (on this 2-core
-machine the generator kept nginx at most 78 % busy, so some wake-ups remain). About 5 minutes for
-classes 0-3 on this 2-core machine.
+whether each is within 10%. Then the same reading over the study's saturation runs.
 
-    .venv/bin/python bench/study_nginx.py [--classes 0,1,2,3] [--run-length 2s] [--keep DIR]
+E[X_a] + E[X_p] is the per-request part of the fit: what a request costs a worker that
+never waits for work. The study's saturation runs do not give such a worker on this
+2-core machine (the generator, alone on the other core, kept nginx at most 78-84 %
+busy), so the target's reference is a run of its own after the study: nginx, started
+afresh on the study's file set and core, held by a CFS quota to half a core
+(cgroup v2 ``cpu.max`` or v1 ``cpu.cfs_quota_us``) and driven by 64 closed-loop
+clients from the other core. The generator can then outrun it, so whenever the worker
+may run it finds requests waiting; its voluntary context switches per request and the
+quota periods it was throttled in show that it did. About 5 minutes for classes 0-3
+on this 2-core machine.
+
+    .venv/bin/python bench/study_nginx.py [--classes 0,1,2,3] [--run-length 2s] [--replicates 3]
+        [--keep DIR]
 """
 
 from __future__ import annotations
@@ -29,20 +39,27 @@ import shutil
 import sys
 import tempfile
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 from offloadlab.mode_traits import BASELINE
 from offloadlab.study import external as host_server
 from offloadlab.study import pipeline
-from offloadlab.testbed import external
+from offloadlab.testbed import cores, external, load
+from offloadlab.workload import stream
 
 TARGET = 0.10
+QUOTA = 0.5  # of a core: what nginx may use in the never-idle runs
+CLIENTS = 64
+BUSY_S = 4.0  # one never-idle run
+BUSY_REPEATS = 2
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--classes", default="0,1,2,3")
     parser.add_argument("--run-length", default=None, help="default: the quick budget's")
+    parser.add_argument("--replicates", type=int, default=3)
     parser.add_argument("--keep", type=Path, help="keep the study's folder here")
     args = parser.parse_args()
     nginx = shutil.which("nginx") or "/usr/sbin/nginx"
@@ -55,7 +72,8 @@ def main() -> None:
     seen = watch_calibration()
     config = pipeline.StudyConfig(
         out, classes=args.classes, modes="inline,engine", run_length=args.run_length,
-        sweep_points=3, replicates=1, steal_repeats=0, mix=False, handoff_slowdown=None,
+        sweep_points=3, replicates=args.replicates, steal_repeats=0, mix=False,
+        handoff_slowdown=None,
         server_cmd=f"{nginx} -c {conf} -p {folder}", target=f"127.0.0.1:{port}")
     load = os.getloadavg()
     print(f"load average before: {load[0]:.2f} {load[1]:.2f} {load[2]:.2f} "
@@ -63,10 +81,12 @@ def main() -> None:
     started = time.monotonic()
     try:
         pipeline.run(pipeline.prepare(config))
+        took = time.monotonic() - started
+        busy = never_idle(f"{nginx} -c {conf} -p {folder}", port, out / "fileset",
+                          list(seen["calibration"]))
     finally:
         shutil.rmtree(tmp if args.keep is None else folder, ignore_errors=True)
-    took = time.monotonic() - started
-    print_table(seen, _last_summary)
+    print_table(seen, _last_summary, busy)
     print(f"study time {took:.0f} s; load average after: "
           f"{' '.join(f'{x:.2f}' for x in os.getloadavg())}")
 
@@ -110,7 +130,95 @@ def _stat_cpu_s(pid: int) -> float:
     return total
 
 
-def print_table(seen: dict, summary: dict) -> None:
+def never_idle(command: str, port: int, files: Path, classes: list[str]) -> dict:
+    """Per class: nginx's /proc/PID/stat CPU seconds, completed requests, voluntary
+    context switches and throttled quota periods, summed over :data:`BUSY_REPEATS` runs
+    of :data:`CLIENTS` closed-loop clients with nginx held to :data:`QUOTA` of its core."""
+    host, generator = cores.choose()
+    server = external.ExternalServer(command=command, target=f"127.0.0.1:{port}")
+    found = {}
+    with quota(QUOTA) as group, external.running(server, files, core=host) as live:
+        for p in external.tree(live.pid):
+            group.add(p)
+        for cls in classes:
+            folder = next(files.glob(f"*-{cls}"))
+            requests = stream.closed(folder, CLIENTS, requests=500, seed=1)
+            totals = [0.0, 0, 0, 0]
+            for _ in range(BUSY_REPEATS):
+                before = (_stat_cpu_s(live.pid), _switches(live.pid), group.throttled())
+                m = load.run(f"http://127.0.0.1:{port}/{folder.name}/", requests, folder,
+                             repeat=True, max_duration_s=BUSY_S, threads=1, verify="length",
+                             cores=[] if generator is None else [generator])
+                after = (_stat_cpu_s(live.pid), _switches(live.pid), group.throttled())
+                totals[0] += after[0] - before[0]
+                totals[1] += m.parsed.completed
+                totals[2] += after[1] - before[1]
+                totals[3] += after[2] - before[2]
+            found[cls] = tuple(totals)
+    return found
+
+
+class _Group:
+    """A CPU cgroup (v2 or v1) with a quota."""
+
+    def __init__(self, path: Path, v2: bool):
+        self.path, self.v2 = path, v2
+
+    def add(self, pid: int) -> None:
+        (self.path / "cgroup.procs").write_text(str(pid))
+
+    def throttled(self) -> int:
+        for line in (self.path / "cpu.stat").read_text().splitlines():
+            if line.startswith("nr_throttled"):
+                return int(line.split()[1])
+        return 0
+
+
+@contextlib.contextmanager
+def quota(share: float) -> Iterator[_Group]:
+    """A cgroup whose processes may use ``share`` of one core in every 100 ms; removed
+    on the way out, once its processes have exited (stop them inside the block)."""
+    period = 100_000
+    root = Path("/sys/fs/cgroup")
+    v2 = "cpu" in (root / "cgroup.controllers").read_text().split() \
+        if (root / "cgroup.controllers").exists() else False
+    base = root if v2 else root / "cpu"
+    if not (v2 or (base / "cpu.cfs_quota_us").exists()):
+        sys.exit("the never-idle runs need the CPU controller of cgroups "
+                 "(/sys/fs/cgroup/cpu.max or /sys/fs/cgroup/cpu/cpu.cfs_quota_us), and root")
+    path = base / f"offloadlab-nginx-{os.getpid()}"
+    path.mkdir()
+    try:
+        if v2:
+            (path / "cpu.max").write_text(f"{int(share * period)} {period}")
+        else:
+            (path / "cpu.cfs_period_us").write_text(str(period))
+            (path / "cpu.cfs_quota_us").write_text(str(int(share * period)))
+        yield _Group(path, v2)
+    finally:
+        for _ in range(50):  # the stopped server's processes leave the group as they exit
+            with contextlib.suppress(OSError):
+                path.rmdir()
+            if not path.exists():
+                break
+            time.sleep(0.1)
+        else:
+            print(f"warning: {path} still holds processes; remove it with rmdir once they "
+                  "have exited", file=sys.stderr)
+
+
+def _switches(pid: int) -> int:
+    """Voluntary context switches of every thread of ``pid``'s tree: each is a sleep."""
+    total = 0
+    for p in external.tree(pid):
+        with contextlib.suppress(OSError):
+            for line in Path(f"/proc/{p}/status").read_text().splitlines():
+                if line.startswith("voluntary_ctxt_switches"):
+                    total += int(line.split()[1])
+    return total
+
+
+def print_table(seen: dict, summary: dict, busy: dict) -> None:
     rows = {t["class"]: t for t in summary["threads"]
             if t["name"] == host_server.ALL_THREADS}
     print("\nnginx (1 worker) as the user's server: CPU per request over the calibration "
@@ -139,6 +247,19 @@ def print_table(seen: dict, summary: dict) -> None:
         print(f"{cls:6} {n:>9,} {stat * 1e6:>11.1f} {bare * 1e6:>8.1f} {bare / stat:>6.3f} "
               f"{_within(bare, stat):>5}")
     print(f"most cores nginx kept busy in one run: {summary['most_cores']:.2f}")
+    print(f"\nnginx held to {QUOTA:.0%} of its core and never idle ({CLIENTS} clients, "
+          f"{BUSY_REPEATS} runs of {BUSY_S:.0f} s per class): the target's reference, µs")
+    print(f"{'class':6} {'requests':>9} {'nginx stat':>11} {'EXa+EXp':>8} {'ratio':>6} "
+          f"{'≤10%':>5} {'sleeps/request':>15} {'throttled':>10} {'busy':>5}")
+    for cls, (cpu, n, sleeps, throttled) in busy.items():
+        stat, bare = cpu / n, rows[cls]["EXa"] + rows[cls]["EXp"]
+        print(f"{cls:6} {n:>9,} {stat * 1e6:>11.1f} {bare * 1e6:>8.1f} {bare / stat:>6.3f} "
+              f"{_within(bare, stat):>5} {sleeps / n:>15.3f} {throttled:>10} "
+              f"{cpu / (BUSY_S * BUSY_REPEATS):>5.2f}")
+    met = sum(_within(rows[c]["EXa"] + rows[c]["EXp"], v[0] / v[1]) == "yes"
+              for c, v in busy.items())
+    print(f"target (E[X_a] + E[X_p] within {TARGET:.0%} of the never-idle worker's CPU per "
+          f"request): {'met' if met == len(busy) else 'missed'}, {met} of {len(busy)} classes")
 
 
 def _within(ours: float, peer: float) -> str:
