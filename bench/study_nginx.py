@@ -23,7 +23,7 @@ afresh on the study's file set and core, held by a CFS quota to half a core
 (cgroup v2 ``cpu.max`` or v1 ``cpu.cfs_quota_us``) and driven by 64 closed-loop
 clients from the other core. The generator can then outrun it, so whenever the worker
 may run it finds requests waiting; its voluntary context switches per request and the
-quota periods it was throttled in show that it did. About 5 minutes for classes 0-3
+quota periods it was throttled in show that it did. About 9 minutes for classes 0-3
 on this 2-core machine.
 
     .venv/bin/python bench/study_nginx.py [--classes 0,1,2,3] [--run-length 2s] [--replicates 3]
