@@ -3,10 +3,13 @@ part 2): the server's queue, or the load generator's wait for its own core?
 
 A client's connect() on loopback completes when the kernel has done the handshake; the
 server's accept comes later and does not hold it (the listen backlog, 511, is deeper
-than the study's 128 saturation clients). What the load generator reports as set-up
-time is from its connect() to its loop seeing the socket writable. On 2 cores the
-study gives the generator the engine's core, so in engine mode the generator waits for
-that core behind the engine; in inline mode it has the core to itself.
+than the study's 128 saturation clients). The load generator reports set-up time from
+its connect() to the socket connected, read as connect() returns (over loopback the
+handshake is done by then); until 8 Dec 2026 it read it when its loop next reached the
+socket's readiness event, which behind a burst of the engine's answers came
+milliseconds later. On 2 cores the study gives the generator the engine's core, so in
+engine mode the generator may wait for that core behind the engine; in inline mode it
+has the core to itself.
 
 This benchmark prepares the study's own plan (seed 000's file sets, cores, work,
 ``--budget``'s run lengths) and, in ``--rounds`` interleaved rounds, runs each class

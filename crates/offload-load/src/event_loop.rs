@@ -527,6 +527,7 @@ fn io_of<'a>(sh: &'a Shared<'a>, registry: &'a mio::Registry, scratch: &'a mut [
         discard: sh.options.discard,
         rcvlowat: sh.options.rcvlowat,
         scratch,
+        clock: sh.clock,
     }
 }
 
